@@ -1,0 +1,11 @@
+# Helpers shared by every directory: one way to add a program that uses mlo.
+
+# mlo_add_program(NAME SOURCES...): an executable linked to mlo, reusing the precompiled header.
+function(mlo_add_program name)
+  add_executable(${name} ${ARGN})
+  target_link_libraries(${name} PRIVATE mlo::mlo)
+  target_compile_options(${name} PRIVATE -Wall -Wextra)
+  if(MLO_USE_PCH)
+    target_precompile_headers(${name} REUSE_FROM mlo_pch)
+  endif()
+endfunction()

@@ -1,0 +1,69 @@
+#pragma once
+/// \file
+/// `Batch`, what `Problem::training_step` receives, and `BatchStream`, the endless source a
+/// problem draws its batches from.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace torch {
+namespace serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace serialize
+}  // namespace torch
+
+namespace mlo {
+
+/// One mini-batch: inputs and targets (either may be undefined, e.g. for a problem without data).
+struct Batch {
+  Batch() = default;
+  Batch(at::Tensor data, at::Tensor target = {}) : data(std::move(data)), target(std::move(target)) {}
+
+  at::Tensor data;
+  at::Tensor target;
+
+  /// Number of samples (first dimension of `data`), 0 when there is no data.
+  int64_t size() const { return data.defined() && data.dim() > 0 ? data.size(0) : 0; }
+};
+
+/// An endless source of batches. Implementations restart (reshuffle) at the end of an epoch.
+class BatchStream {
+ public:
+  virtual ~BatchStream() = default;
+  /// The next batch.
+  virtual Batch next() = 0;
+  /// Writes the position in the stream, so a resumed run continues with the same batches.
+  virtual void save(torch::serialize::OutputArchive& archive) const;
+  /// Restores a position written by `save`.
+  virtual void load(torch::serialize::InputArchive& archive);
+};
+
+/// Cycles through a fixed list of batches, in order. Example: `VectorStream({full_batch})`.
+class VectorStream : public BatchStream {
+ public:
+  explicit VectorStream(std::vector<Batch> batches);
+  Batch next() override;
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+
+ private:
+  std::vector<Batch> batches_;
+  int64_t position_ = 0;
+};
+
+/// Calls a function for every batch (a generator, a DataLoader iterator wrapper, ...).
+class FunctionStream : public BatchStream {
+ public:
+  explicit FunctionStream(std::function<Batch()> fn);
+  Batch next() override;
+
+ private:
+  std::function<Batch()> fn_;
+};
+
+}  // namespace mlo

@@ -1,0 +1,121 @@
+#pragma once
+/// \file
+/// Options structs for problems and the engine: plain values with chained setters.
+/// Derived settings and cross-field rules are checked once, when the Engine initializes.
+
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace mlo {
+
+/// Hypergradient method a lower problem uses to pass gradients to the problem above it.
+enum class Method {
+  kDarts,    ///< finite-difference implicit gradient, H^{-1} ~ I (Liu et al., DARTS, 2019)
+  kNeumann,  ///< truncated Neumann series for H^{-1} v (Lorraine et al., 2020)
+  kCG,       ///< conjugate gradient on H x = v (Rajeswaran et al., iMAML, 2019)
+};
+
+/// Numeric precision of a level's forward and loss.
+enum class Precision { kFP32, kBF16, kFP16 };
+
+/// Activation checkpointing strategy of a level's model.
+enum class Checkpointing { kNone, kUniform, kSqrt, kOptimal, kMinMemory };
+
+/// Whether a larger or a smaller validation metric is better.
+enum class Mode { kMin, kMax };
+
+/// Name of an enum value as written in configs and logs ("darts", "bf16", ...).
+const char* to_string(Method method);
+const char* to_string(Precision precision);
+const char* to_string(Checkpointing checkpointing);
+const char* to_string(Mode mode);
+
+/// DARTS: eps = alpha / ||v||; result (grad_lambda L(w - eps v) - grad_lambda L(w + eps v)) / 2eps.
+struct DartsOptions {
+  /// Perturbation size, relative to ||v||.
+  TORCH_ARG(double, alpha) = 0.01;
+};
+
+/// Neumann series: H^{-1} v ~ alpha * sum_{k=0..K} (I - alpha H)^k v, K = iterations.
+/// Converges when 0 < alpha < 2 / lambda_max(H).
+struct NeumannOptions {
+  TORCH_ARG(int64_t, iterations) = 1;
+  TORCH_ARG(double, alpha) = 1.0;
+};
+
+/// Conjugate gradient: `iterations` CG steps on (alpha H) x = alpha v; the solution is H^{-1} v
+/// for every alpha > 0 (alpha only rescales the system).
+struct CGOptions {
+  TORCH_ARG(int64_t, iterations) = 1;
+  TORCH_ARG(double, alpha) = 1.0;
+};
+
+/// Per-problem configuration. Example:
+/// `ProblemConfig().unroll_steps(10).method(NeumannOptions().iterations(5)).gradient_clipping(1)`
+struct ProblemConfig {
+  /// Optimizer steps this (lower) problem takes before its parents step once.
+  TORCH_ARG(int64_t, unroll_steps) = 1;
+  /// Local steps during which the parents are not stepped at all.
+  TORCH_ARG(int64_t, warmup_steps) = 0;
+  /// After its parents step, restore the state from before the unroll and redo one step.
+  TORCH_ARG(bool, roll_back) = false;
+  /// Maximum global L2 norm of the gradient before an optimizer step; 0 disables clipping.
+  TORCH_ARG(double, gradient_clipping) = 0.0;
+  /// Log one line every `log_step` local steps; 0 uses the engine's `log_step`.
+  TORCH_ARG(int64_t, log_step) = 0;
+  /// Micro-steps per optimizer step (loss divided by this).
+  TORCH_ARG(int64_t, gradient_accumulation) = 1;
+  /// Precision of this level's forward and loss.
+  TORCH_ARG(Precision, precision) = Precision::kFP32;
+  /// Replicate this level over the process group and average its gradients.
+  TORCH_ARG(bool, data_parallel) = false;
+  /// Activation checkpointing of this level's model.
+  TORCH_ARG(Checkpointing, checkpointing) = Checkpointing::kNone;
+
+ public:  // (TORCH_ARG leaves the struct in a private section)
+  /// Selects the hypergradient method (and its options) this problem uses as a lower level.
+  ProblemConfig& method(const DartsOptions& options);
+  ProblemConfig& method(const NeumannOptions& options);
+  ProblemConfig& method(const CGOptions& options);
+  /// Selects a method by value with its default options.
+  ProblemConfig& method(Method method);
+
+  Method method() const { return method_; }
+  const DartsOptions& darts() const { return darts_; }
+  const NeumannOptions& neumann() const { return neumann_; }
+  const CGOptions& cg() const { return cg_; }
+
+ private:
+  Method method_ = Method::kDarts;
+  DartsOptions darts_;
+  NeumannOptions neumann_;
+  CGOptions cg_;
+};
+
+/// Stop training when a validation metric stops improving.
+struct EarlyStopping {
+  /// Name of the metric returned by the validation hook.
+  TORCH_ARG(std::string, metric) = "loss";
+  TORCH_ARG(Mode, mode) = Mode::kMin;
+  /// Number of validations without improvement after which training stops.
+  TORCH_ARG(int64_t, tolerance) = 5;
+  /// Smallest change that counts as an improvement.
+  TORCH_ARG(double, min_delta) = 0.0;
+};
+
+/// Engine configuration. Example: `EngineConfig().train_iters(2000).valid_step(100)`.
+struct EngineConfig {
+  /// Global steps; each global step steps every leaf problem once.
+  TORCH_ARG(int64_t, train_iters) = 1000;
+  /// Call the validation hook every `valid_step` global steps; 0 never.
+  TORCH_ARG(int64_t, valid_step) = 0;
+  /// Default logging period of every problem, in its local steps; 0 disables training logs.
+  TORCH_ARG(int64_t, log_step) = 0;
+  /// Early stopping on a validation metric; needs `valid_step` > 0.
+  TORCH_ARG(std::optional<EarlyStopping>, early_stopping) = std::nullopt;
+};
+
+}  // namespace mlo

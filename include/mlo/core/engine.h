@@ -1,0 +1,93 @@
+#pragma once
+/// \file
+/// `mlo::Engine`: validates the dependency graph, schedules the problems' steps and runs
+/// validation, early stopping and logging.
+
+#include <mlo/core/config.h>
+#include <mlo/core/graph.h>
+#include <mlo/core/problem.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace mlo {
+
+using ProblemPtr = std::shared_ptr<Problem>;
+
+/// Both edge maps of the dependency graph, for the one-call constructor:
+/// `Dependencies{/*u2l=*/{{outer, {inner}}}, /*l2u=*/{{inner, {outer}}}}`.
+struct Dependencies {
+  std::vector<std::pair<ProblemPtr, std::vector<ProblemPtr>>> u2l;  ///< upper -> lowers
+  std::vector<std::pair<ProblemPtr, std::vector<ProblemPtr>>> l2u;  ///< lower -> uppers
+};
+
+/// Runs a multilevel optimization. Each global step steps every leaf problem once; a problem
+/// that has taken `unroll_steps` optimizer steps (after `warmup_steps`) marks itself ready in
+/// its parents, and a parent whose children are all ready steps, recursively up the graph.
+///
+/// ```
+/// mlo::Engine engine(mlo::EngineConfig().train_iters(2000).valid_step(100));
+/// engine.add(outer).add(inner).link(/*upper=*/outer, /*lower=*/inner);
+/// engine.validation([&] { return mlo::Metrics{{"loss", outer->last_loss()}}; });
+/// engine.run();
+/// ```
+class Engine {
+ public:
+  explicit Engine(EngineConfig config = EngineConfig());
+  Engine(EngineConfig config, std::vector<ProblemPtr> problems, const Dependencies& dependencies);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// Adds a problem (names must be unique).
+  Engine& add(ProblemPtr problem);
+  /// `upper`'s parameters enter `lower`'s loss.
+  Engine& u2l(const ProblemPtr& upper, const ProblemPtr& lower);
+  /// `lower`'s parameters enter `upper`'s loss.
+  Engine& l2u(const ProblemPtr& lower, const ProblemPtr& upper);
+  /// Both edges between a bilevel pair: `u2l(upper, lower)` and `l2u(lower, upper)`.
+  Engine& link(const ProblemPtr& upper, const ProblemPtr& lower);
+  /// Called every `valid_step` global steps (problems in eval mode); returns named metrics.
+  Engine& validation(std::function<Metrics()> hook);
+
+  /// Validates the graph and configs, resolves derived settings and builds the hypergradient
+  /// methods. Called by `run` if not called before; throws `mlo::Error` on a bad setup.
+  void initialize();
+  /// Runs `train_iters` global steps (or until early stopping).
+  void run();
+  /// One global step: steps every leaf once (and whatever becomes ready above them).
+  void step();
+
+  int64_t global_step() const { return global_step_; }
+  bool stopped_early() const { return stopped_early_; }
+  /// The latest validation metrics (empty before the first validation).
+  const Metrics& last_validation() const { return last_validation_; }
+  /// The best value of the early-stopping metric seen so far.
+  std::optional<double> best_metric() const { return best_metric_; }
+  const EngineConfig& config() const { return config_; }
+  const Graph& graph() const { return graph_; }
+  const std::vector<ProblemPtr>& problems() const { return problems_; }
+
+ private:
+  void step_problem(Problem& problem);
+  void check_config(const Problem& problem) const;
+  void validate_and_maybe_stop();
+  void log_problem(const Problem& problem) const;
+
+  EngineConfig config_;
+  std::vector<ProblemPtr> problems_;
+  Graph graph_;
+  std::vector<Problem*> leaves_;
+  std::function<Metrics()> validation_;
+  bool initialized_ = false;
+  int64_t global_step_ = 0;
+  bool stopped_early_ = false;
+  Metrics last_validation_;
+  std::optional<double> best_metric_;
+  int64_t validations_without_improvement_ = 0;
+};
+
+}  // namespace mlo

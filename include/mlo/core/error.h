@@ -1,0 +1,32 @@
+#pragma once
+/// \file
+/// Errors: `MLO_CHECK` for mistakes a user can make (bad config, bad graph, bad input),
+/// `MLO_INTERNAL_ASSERT` for invariants of mlo itself.
+
+#include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace mlo {
+
+/// Thrown for user and configuration errors. The message names the problem, field and value.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace mlo
+
+/// Throws `mlo::Error` with the concatenated message when `cond` is false.
+/// Example: `MLO_CHECK(steps > 0, "problem '", name, "': unroll_steps must be > 0, got ", steps);`
+#define MLO_CHECK(cond, ...)                               \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      throw ::mlo::Error(::c10::str(__VA_ARGS__));         \
+    }                                                      \
+  } while (false)
+
+/// Checks an invariant of mlo itself; failing it is a bug in mlo, not in user code.
+#define MLO_INTERNAL_ASSERT(cond, ...) TORCH_INTERNAL_ASSERT(cond, __VA_ARGS__)

@@ -1,0 +1,183 @@
+#pragma once
+/// \file
+/// `mlo::Problem`: one level of a multilevel optimization. A problem owns a module, an optimizer,
+/// an optional learning-rate schedule and a batch stream; its single required method is
+/// `training_step`, the loss of one batch.
+
+#include <mlo/core/batch.h>
+#include <mlo/core/config.h>
+#include <mlo/core/error.h>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlo {
+
+class Engine;
+namespace hypergrad {
+class Hypergradient;
+}
+
+/// Named scalar metrics (loss, accuracy, ...), ordered by name for stable logs.
+using Metrics = std::map<std::string, double>;
+
+/// Learning-rate multiplier as a function of the number of optimizer steps taken (LambdaLR):
+/// the learning rate of each parameter group is `base_lr * schedule(optimizer_steps)`.
+using LrSchedule = std::function<double(int64_t optimizer_steps)>;
+
+/// One level of a multilevel optimization problem. Subclass it and define `training_step`:
+///
+/// ```
+/// struct Inner : mlo::Problem {
+///   using mlo::Problem::Problem;
+///   std::shared_ptr<Outer> outer;   // typed handle to the level above
+///   torch::Tensor training_step(const mlo::Batch& b) override {
+///     return loss(module_as<torch::nn::LinearImpl>()->forward(b.data), b.target, outer->lambda());
+///   }
+/// };
+/// auto inner = std::make_shared<Inner>("inner", mlo::ProblemConfig().unroll_steps(10));
+/// inner->module(torch::nn::Linear(20, 1)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
+///      .data(batches);
+/// ```
+///
+/// Problems are stepped by an `Engine`; they are non-copyable, and their state goes through
+/// `state_dict`/`load_state_dict`.
+class Problem {
+ public:
+  /// `name` identifies the problem in errors and logs; it must be unique within an engine.
+  explicit Problem(std::string name, ProblemConfig config = ProblemConfig());
+  virtual ~Problem();
+  Problem(const Problem&) = delete;
+  Problem& operator=(const Problem&) = delete;
+
+  /// The scalar loss of one batch. Typed handles give access to other levels' modules.
+  virtual at::Tensor training_step(const Batch& batch) = 0;
+
+  // ---- Hooks: override what you need; the defaults do nothing. -------------------------------
+
+  /// Called at the start of every unroll (before the first of `unroll_steps` steps).
+  virtual void on_inner_loop_start() {}
+  /// Called with the gradients (one per trainable parameter) before clipping and the step.
+  virtual void grad_callback(std::vector<at::Tensor>& grads) { (void)grads; }
+  /// Called after every optimizer step (e.g. to clamp parameters).
+  virtual void param_callback() {}
+  /// Replaces the optimizer step when it returns true (the default returns false).
+  virtual bool custom_optimizer_step() { return false; }
+
+  // ---- Setup (chained). ---------------------------------------------------------------------
+
+  /// Sets the module whose trainable parameters this problem optimizes.
+  Problem& module(std::shared_ptr<torch::nn::Module> module);
+  template <typename Impl>
+  Problem& module(const torch::nn::ModuleHolder<Impl>& holder) {
+    return module(std::static_pointer_cast<torch::nn::Module>(holder.ptr()));
+  }
+  /// Creates the optimizer over the module's trainable parameters:
+  /// `optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9))`.
+  template <typename Optimizer, typename Options>
+  Problem& optimizer(const Options& options) {
+    MLO_CHECK(module_, "problem '", name_, "': set the module before the optimizer");
+    return optimizer(std::make_shared<Optimizer>(parameters(), options));
+  }
+  /// Uses an optimizer built by the caller, with its parameter groups and state as they are.
+  Problem& optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer);
+  /// Learning-rate schedule, applied after every optimizer step (not every micro-step).
+  Problem& scheduler(LrSchedule schedule);
+  /// Where batches come from. A problem without data receives empty batches.
+  Problem& data(std::shared_ptr<BatchStream> stream);
+  Problem& data(std::vector<Batch> batches);
+  Problem& data(std::function<Batch()> next_batch);
+
+  // ---- Access. ------------------------------------------------------------------------------
+
+  const std::string& name() const { return name_; }
+  const ProblemConfig& config() const { return config_; }
+  bool has_module() const { return module_ != nullptr; }
+  torch::nn::Module& module() const;
+  /// The module as its concrete type: `module_as<torch::nn::LinearImpl>()`.
+  template <typename Impl>
+  std::shared_ptr<Impl> module_as() const {
+    auto typed = std::dynamic_pointer_cast<Impl>(module_);
+    MLO_CHECK(typed, "problem '", name_, "': the module is not of the requested type");
+    return typed;
+  }
+  bool has_optimizer() const { return optimizer_ != nullptr; }
+  torch::optim::Optimizer& optimizer() const;
+  /// The module's parameters that require gradients, in registration order.
+  std::vector<at::Tensor> parameters() const;
+  /// The batch of the latest step (hypergradients re-evaluate the loss on it).
+  const Batch& current_batch() const { return current_batch_; }
+  /// `training_step(current_batch())`, with the level's settings applied.
+  at::Tensor current_loss();
+
+  /// Local steps taken (each fetches one batch).
+  int64_t step_count() const { return step_count_; }
+  /// Optimizer steps taken.
+  int64_t optimizer_steps() const { return optimizer_steps_; }
+  /// Loss of the latest step.
+  double last_loss() const { return last_loss_; }
+  /// Metrics of the latest step: "loss" plus whatever `log_metric` recorded.
+  const Metrics& metrics() const { return metrics_; }
+  /// Records a metric for this step's log line (call from `training_step`).
+  void log_metric(const std::string& name, double value) { metrics_[name] = value; }
+
+  /// Training mode: steps count, and the module is in train mode.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Writes module, optimizer, counters (and the schedule position) to `archive`.
+  void state_dict(torch::serialize::OutputArchive& archive) const;
+  /// Restores what `state_dict` wrote.
+  void load_state_dict(torch::serialize::InputArchive& archive);
+
+ private:
+  friend class Engine;
+
+  // One local step: fetch a batch, compute the loss, direct and implicit gradients, and step the
+  // optimizer on an accumulation boundary. `batch` re-uses a given batch (roll-back).
+  void descend(const Batch* batch = nullptr);
+  // Gradients of `loss` for this problem's parameters: direct plus every hypergradient path.
+  std::vector<at::Tensor> gradients(const at::Tensor& loss);
+  void accumulate(const std::vector<at::Tensor>& grads);
+  void optimizer_step();
+  void apply_schedule();
+  void cache_state();
+  void restore_state();
+
+  std::string name_;
+  ProblemConfig config_;
+  std::shared_ptr<torch::nn::Module> module_;
+  std::shared_ptr<torch::optim::Optimizer> optimizer_;
+  LrSchedule schedule_;
+  std::vector<double> base_lrs_;
+  std::shared_ptr<BatchStream> stream_;
+  Batch current_batch_;
+
+  int64_t step_count_ = 0;
+  int64_t optimizer_steps_ = 0;
+  double last_loss_ = 0.0;
+  Metrics metrics_;
+  bool training_ = true;
+
+  // Set by the Engine at initialization.
+  std::vector<Problem*> parents_;   // problems whose loss depends on this one's parameters
+  std::vector<Problem*> children_;  // problems whose parameters enter this one's loss
+  std::vector<bool> ready_;         // per child: has it finished its unroll?
+  std::vector<std::vector<Problem*>> paths_;  // hypergradient paths [this, ..., this]
+  std::unique_ptr<hypergrad::Hypergradient> hypergradient_;  // used when this is a lower level
+  int64_t log_step_ = 0;
+  bool inner_loop_start_ = true;
+  std::shared_ptr<std::stringstream> cached_state_;
+};
+
+}  // namespace mlo

@@ -1,0 +1,37 @@
+#include <mlo/core/batch.h>
+#include <mlo/core/error.h>
+
+#include <torch/serialize/archive.h>
+
+namespace mlo {
+
+void BatchStream::save(torch::serialize::OutputArchive& /*archive*/) const {}
+void BatchStream::load(torch::serialize::InputArchive& /*archive*/) {}
+
+VectorStream::VectorStream(std::vector<Batch> batches) : batches_(std::move(batches)) {
+  MLO_CHECK(!batches_.empty(), "VectorStream: needs at least one batch");
+}
+
+Batch VectorStream::next() {
+  const Batch& batch = batches_[static_cast<size_t>(position_)];
+  position_ = (position_ + 1) % static_cast<int64_t>(batches_.size());
+  return batch;
+}
+
+void VectorStream::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("position", c10::IValue(position_));
+}
+
+void VectorStream::load(torch::serialize::InputArchive& archive) {
+  c10::IValue position;
+  archive.read("position", position);
+  position_ = position.toInt() % static_cast<int64_t>(batches_.size());
+}
+
+FunctionStream::FunctionStream(std::function<Batch()> fn) : fn_(std::move(fn)) {
+  MLO_CHECK(static_cast<bool>(fn_), "FunctionStream: needs a callable");
+}
+
+Batch FunctionStream::next() { return fn_(); }
+
+}  // namespace mlo

@@ -1,0 +1,234 @@
+#include <mlo/core/engine.h>
+#include <mlo/hypergrad/hypergradient.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace mlo {
+namespace {
+
+std::string describe(const std::vector<Problem*>& path) {
+  std::string out;
+  for (size_t i = 0; i < path.size(); ++i) out += (i ? " -> " : "") + path[i]->name();
+  return out;
+}
+
+std::string format_metrics(const Metrics& metrics) {
+  std::ostringstream out;
+  bool first = true;
+  for (const auto& [name, value] : metrics) {
+    out << (first ? "" : "  ") << name << " " << value;
+    first = false;
+  }
+  return out.str();
+}
+
+}  // namespace
+
+Engine::Engine(EngineConfig config) : config_(std::move(config)) {}
+
+Engine::Engine(EngineConfig config, std::vector<ProblemPtr> problems,
+               const Dependencies& dependencies)
+    : Engine(std::move(config)) {
+  for (auto& problem : problems) add(std::move(problem));
+  for (const auto& [upper, lowers] : dependencies.u2l) {
+    for (const auto& lower : lowers) u2l(upper, lower);
+  }
+  for (const auto& [lower, uppers] : dependencies.l2u) {
+    for (const auto& upper : uppers) l2u(lower, upper);
+  }
+}
+
+Engine::~Engine() = default;
+
+Engine& Engine::add(ProblemPtr problem) {
+  MLO_CHECK(!initialized_, "engine: add(...) after initialization");
+  graph_.add(problem.get());
+  problems_.push_back(std::move(problem));
+  return *this;
+}
+
+Engine& Engine::u2l(const ProblemPtr& upper, const ProblemPtr& lower) {
+  MLO_CHECK(!initialized_, "engine: u2l(...) after initialization");
+  graph_.add_u2l(upper.get(), lower.get());
+  return *this;
+}
+
+Engine& Engine::l2u(const ProblemPtr& lower, const ProblemPtr& upper) {
+  MLO_CHECK(!initialized_, "engine: l2u(...) after initialization");
+  graph_.add_l2u(lower.get(), upper.get());
+  return *this;
+}
+
+Engine& Engine::link(const ProblemPtr& upper, const ProblemPtr& lower) {
+  return u2l(upper, lower).l2u(lower, upper);
+}
+
+Engine& Engine::validation(std::function<Metrics()> hook) {
+  validation_ = std::move(hook);
+  return *this;
+}
+
+void Engine::check_config(const Problem& problem) const {
+  const ProblemConfig& c = problem.config();
+  const std::string& name = problem.name();
+  MLO_CHECK(problem.has_module(), "problem '", name, "': no module; call module(...)");
+  MLO_CHECK(problem.has_optimizer(), "problem '", name, "': no optimizer; call optimizer(...)");
+  MLO_CHECK(c.unroll_steps() >= 1, "problem '", name, "': unroll_steps must be >= 1, got ",
+            c.unroll_steps());
+  MLO_CHECK(c.warmup_steps() >= 0, "problem '", name, "': warmup_steps must be >= 0, got ",
+            c.warmup_steps());
+  MLO_CHECK(c.gradient_clipping() >= 0, "problem '", name,
+            "': gradient_clipping must be >= 0 (0 disables it), got ", c.gradient_clipping());
+  MLO_CHECK(c.log_step() >= 0, "problem '", name, "': log_step must be >= 0, got ", c.log_step());
+  MLO_CHECK(c.darts().alpha() > 0, "problem '", name, "': darts alpha must be > 0, got ",
+            c.darts().alpha());
+  MLO_CHECK(c.neumann().iterations() >= 0 && c.neumann().alpha() > 0, "problem '", name,
+            "': neumann needs iterations >= 0 and alpha > 0, got iterations ",
+            c.neumann().iterations(), " and alpha ", c.neumann().alpha());
+  MLO_CHECK(c.cg().iterations() >= 1 && c.cg().alpha() > 0, "problem '", name,
+            "': cg needs iterations >= 1 and alpha > 0, got iterations ", c.cg().iterations(),
+            " and alpha ", c.cg().alpha());
+  // Features delivered by later work: refuse rather than silently ignore them.
+  MLO_CHECK(c.gradient_accumulation() == 1, "problem '", name,
+            "': gradient_accumulation > 1 is not supported yet, got ", c.gradient_accumulation());
+  MLO_CHECK(c.precision() == Precision::kFP32, "problem '", name, "': precision ",
+            to_string(c.precision()), " is not supported yet (only fp32)");
+  MLO_CHECK(!c.data_parallel(), "problem '", name, "': data_parallel is not supported yet");
+  MLO_CHECK(c.checkpointing() == Checkpointing::kNone, "problem '", name, "': checkpointing ",
+            to_string(c.checkpointing()), " is not supported yet (only none)");
+}
+
+void Engine::initialize() {
+  if (initialized_) return;
+  graph_.validate();
+  MLO_CHECK(config_.train_iters() >= 0, "engine: train_iters must be >= 0, got ",
+            config_.train_iters());
+  MLO_CHECK(config_.valid_step() >= 0, "engine: valid_step must be >= 0, got ",
+            config_.valid_step());
+  MLO_CHECK(config_.log_step() >= 0, "engine: log_step must be >= 0, got ", config_.log_step());
+  if (config_.early_stopping()) {
+    MLO_CHECK(config_.valid_step() > 0 && validation_, "engine: early_stopping needs valid_step > 0",
+              " and a validation hook (engine.validation(...))");
+    MLO_CHECK(config_.early_stopping()->tolerance() >= 1,
+              "engine: early_stopping tolerance must be >= 1, got ",
+              config_.early_stopping()->tolerance());
+  }
+  for (const auto& problem : problems_) check_config(*problem);
+
+  for (const auto& problem : problems_) {
+    Problem& p = *problem;
+    p.parents_ = graph_.parents(&p);
+    p.children_ = graph_.children(&p);
+    p.ready_.assign(p.children_.size(), false);
+    p.paths_ = graph_.paths(&p);
+    p.log_step_ = p.config().log_step() > 0 ? p.config().log_step() : config_.log_step();
+    p.inner_loop_start_ = true;
+  }
+  // A problem needs a hypergradient method when it is an intermediate node of some path.
+  for (const auto& problem : problems_) {
+    for (const auto& path : problem->paths_) {
+      for (size_t i = 1; i + 1 < path.size(); ++i) {
+        if (!path[i]->hypergradient_) path[i]->hypergradient_ = hypergrad::create(path[i]->config());
+      }
+    }
+  }
+  leaves_ = graph_.leaves();
+  MLO_CHECK(!leaves_.empty(), "engine: no leaf problem (every problem has a problem below it)");
+
+  for (const auto& problem : problems_) {
+    std::string paths;
+    for (const auto& path : problem->paths_) paths += " [" + describe(path) + "]";
+    spdlog::debug("mlo: problem '{}': {} parent(s), {} child(ren), paths:{}", problem->name(),
+                  problem->parents_.size(), problem->children_.size(),
+                  paths.empty() ? " none" : paths);
+  }
+  initialized_ = true;
+}
+
+void Engine::step_problem(Problem& p) {
+  if (!std::all_of(p.ready_.begin(), p.ready_.end(), [](bool ready) { return ready; })) return;
+  const ProblemConfig& c = p.config();
+  if (p.inner_loop_start_) {
+    p.on_inner_loop_start();
+    p.inner_loop_start_ = false;
+    if (c.roll_back()) p.cache_state();
+  }
+  if (p.training_) ++p.step_count_;
+  p.descend();
+  if (p.log_step_ > 0 && p.step_count_ % p.log_step_ == 0) log_problem(p);
+
+  const int64_t period = c.unroll_steps() * c.gradient_accumulation();
+  if (p.training_ && p.step_count_ % period == 0 && p.step_count_ > c.warmup_steps()) {
+    for (Problem* parent : p.parents_) {
+      const auto it = std::find(parent->children_.begin(), parent->children_.end(), &p);
+      parent->ready_[static_cast<size_t>(it - parent->children_.begin())] = true;
+      step_problem(*parent);
+    }
+    p.inner_loop_start_ = true;
+    if (c.roll_back()) {
+      // Rewind to the state before this unroll and redo one step with the updated parents.
+      const Batch batch = p.current_batch();
+      p.restore_state();
+      p.descend(&batch);
+    }
+  }
+  p.ready_.assign(p.ready_.size(), false);
+}
+
+void Engine::step() {
+  if (!initialized_) initialize();
+  ++global_step_;
+  for (Problem* leaf : leaves_) step_problem(*leaf);
+}
+
+void Engine::run() {
+  initialize();
+  for (const auto& problem : problems_) problem->train();
+  spdlog::info("mlo: running {} global steps over {} problem(s)", config_.train_iters(),
+               problems_.size());
+  for (int64_t it = 1; it <= config_.train_iters(); ++it) {
+    step();
+    if (config_.valid_step() > 0 && validation_ && global_step_ % config_.valid_step() == 0) {
+      validate_and_maybe_stop();
+      if (stopped_early_) break;
+    }
+  }
+}
+
+void Engine::validate_and_maybe_stop() {
+  for (const auto& problem : problems_) problem->eval();
+  last_validation_ = validation_();
+  for (const auto& problem : problems_) problem->train();
+  spdlog::info("[validation] step {}  {}", global_step_, format_metrics(last_validation_));
+
+  if (!config_.early_stopping()) return;
+  const EarlyStopping& rule = *config_.early_stopping();
+  const auto found = last_validation_.find(rule.metric());
+  MLO_CHECK(found != last_validation_.end(), "engine: early_stopping metric '", rule.metric(),
+            "' is not among the validation metrics (", format_metrics(last_validation_), ")");
+  const double value = found->second;
+  const bool improved =
+      !best_metric_ || (rule.mode() == Mode::kMin ? value < *best_metric_ - rule.min_delta()
+                                                  : value > *best_metric_ + rule.min_delta());
+  if (improved) {
+    best_metric_ = value;
+    validations_without_improvement_ = 0;
+    return;
+  }
+  if (++validations_without_improvement_ >= rule.tolerance()) {
+    stopped_early_ = true;
+    spdlog::info("mlo: early stopping at step {}: '{}' has not improved on {} for {} validations",
+                 global_step_, rule.metric(), *best_metric_, validations_without_improvement_);
+  }
+}
+
+void Engine::log_problem(const Problem& p) const {
+  spdlog::info("[step {}] {}  local {}  {}", global_step_, p.name(), p.step_count(),
+               format_metrics(p.metrics()));
+}
+
+}  // namespace mlo

@@ -1,0 +1,255 @@
+#include <mlo/core/problem.h>
+#include <mlo/hypergrad/hypergradient.h>
+
+#include <torch/autograd.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/serialize/archive.h>
+
+#include <algorithm>
+#include <sstream>
+
+namespace mlo {
+
+Problem::Problem(std::string name, ProblemConfig config)
+    : name_(std::move(name)), config_(std::move(config)) {
+  MLO_CHECK(!name_.empty(), "a problem needs a non-empty name");
+}
+
+Problem::~Problem() = default;
+
+Problem& Problem::module(std::shared_ptr<torch::nn::Module> module) {
+  MLO_CHECK(module != nullptr, "problem '", name_, "': module(...) got a null module");
+  module_ = std::move(module);
+  module_->train(training_);
+  return *this;
+}
+
+Problem& Problem::optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer) {
+  MLO_CHECK(optimizer != nullptr, "problem '", name_, "': optimizer(...) got a null optimizer");
+  optimizer_ = std::move(optimizer);
+  if (schedule_) scheduler(schedule_);  // re-capture the base learning rates
+  return *this;
+}
+
+Problem& Problem::scheduler(LrSchedule schedule) {
+  MLO_CHECK(static_cast<bool>(schedule), "problem '", name_, "': scheduler(...) got an empty function");
+  MLO_CHECK(optimizer_, "problem '", name_, "': set the optimizer before the scheduler");
+  schedule_ = std::move(schedule);
+  base_lrs_.clear();
+  for (const auto& group : optimizer_->param_groups()) base_lrs_.push_back(group.options().get_lr());
+  apply_schedule();
+  return *this;
+}
+
+Problem& Problem::data(std::shared_ptr<BatchStream> stream) {
+  MLO_CHECK(stream != nullptr, "problem '", name_, "': data(...) got a null stream");
+  stream_ = std::move(stream);
+  return *this;
+}
+
+Problem& Problem::data(std::vector<Batch> batches) {
+  MLO_CHECK(!batches.empty(), "problem '", name_, "': data(...) got no batches");
+  return data(std::make_shared<VectorStream>(std::move(batches)));
+}
+
+Problem& Problem::data(std::function<Batch()> next_batch) {
+  return data(std::make_shared<FunctionStream>(std::move(next_batch)));
+}
+
+torch::nn::Module& Problem::module() const {
+  MLO_CHECK(module_, "problem '", name_, "' has no module; call module(...) first");
+  return *module_;
+}
+
+torch::optim::Optimizer& Problem::optimizer() const {
+  MLO_CHECK(optimizer_, "problem '", name_, "' has no optimizer; call optimizer(...) first");
+  return *optimizer_;
+}
+
+std::vector<at::Tensor> Problem::parameters() const {
+  std::vector<at::Tensor> out;
+  if (!module_) return out;
+  for (const auto& p : module_->parameters()) {
+    if (p.requires_grad()) out.push_back(p);
+  }
+  return out;
+}
+
+at::Tensor Problem::current_loss() { return training_step(current_batch_); }
+
+void Problem::train(bool on) {
+  training_ = on;
+  if (module_) module_->train(on);
+}
+
+void Problem::descend(const Batch* batch) {
+  if (batch != nullptr) {
+    current_batch_ = *batch;
+  } else {
+    current_batch_ = stream_ ? stream_->next() : Batch();
+  }
+  metrics_.clear();
+  at::Tensor loss = training_step(current_batch_);
+  MLO_CHECK(loss.defined() && loss.numel() == 1, "problem '", name_,
+            "': training_step must return a scalar loss, got ",
+            loss.defined() ? c10::str(loss.sizes()) : std::string("an undefined tensor"));
+  MLO_CHECK(loss.requires_grad(), "problem '", name_,
+            "': the loss does not depend on any parameter that requires gradients");
+  last_loss_ = loss.item<double>();
+  metrics_["loss"] = last_loss_;
+  accumulate(gradients(loss));
+  if (step_count_ % config_.gradient_accumulation() == 0) optimizer_step();
+}
+
+std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
+  const std::vector<at::Tensor> own = parameters();
+  // One backward pass gives the direct gradient and v = dL/dw for the first lower problem of
+  // every path (several paths may start with the same lower problem).
+  std::vector<Problem*> lowers;
+  for (const auto& path : paths_) {
+    if (std::find(lowers.begin(), lowers.end(), path[1]) == lowers.end()) lowers.push_back(path[1]);
+  }
+  std::vector<at::Tensor> inputs = own;
+  std::vector<size_t> offsets;
+  for (Problem* lower : lowers) {
+    offsets.push_back(inputs.size());
+    for (const auto& p : lower->parameters()) inputs.push_back(p);
+  }
+  MLO_CHECK(!inputs.empty(), "problem '", name_, "' has no trainable parameters");
+  std::vector<at::Tensor> grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{},
+                                                        /*retain_graph=*/false,
+                                                        /*create_graph=*/false,
+                                                        /*allow_unused=*/true);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) grads[i] = at::zeros_like(inputs[i]);
+  }
+  std::vector<at::Tensor> total(grads.begin(), grads.begin() + static_cast<long>(own.size()));
+  for (const auto& path : paths_) {
+    const size_t index = static_cast<size_t>(
+        std::find(lowers.begin(), lowers.end(), path[1]) - lowers.begin());
+    const auto begin = grads.begin() + static_cast<long>(offsets[index]);
+    std::vector<at::Tensor> v(begin, begin + static_cast<long>(path[1]->parameters().size()));
+    for (size_t i = 1; i + 1 < path.size(); ++i) {
+      Problem& curr = *path[i];
+      MLO_INTERNAL_ASSERT(curr.hypergradient_, "no hypergradient method for ", curr.name());
+      v = curr.hypergradient_->apply(v, curr, *path[i + 1]);
+    }
+    MLO_INTERNAL_ASSERT(v.size() == total.size(), "hypergradient size mismatch for ", name_);
+    for (size_t i = 0; i < total.size(); ++i) total[i] = total[i] + v[i];
+  }
+  return total;
+}
+
+void Problem::accumulate(const std::vector<at::Tensor>& grads) {
+  std::vector<at::Tensor> params = parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor& grad = params[i].mutable_grad();
+    if (grad.defined()) {
+      grad.add_(grads[i]);
+    } else {
+      grad = grads[i].detach();
+    }
+  }
+}
+
+void Problem::optimizer_step() {
+  std::vector<at::Tensor> params = parameters();
+  std::vector<at::Tensor> grads;
+  grads.reserve(params.size());
+  for (const auto& p : params) grads.push_back(p.grad());
+  grad_callback(grads);
+  for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = grads[i];
+  if (config_.gradient_clipping() > 0) {
+    torch::nn::utils::clip_grad_norm_(params, config_.gradient_clipping());
+  }
+  if (!custom_optimizer_step()) optimizer().step();
+  ++optimizer_steps_;
+  apply_schedule();
+  param_callback();
+  for (auto& p : params) p.mutable_grad().reset();
+}
+
+void Problem::apply_schedule() {
+  if (!schedule_ || !optimizer_) return;
+  const double factor = schedule_(optimizer_steps_);
+  auto& groups = optimizer_->param_groups();
+  for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) {
+    groups[i].options().set_lr(base_lrs_[i] * factor);
+  }
+}
+
+void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
+  torch::serialize::OutputArchive module_archive;
+  module().save(module_archive);
+  archive.write("module", module_archive);
+  if (optimizer_) {
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer_->save(optimizer_archive);
+    archive.write("optimizer", optimizer_archive);
+  }
+  if (stream_) {
+    torch::serialize::OutputArchive data_archive;
+    stream_->save(data_archive);
+    archive.write("data", data_archive);
+  }
+  archive.write("step_count", c10::IValue(step_count_));
+  archive.write("optimizer_steps", c10::IValue(optimizer_steps_));
+  archive.write("inner_loop_start", c10::IValue(inner_loop_start_));
+}
+
+void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
+  torch::serialize::InputArchive module_archive;
+  archive.read("module", module_archive);
+  module().load(module_archive);
+  if (optimizer_) {
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    optimizer_->load(optimizer_archive);
+  }
+  if (stream_) {
+    torch::serialize::InputArchive data_archive;
+    if (archive.try_read("data", data_archive)) stream_->load(data_archive);
+  }
+  c10::IValue value;
+  archive.read("step_count", value);
+  step_count_ = value.toInt();
+  archive.read("optimizer_steps", value);
+  optimizer_steps_ = value.toInt();
+  archive.read("inner_loop_start", value);
+  inner_loop_start_ = value.toBool();
+  apply_schedule();
+}
+
+void Problem::cache_state() {
+  // Roll-back rewinds parameters, buffers, optimizer state and the optimizer-step count (so the
+  // learning-rate schedule sees one step per unroll); not the data position or local steps.
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive module_archive;
+  module().save(module_archive);
+  archive.write("module", module_archive);
+  torch::serialize::OutputArchive optimizer_archive;
+  optimizer().save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("optimizer_steps", c10::IValue(optimizer_steps_));
+  cached_state_ = std::make_shared<std::stringstream>();
+  archive.save_to(*cached_state_);
+}
+
+void Problem::restore_state() {
+  MLO_INTERNAL_ASSERT(cached_state_, "roll-back without a cached state in ", name_);
+  cached_state_->seekg(0);
+  torch::serialize::InputArchive archive;
+  archive.load_from(*cached_state_);
+  torch::serialize::InputArchive module_archive;
+  archive.read("module", module_archive);
+  module().load(module_archive);
+  torch::serialize::InputArchive optimizer_archive;
+  archive.read("optimizer", optimizer_archive);
+  optimizer().load(optimizer_archive);
+  c10::IValue value;
+  archive.read("optimizer_steps", value);
+  optimizer_steps_ = value.toInt();
+  apply_schedule();
+}
+
+}  // namespace mlo
