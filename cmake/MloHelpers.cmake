@@ -4,8 +4,12 @@
 function(mlo_add_program name)
   add_executable(${name} ${ARGN})
   target_link_libraries(${name} PRIVATE mlo::mlo)
-  target_compile_options(${name} PRIVATE -Wall -Wextra)
+  target_compile_options(${name} PRIVATE -Wall -Wextra -Winvalid-pch)
   if(MLO_USE_PCH)
+    # The shared header was compiled with -fPIC; compile the program the same way (it still
+    # links as a PIE) so that GCC accepts the precompiled header.
+    set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+    target_compile_options(${name} PRIVATE -fPIC)
     target_precompile_headers(${name} REUSE_FROM mlo_pch)
   endif()
 endfunction()

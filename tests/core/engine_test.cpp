@@ -1,0 +1,93 @@
+// Engine: configuration errors at start, validation hook, early stopping.
+#include "support/toy.h"
+
+#include <catch2/catch.hpp>
+
+using Catch::Matchers::Contains;
+using mlo::ProblemConfig;
+
+TEST_CASE("Engine: features of later work are refused, naming problem and field",
+          "[core][engine]") {
+  auto check = [](ProblemConfig config, const std::string& message) {
+    auto p = mlo_test::toy("inner", std::move(config), nullptr);
+    mlo::Engine engine;
+    engine.add(p);
+    REQUIRE_THROWS_WITH(engine.initialize(), Contains(message));
+  };
+  check(ProblemConfig().gradient_accumulation(4), "problem 'inner': gradient_accumulation");
+  check(ProblemConfig().precision(mlo::Precision::kBF16), "problem 'inner': precision bf16");
+  check(ProblemConfig().data_parallel(true), "problem 'inner': data_parallel");
+  check(ProblemConfig().checkpointing(mlo::Checkpointing::kSqrt),
+        "problem 'inner': checkpointing sqrt");
+  check(ProblemConfig().unroll_steps(0), "problem 'inner': unroll_steps must be >= 1, got 0");
+  check(ProblemConfig().method(mlo::CGOptions().iterations(0)),
+        "problem 'inner': cg needs iterations >= 1");
+}
+
+TEST_CASE("Engine: a problem without an optimizer is refused", "[core][engine]") {
+  struct NoOpt : mlo::Problem {
+    using mlo::Problem::Problem;
+    torch::Tensor training_step(const mlo::Batch&) override { return torch::zeros({}); }
+  };
+  auto p = std::make_shared<NoOpt>("lonely");
+  p->module(mlo_test::Scalar(0.0));
+  mlo::Engine engine;
+  engine.add(p);
+  REQUIRE_THROWS_WITH(engine.initialize(), Contains("problem 'lonely': no optimizer"));
+}
+
+TEST_CASE("Engine: validation runs every valid_step in eval mode", "[core][engine]") {
+  auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
+  std::vector<int64_t> at;
+  mlo::Engine engine(mlo::EngineConfig().train_iters(10).valid_step(3));
+  engine.add(p).validation([&] {
+    CHECK_FALSE(p->is_training());
+    at.push_back(p->step_count());
+    return mlo::Metrics{{"loss", p->last_loss()}};
+  });
+  engine.run();
+  CHECK(at == std::vector<int64_t>{3, 6, 9});
+  CHECK(p->is_training());
+  CHECK(engine.last_validation().count("loss") == 1);
+}
+
+TEST_CASE("Engine: early stopping stops after `tolerance` validations without improvement",
+          "[core][engine]") {
+  SECTION("mode min") {
+    auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
+    const std::vector<double> values = {5, 4, 3, 3.5, 3.2, 3.1, 1, 1};
+    size_t calls = 0;
+    mlo::Engine engine(mlo::EngineConfig().train_iters(100).valid_step(1).early_stopping(
+        mlo::EarlyStopping().metric("err").mode(mlo::Mode::kMin).tolerance(3)));
+    engine.add(p).validation([&] { return mlo::Metrics{{"err", values.at(calls++)}}; });
+    engine.run();
+    CHECK(engine.stopped_early());
+    CHECK(calls == 6);  // best 3 at the 3rd validation, then 3 without improvement
+    CHECK(engine.global_step() == 6);
+    CHECK(*engine.best_metric() == 3.0);
+  }
+  SECTION("mode max with min_delta") {
+    auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
+    const std::vector<double> values = {0.5, 0.7, 0.705, 0.709, 0.8, 0.8, 0.8};
+    size_t calls = 0;
+    mlo::Engine engine(mlo::EngineConfig().train_iters(7).valid_step(1).early_stopping(
+        mlo::EarlyStopping().metric("acc").mode(mlo::Mode::kMax).tolerance(2).min_delta(0.01)));
+    engine.add(p).validation([&] { return mlo::Metrics{{"acc", values.at(calls++)}}; });
+    engine.run();
+    CHECK(engine.stopped_early());
+    CHECK(calls == 4);  // 0.705 and 0.709 are within min_delta of 0.7
+  }
+  SECTION("an unknown metric is named") {
+    auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
+    mlo::Engine engine(mlo::EngineConfig().train_iters(2).valid_step(1).early_stopping(
+        mlo::EarlyStopping().metric("acc")));
+    engine.add(p).validation([] { return mlo::Metrics{{"loss", 1.0}}; });
+    REQUIRE_THROWS_WITH(engine.run(), Contains("early_stopping metric 'acc' is not among"));
+  }
+  SECTION("early stopping without validation is refused at start") {
+    auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
+    mlo::Engine engine(mlo::EngineConfig().early_stopping(mlo::EarlyStopping()));
+    engine.add(p);
+    REQUIRE_THROWS_WITH(engine.initialize(), Contains("early_stopping needs valid_step > 0"));
+  }
+}

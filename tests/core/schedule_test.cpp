@@ -1,0 +1,131 @@
+// Scheduling semantics of the engine (unroll, warmup, multi-level chains, several children,
+// roll-back), checked on traces of optimizer steps.
+#include "support/toy.h"
+
+#include <catch2/catch.hpp>
+
+using mlo::ProblemConfig;
+using mlo_test::Toy;
+using mlo_test::Trace;
+
+namespace {
+
+// For every step of `stepper`, how many steps `watched` had taken before it.
+std::vector<int64_t> watched_counts(const Trace& trace, const std::string& watched,
+                                    const std::string& stepper) {
+  std::vector<int64_t> out;
+  int64_t seen = 0;
+  for (const auto& [who, step] : trace) {
+    if (who == watched) ++seen;
+    if (who == stepper) out.push_back(seen);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Schedule: with unroll_steps=10 the outer steps once after the 10th inner step",
+          "[core][schedule]") {
+  auto trace = std::make_shared<Trace>();
+  auto outer = mlo_test::toy("outer", ProblemConfig(), trace);
+  auto inner = mlo_test::toy("inner", ProblemConfig().unroll_steps(10), trace);
+  mlo::Engine engine(mlo::EngineConfig().train_iters(20));
+  engine.add(outer).add(inner);
+  mlo_test::link(engine, outer, inner);
+  engine.initialize();
+  for (int64_t i = 1; i <= 20; ++i) {
+    engine.step();
+    INFO("after inner step " << i);
+    REQUIRE(inner->step_count() == i);
+    REQUIRE(outer->step_count() == i / 10);
+  }
+}
+
+TEST_CASE("Schedule: warmup steps hold the parent back", "[core][schedule]") {
+  auto trace = std::make_shared<Trace>();
+  auto outer = mlo_test::toy("outer", ProblemConfig(), trace);
+  auto inner = mlo_test::toy("inner", ProblemConfig().unroll_steps(2).warmup_steps(3), trace);
+  mlo::Engine engine;
+  engine.add(outer).add(inner);
+  mlo_test::link(engine, outer, inner);
+  engine.initialize();
+  // The parent steps when count % 2 == 0 and count > 3: at inner steps 4, 6, 8.
+  const std::vector<int64_t> expected = {0, 0, 0, 1, 1, 2, 2, 3};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    engine.step();
+    INFO("after inner step " << i + 1);
+    REQUIRE(outer->step_count() == expected[i]);
+  }
+}
+
+TEST_CASE("Schedule: a 3-level chain low(U=2) -> mid(U=2) -> top", "[core][schedule]") {
+  auto trace = std::make_shared<Trace>();
+  auto top = mlo_test::toy("top", ProblemConfig(), trace);
+  auto mid = mlo_test::toy("mid", ProblemConfig().unroll_steps(2), trace);
+  auto low = mlo_test::toy("low", ProblemConfig().unroll_steps(2), trace);
+  mlo::Engine engine(mlo::EngineConfig().train_iters(8));
+  engine.add(top).add(mid).add(low);
+  mlo_test::link(engine, top, mid);
+  mlo_test::link(engine, mid, low);
+  engine.run();
+  CHECK(watched_counts(*trace, "low", "mid") == std::vector<int64_t>{2, 4, 6, 8});
+  CHECK(watched_counts(*trace, "low", "top") == std::vector<int64_t>{4, 8});
+  CHECK(low->step_count() == 8);
+  CHECK(mid->step_count() == 4);
+  CHECK(top->step_count() == 2);
+  REQUIRE(engine.graph().leaves().size() == 1);
+  CHECK(engine.graph().leaves()[0] == low.get());
+}
+
+TEST_CASE("Schedule: a parent with two children steps only when both are ready",
+          "[core][schedule]") {
+  auto trace = std::make_shared<Trace>();
+  auto parent = mlo_test::toy("parent", ProblemConfig(), trace);
+  auto a = mlo_test::toy("a", ProblemConfig().unroll_steps(2), trace);
+  auto b = mlo_test::toy("b", ProblemConfig().unroll_steps(3), trace);
+  mlo::Engine engine;
+  engine.add(parent).add(a).add(b);
+  mlo_test::link(engine, parent, a);
+  mlo_test::link(engine, parent, b);
+  engine.initialize();
+  // a is ready after its steps 2, 4, 6; b after 3, 6. A ready flag stays set until the parent
+  // steps, so the parent steps at global steps 3 (a@2 + b@3) and 6 (a@6 + b@6).
+  const std::vector<int64_t> expected = {0, 0, 1, 1, 1, 2};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    engine.step();
+    INFO("after global step " << i + 1);
+    REQUIRE(parent->step_count() == expected[i]);
+  }
+}
+
+TEST_CASE("Schedule: roll_back restores the pre-unroll state and redoes one step",
+          "[core][schedule]") {
+  auto trace = std::make_shared<Trace>();
+  auto outer = mlo_test::toy("outer", ProblemConfig(), trace);
+  auto inner = mlo_test::toy("inner", ProblemConfig().unroll_steps(3).roll_back(true), trace);
+  // Different batches each step, so the redone step is visibly the last batch's.
+  int64_t calls = 0;
+  inner->data([&calls] {
+    ++calls;
+    return mlo::Batch(torch::full({1}, 0.1 * static_cast<double>(calls), torch::kDouble));
+  });
+  mlo::Engine engine;
+  engine.add(outer).add(inner);
+  mlo_test::link(engine, outer, inner);
+  engine.initialize();
+
+  const double w0 = inner->value();
+  engine.step();
+  engine.step();
+  REQUIRE(inner->value() != w0);
+  engine.step();  // third inner step -> outer steps -> inner rolls back and redoes one step
+  REQUIRE(outer->step_count() == 1);
+
+  // Expected: one SGD step from w0 on the third batch with the updated outer parameter:
+  // dL/dw = 2 (w - target) + batch + outer.w
+  const double batch = 0.3;
+  const double expected = w0 - 0.1 * (2.0 * (w0 - 1.0) + batch + outer->value());
+  CHECK(inner->value() == Approx(expected).epsilon(1e-12));
+  CHECK(inner->step_count() == 3);
+  CHECK(calls == 3);  // the redone step re-uses the batch, it does not fetch a new one
+}
