@@ -1,0 +1,49 @@
+#pragma once
+/// \file
+/// `mlo::hypergrad::CG`: implicit hypergradient with conjugate gradient for H^{-1} v.
+///
+/// Paper: A. Rajeswaran, C. Finn, S. Kakade, S. Levine, "Meta-Learning with Implicit Gradients"
+/// (iMAML), NeurIPS 2019 (arXiv:1909.04630), Sec. 3.1 and Algorithm 2.
+
+#include <mlo/core/config.h>
+#include <mlo/hypergrad/hypergradient.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace mlo {
+namespace hypergrad {
+
+/// Solves (alpha H) x = alpha v with K = `iterations` steps of conjugate gradient from x0 = 0,
+/// one Hessian-vector product per step, then returns -d/dlambda (dL/dw . x).
+///
+/// Scaling both sides by alpha leaves every CG iterate unchanged, so x -> H^{-1} v for any
+/// alpha > 0 (alpha only changes the conditioning of the arithmetic); with exact arithmetic CG
+/// is exact after dim(w) steps when H is positive definite. CG stops early when the residual
+/// vanishes, or when it meets a direction of non-positive curvature (H not positive definite
+/// there); if that happens at the first step, x = v is used (H^{-1} ~ I, as in DARTS).
+/// Options: `CGOptions::iterations`, `CGOptions::alpha` (`ProblemConfig::cg()`).
+///
+/// ```
+/// auto lower = std::make_shared<Inner>("inner", mlo::ProblemConfig().method(
+///     mlo::CGOptions().iterations(10)));
+/// ```
+class CG : public Hypergradient {
+ public:
+  /// Reads `config.cg()`; throws `mlo::Error` if iterations < 1 or alpha <= 0.
+  explicit CG(const ProblemConfig& config);
+
+  /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
+                                Problem& prev) override;
+
+  /// The options read from the config.
+  const CGOptions& options() const { return options_; }
+
+ private:
+  CGOptions options_;
+};
+
+}  // namespace hypergrad
+}  // namespace mlo

@@ -1,0 +1,49 @@
+#pragma once
+/// \file
+/// `mlo::hypergrad::Darts`: the finite-difference hypergradient of DARTS.
+///
+/// Paper: H. Liu, K. Simonyan, Y. Yang, "DARTS: Differentiable Architecture Search", ICLR 2019
+/// (arXiv:1806.09055), Sec. 2.3, Eq. (8).
+
+#include <mlo/core/config.h>
+#include <mlo/hypergrad/hypergradient.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace mlo {
+namespace hypergrad {
+
+/// Approximates the implicit hypergradient with H^{-1} ~ I and a central finite difference of
+/// the mixed second derivative along v:
+///
+///   eps = alpha / ||v||,   g(+/-) = d/dlambda L(w +/- eps v, lambda),
+///   result = (g(-) - g(+)) / (2 eps)  ~  -(d^2 L / dlambda dw) v.
+///
+/// Costs two gradient evaluations of the lower loss and no second-order graph. The lower
+/// parameters are perturbed in place and restored bit for bit (also when the loss throws).
+/// A zero v gives zeros. Options: `DartsOptions::alpha` (`ProblemConfig::darts()`).
+///
+/// ```
+/// auto lower = std::make_shared<Inner>("inner", mlo::ProblemConfig().method(
+///     mlo::DartsOptions().alpha(0.01)));
+/// ```
+class Darts : public Hypergradient {
+ public:
+  /// Reads `config.darts()`; throws `mlo::Error` if alpha is not positive.
+  explicit Darts(const ProblemConfig& config);
+
+  /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
+                                Problem& prev) override;
+
+  /// The options read from the config.
+  const DartsOptions& options() const { return options_; }
+
+ private:
+  DartsOptions options_;
+};
+
+}  // namespace hypergrad
+}  // namespace mlo

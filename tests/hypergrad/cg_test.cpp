@@ -1,0 +1,89 @@
+// Tests of mlo::hypergrad::CG against the quadratic closed form B^T A^{-1} v.
+
+#include <mlo/hypergrad.h>
+#include <support/quadratic.h>
+
+#include <torch/torch.h>
+#include <catch2/catch.hpp>
+
+using mlo::testing::Quadratic;
+using mlo::testing::relative_error;
+
+namespace {
+
+torch::Tensor cg(Quadratic& q, int64_t iterations, double alpha) {
+  mlo::hypergrad::CG method(
+      mlo::ProblemConfig().method(mlo::CGOptions().iterations(iterations).alpha(alpha)));
+  const auto out = method.apply({q.v}, *q.lower, *q.upper);
+  REQUIRE(out.size() == 1);
+  REQUIRE_FALSE(out[0].requires_grad());
+  return out[0];
+}
+
+}  // namespace
+
+TEST_CASE("CG: converges to the closed-form inverse HVP for every alpha", "[hypergrad]") {
+  Quadratic q = Quadratic::make(mlo::ProblemConfig());
+  const double alpha = GENERATE(0.1, 1.0);
+  CAPTURE(alpha);
+  const double err = relative_error(cg(q, q.n, alpha), q.exact());
+  CAPTURE(err);
+  CHECK(err < 1e-4);
+}
+
+TEST_CASE("CG: alpha only rescales the system, so results agree for alpha 0.1 and 1",
+          "[hypergrad]") {
+  Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/4);
+  // Also before convergence (2 steps), where mixing alpha H and H would give other iterates.
+  const int64_t iterations = GENERATE(2, 5);
+  CAPTURE(iterations);
+  const torch::Tensor small = cg(q, iterations, 0.1);
+  const torch::Tensor one = cg(q, iterations, 1.0);
+  const double diff = relative_error(small, one);
+  CAPTURE(small, one, diff);
+  CHECK(diff < 1e-10);
+}
+
+TEST_CASE("CG: extra iterations after convergence stay finite and exact", "[hypergrad]") {
+  Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/5);
+  const torch::Tensor out = cg(q, 50, 1.0);
+  CHECK(torch::isfinite(out).all().item<bool>());
+  const double err = relative_error(out, q.exact());
+  CAPTURE(err);
+  CHECK(err < 1e-8);
+}
+
+TEST_CASE("CG: the error decreases with iterations on an ill-conditioned problem", "[hypergrad]") {
+  Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/6, /*n=*/20, /*m=*/3,
+                                /*min_eigenvalue=*/0.01, /*max_eigenvalue=*/1.0);
+  const double err2 = relative_error(cg(q, 2, 1.0), q.exact());
+  const double err20 = relative_error(cg(q, 20, 1.0), q.exact());
+  CAPTURE(err2, err20);
+  CHECK(err20 < err2);
+  CHECK(err20 < 1e-4);
+}
+
+TEST_CASE("CG: zero vector, parameters unchanged, unused upper parameter", "[hypergrad]") {
+  Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/7, 5, 3, 0.5, 2.0,
+                                /*unused_upper_parameter=*/true);
+  const torch::Tensor w_before = q.lower->w().detach().clone();
+  mlo::hypergrad::CG method(mlo::ProblemConfig().method(mlo::CGOptions().iterations(5)));
+
+  const auto zero = method.apply({torch::zeros_like(q.v)}, *q.lower, *q.upper);
+  REQUIRE(zero.size() == 2);
+  CHECK(zero[0].abs().max().item<double>() == 0.0);
+
+  const auto out = method.apply({q.v}, *q.lower, *q.upper);
+  REQUIRE(out.size() == 2);
+  CHECK(torch::equal(q.lower->w().detach(), w_before));
+  CHECK(out[1].abs().max().item<double>() == 0.0);
+  CHECK(relative_error(out[0], q.exact()) < 1e-8);
+}
+
+TEST_CASE("CG: rejects bad options", "[hypergrad]") {
+  using mlo::CGOptions;
+  CHECK_THROWS_AS(mlo::hypergrad::CG(mlo::ProblemConfig().method(CGOptions().iterations(0))),
+                  mlo::Error);
+  CHECK_THROWS_AS(mlo::hypergrad::CG(mlo::ProblemConfig().method(CGOptions().alpha(-1))),
+                  mlo::Error);
+}

@@ -1,0 +1,95 @@
+// Tests of mlo::hypergrad::Neumann against the quadratic closed form B^T A^{-1} v.
+
+#include <mlo/hypergrad.h>
+#include <support/quadratic.h>
+
+#include <torch/torch.h>
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+using mlo::testing::Quadratic;
+using mlo::testing::relative_error;
+
+namespace {
+
+torch::Tensor neumann(Quadratic& q, int64_t iterations, double alpha) {
+  mlo::hypergrad::Neumann method(
+      mlo::ProblemConfig().method(mlo::NeumannOptions().iterations(iterations).alpha(alpha)));
+  const auto out = method.apply({q.v}, *q.lower, *q.upper);
+  REQUIRE(out.size() == 1);
+  REQUIRE_FALSE(out[0].requires_grad());
+  return out[0];
+}
+
+}  // namespace
+
+TEST_CASE("Neumann: converges to the closed-form inverse HVP", "[hypergrad]") {
+  // Eigenvalues of A in [0.5, 2], alpha = 0.5: the error contracts by at most 0.75 per term.
+  Quadratic q = Quadratic::make(mlo::ProblemConfig());
+  const torch::Tensor exact = q.exact();
+
+  SECTION("relative error < 1e-4 at 80 iterations") {
+    const double err = relative_error(neumann(q, 80, 0.5), exact);
+    CAPTURE(err);
+    CHECK(err < 1e-4);
+  }
+
+  SECTION("the error decreases as iterations grow") {
+    const std::vector<int64_t> ks{0, 2, 5, 10, 20, 40};
+    double previous = 1e300;
+    for (int64_t k : ks) {
+      const double err = relative_error(neumann(q, k, 0.5), exact);
+      INFO("iterations " << k << ": relative error " << err << ", previous " << previous);
+      CHECK(err < previous);
+      previous = err;
+    }
+  }
+
+  SECTION("zero iterations is alpha * B^T v (H^{-1} ~ alpha I)") {
+    const double err = relative_error(neumann(q, 0, 0.5), 0.5 * q.b.t().mv(q.v));
+    CAPTURE(err);
+    CHECK(err < 1e-12);
+  }
+}
+
+TEST_CASE("Neumann: matches the truncated series computed in closed form", "[hypergrad]") {
+  Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/3);
+  const double alpha = 0.3;
+  const int64_t k = 4;
+  // p = alpha * sum_{j=0..k} (I - alpha A)^j v
+  const torch::Tensor m = torch::eye(q.n, q.a.options()) - alpha * q.a;
+  torch::Tensor term = q.v.clone();
+  torch::Tensor sum = q.v.clone();
+  for (int64_t j = 0; j < k; ++j) {
+    term = m.mv(term);
+    sum = sum + term;
+  }
+  const torch::Tensor expected = q.b.t().mv(alpha * sum);
+  const double err = relative_error(neumann(q, k, alpha), expected);
+  CAPTURE(err);
+  CHECK(err < 1e-12);
+}
+
+TEST_CASE("Neumann: leaves the lower parameters unchanged and zeros unused upper parameters",
+          "[hypergrad]") {
+  Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/2, 5, 3, 0.5, 2.0,
+                                /*unused_upper_parameter=*/true);
+  const torch::Tensor w_before = q.lower->w().detach().clone();
+  mlo::hypergrad::Neumann method(mlo::ProblemConfig().method(mlo::NeumannOptions().iterations(3)));
+  const auto out = method.apply({q.v}, *q.lower, *q.upper);
+  REQUIRE(out.size() == 2);
+  CHECK(torch::equal(q.lower->w().detach(), w_before));
+  CHECK_FALSE(q.lower->w().grad().defined());
+  CHECK_FALSE(q.upper->lambda().grad().defined());
+  CHECK(out[1].abs().max().item<double>() == 0.0);
+}
+
+TEST_CASE("Neumann: rejects bad options", "[hypergrad]") {
+  using mlo::NeumannOptions;
+  CHECK_THROWS_AS(
+      mlo::hypergrad::Neumann(mlo::ProblemConfig().method(NeumannOptions().iterations(-1))),
+      mlo::Error);
+  CHECK_THROWS_AS(mlo::hypergrad::Neumann(mlo::ProblemConfig().method(NeumannOptions().alpha(0))),
+                  mlo::Error);
+}
