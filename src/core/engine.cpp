@@ -1,5 +1,7 @@
 #include <mlo/core/engine.h>
 #include <mlo/hypergrad/hypergradient.h>
+#include <mlo/memory/meter.h>
+#include <mlo/memory/precision.h>
 
 #include <spdlog/spdlog.h>
 
@@ -92,11 +94,19 @@ void Engine::check_config(const Problem& problem) const {
   MLO_CHECK(c.cg().iterations() >= 1 && c.cg().alpha() > 0, "problem '", name,
             "': cg needs iterations >= 1 and alpha > 0, got iterations ", c.cg().iterations(),
             " and alpha ", c.cg().alpha());
+  MLO_CHECK(c.gradient_accumulation() >= 1, "problem '", name,
+            "': gradient_accumulation must be >= 1, got ", c.gradient_accumulation());
+  MLO_CHECK(!(c.roll_back() && c.gradient_accumulation() > 1), "problem '", name,
+            "': roll_back with gradient_accumulation > 1 is not supported (the redone step would ",
+            "see one micro-batch)");
+  const auto params = problem.module().parameters();
+  const c10::DeviceType device = params.empty() ? c10::kCPU : params.front().device().type();
+  MLO_CHECK(memory::precision_supported(c.precision(), device), "problem '", name,
+            "': precision ", to_string(c.precision()), " cannot run on ", c10::DeviceTypeName(device),
+            c.precision() == Precision::kFP16 ? " (fp16 needs a CUDA device and a CUDA build of "
+                                                "mlo; on CPU use bf16)"
+                                              : " (needs a CUDA build of mlo)");
   // Features delivered by later work: refuse rather than silently ignore them.
-  MLO_CHECK(c.gradient_accumulation() == 1, "problem '", name,
-            "': gradient_accumulation > 1 is not supported yet, got ", c.gradient_accumulation());
-  MLO_CHECK(c.precision() == Precision::kFP32, "problem '", name, "': precision ",
-            to_string(c.precision()), " is not supported yet (only fp32)");
   MLO_CHECK(!c.data_parallel(), "problem '", name, "': data_parallel is not supported yet");
   MLO_CHECK(c.checkpointing() == Checkpointing::kNone, "problem '", name, "': checkpointing ",
             to_string(c.checkpointing()), " is not supported yet (only none)");
@@ -118,6 +128,12 @@ void Engine::initialize() {
               config_.early_stopping()->tolerance());
   }
   for (const auto& problem : problems_) check_config(*problem);
+  if (config_.track_memory()) {
+    const auto params = problems_.front()->module().parameters();
+    meter_ = std::make_unique<memory::MemoryMeter>(
+        params.empty() ? c10::Device(c10::kCPU) : params.front().device());
+  }
+  for (const auto& problem : problems_) problem->resolve(meter_.get());
 
   for (const auto& problem : problems_) {
     Problem& p = *problem;
@@ -182,7 +198,24 @@ void Engine::step_problem(Problem& p) {
 void Engine::step() {
   if (!initialized_) initialize();
   ++global_step_;
+  if (!meter_) {
+    for (Problem* leaf : leaves_) step_problem(*leaf);
+    return;
+  }
+  memory::MemoryMeter::Active metering(*meter_);
+  auto scope = meter_->scope("engine", "iteration");
   for (Problem* leaf : leaves_) step_problem(*leaf);
+  last_step_peak_ = scope.close();
+}
+
+Metrics Engine::memory_metrics() const {
+  Metrics out;
+  if (!meter_) return out;
+  for (const auto& [key, stats] : meter_->stats()) {
+    if (key.second == "total") out["mem_peak_mb/" + key.first] = memory::to_mib(stats.last_peak);
+  }
+  out["mem_peak_mb/iteration"] = memory::to_mib(last_step_peak_);
+  return out;
 }
 
 void Engine::run() {
@@ -203,6 +236,7 @@ void Engine::validate_and_maybe_stop() {
   for (const auto& problem : problems_) problem->eval();
   last_validation_ = validation_();
   for (const auto& problem : problems_) problem->train();
+  for (const auto& [name, value] : memory_metrics()) last_validation_.emplace(name, value);
   spdlog::info("[validation] step {}  {}", global_step_, format_metrics(last_validation_));
 
   if (!config_.early_stopping()) return;

@@ -1,5 +1,7 @@
 #include <mlo/core/problem.h>
 #include <mlo/hypergrad/hypergradient.h>
+#include <mlo/memory/meter.h>
+#include <mlo/memory/precision.h>
 
 #include <torch/autograd.h>
 #include <torch/nn/utils/clip_grad.h>
@@ -75,7 +77,21 @@ std::vector<at::Tensor> Problem::parameters() const {
   return out;
 }
 
-at::Tensor Problem::current_loss() { return training_step(current_batch_); }
+at::Tensor Problem::current_loss() { return loss(current_batch_); }
+
+at::Tensor Problem::loss(const Batch& batch) {
+  memory::AutocastGuard autocast(config_.precision(), device_type_);
+  return training_step(batch);
+}
+
+void Problem::resolve(memory::MemoryMeter* meter) {
+  meter_ = meter;
+  const auto params = module().parameters();
+  device_type_ = params.empty() ? c10::kCPU : params.front().device().type();
+  std::optional<LossScaling> scaling = config_.loss_scaling();
+  if (!scaling && config_.precision() == Precision::kFP16) scaling = LossScaling();
+  scaler_ = scaling ? std::make_unique<memory::LossScaler>(*scaling) : nullptr;
+}
 
 void Problem::train(bool on) {
   training_ = on;
@@ -83,22 +99,40 @@ void Problem::train(bool on) {
 }
 
 void Problem::descend(const Batch* batch) {
-  if (batch != nullptr) {
-    current_batch_ = *batch;
-  } else {
-    current_batch_ = stream_ ? stream_->next() : Batch();
+  using memory::MemoryMeter;
+  using memory::Phase;
+  using memory::to_string;
+  auto whole = MemoryMeter::scope(meter_, name_, "total");
+  {
+    auto scope = MemoryMeter::scope(meter_, name_, to_string(Phase::kData));
+    if (batch != nullptr) {
+      current_batch_ = *batch;
+    } else {
+      current_batch_ = stream_ ? stream_->next() : Batch();
+    }
   }
   metrics_.clear();
-  at::Tensor loss = training_step(current_batch_);
-  MLO_CHECK(loss.defined() && loss.numel() == 1, "problem '", name_,
+  at::Tensor value;
+  {
+    auto scope = MemoryMeter::scope(meter_, name_, to_string(Phase::kForward));
+    value = loss(current_batch_);
+  }
+  MLO_CHECK(value.defined() && value.numel() == 1, "problem '", name_,
             "': training_step must return a scalar loss, got ",
-            loss.defined() ? c10::str(loss.sizes()) : std::string("an undefined tensor"));
-  MLO_CHECK(loss.requires_grad(), "problem '", name_,
+            value.defined() ? c10::str(value.sizes()) : std::string("an undefined tensor"));
+  MLO_CHECK(value.requires_grad(), "problem '", name_,
             "': the loss does not depend on any parameter that requires gradients");
-  last_loss_ = loss.item<double>();
+  last_loss_ = value.item<double>();
   metrics_["loss"] = last_loss_;
-  accumulate(gradients(loss));
-  if (step_count_ % config_.gradient_accumulation() == 0) optimizer_step();
+  // Accumulation averages micro-batches; the loss scale (if any) is removed before the step.
+  at::Tensor scaled = value / static_cast<double>(config_.gradient_accumulation());
+  if (scaler_) scaled = scaler_->scale(scaled);
+  accumulate(gradients(scaled));
+  if (step_count_ % config_.gradient_accumulation() == 0) {
+    auto scope = MemoryMeter::scope(meter_, name_, to_string(Phase::kStep));
+    optimizer_step();
+  }
+  if (meter_) metrics_["mem_peak_mb"] = memory::to_mib(whole.close());
 }
 
 std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
@@ -116,14 +150,18 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
     for (const auto& p : lower->parameters()) inputs.push_back(p);
   }
   MLO_CHECK(!inputs.empty(), "problem '", name_, "' has no trainable parameters");
-  std::vector<at::Tensor> grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{},
-                                                        /*retain_graph=*/false,
-                                                        /*create_graph=*/false,
-                                                        /*allow_unused=*/true);
+  std::vector<at::Tensor> grads;
+  {
+    auto scope = memory::MemoryMeter::scope(meter_, name_, memory::to_string(memory::Phase::kBackward));
+    grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{}, /*retain_graph=*/false,
+                                  /*create_graph=*/false, /*allow_unused=*/true);
+  }
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) grads[i] = at::zeros_like(inputs[i]);
   }
   std::vector<at::Tensor> total(grads.begin(), grads.begin() + static_cast<long>(own.size()));
+  auto scope =
+      memory::MemoryMeter::scope(meter_, name_, memory::to_string(memory::Phase::kHypergradient));
   for (const auto& path : paths_) {
     const size_t index = static_cast<size_t>(
         std::find(lowers.begin(), lowers.end(), path[1]) - lowers.begin());
@@ -157,6 +195,15 @@ void Problem::optimizer_step() {
   std::vector<at::Tensor> grads;
   grads.reserve(params.size());
   for (const auto& p : params) grads.push_back(p.grad());
+  if (scaler_) {
+    const bool finite = scaler_->unscale(grads);
+    scaler_->update(finite);
+    if (!finite) {
+      // Skipped step: no update, no schedule advance; the scale has backed off.
+      for (auto& p : params) p.mutable_grad().reset();
+      return;
+    }
+  }
   grad_callback(grads);
   for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = grads[i];
   if (config_.gradient_clipping() > 0) {
@@ -195,6 +242,11 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   archive.write("step_count", c10::IValue(step_count_));
   archive.write("optimizer_steps", c10::IValue(optimizer_steps_));
   archive.write("inner_loop_start", c10::IValue(inner_loop_start_));
+  if (scaler_) {
+    torch::serialize::OutputArchive scaler_archive;
+    scaler_->save(scaler_archive);
+    archive.write("loss_scaler", scaler_archive);
+  }
 }
 
 void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
@@ -217,6 +269,10 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   optimizer_steps_ = value.toInt();
   archive.read("inner_loop_start", value);
   inner_loop_start_ = value.toBool();
+  if (scaler_) {
+    torch::serialize::InputArchive scaler_archive;
+    if (archive.try_read("loss_scaler", scaler_archive)) scaler_->load(scaler_archive);
+  }
   apply_schedule();
 }
 

@@ -6,7 +6,7 @@
 using Catch::Matchers::Contains;
 using mlo::ProblemConfig;
 
-TEST_CASE("Engine: features of later work are refused, naming problem and field",
+TEST_CASE("Engine: bad or unsupported settings are refused, naming problem and field",
           "[core][engine]") {
   auto check = [](ProblemConfig config, const std::string& message) {
     auto p = mlo_test::toy("inner", std::move(config), nullptr);
@@ -14,8 +14,10 @@ TEST_CASE("Engine: features of later work are refused, naming problem and field"
     engine.add(p);
     REQUIRE_THROWS_WITH(engine.initialize(), Contains(message));
   };
-  check(ProblemConfig().gradient_accumulation(4), "problem 'inner': gradient_accumulation");
-  check(ProblemConfig().precision(mlo::Precision::kBF16), "problem 'inner': precision bf16");
+  check(ProblemConfig().gradient_accumulation(0),
+        "problem 'inner': gradient_accumulation must be >= 1, got 0");
+  check(ProblemConfig().gradient_accumulation(2).roll_back(true),
+        "problem 'inner': roll_back with gradient_accumulation > 1 is not supported");
   check(ProblemConfig().data_parallel(true), "problem 'inner': data_parallel");
   check(ProblemConfig().checkpointing(mlo::Checkpointing::kSqrt),
         "problem 'inner': checkpointing sqrt");

@@ -53,6 +53,15 @@ struct CGOptions {
   TORCH_ARG(double, alpha) = 1.0;
 };
 
+/// Dynamic loss scaling (fp16 turns it on by default; any precision may ask for it).
+struct LossScaling {
+  TORCH_ARG(double, init_scale) = 65536.0;
+  TORCH_ARG(double, growth_factor) = 2.0;
+  TORCH_ARG(double, backoff_factor) = 0.5;
+  /// Clean optimizer steps in a row before the scale grows.
+  TORCH_ARG(int64_t, growth_interval) = 2000;
+};
+
 /// Per-problem configuration. Example:
 /// `ProblemConfig().unroll_steps(10).method(NeumannOptions().iterations(5)).gradient_clipping(1)`
 struct ProblemConfig {
@@ -68,8 +77,10 @@ struct ProblemConfig {
   TORCH_ARG(int64_t, log_step) = 0;
   /// Micro-steps per optimizer step (loss divided by this).
   TORCH_ARG(int64_t, gradient_accumulation) = 1;
-  /// Precision of this level's forward and loss.
+  /// Precision of this level's forward and loss (autocast; also inside hypergradients).
   TORCH_ARG(Precision, precision) = Precision::kFP32;
+  /// Dynamic loss scaling of this level; fp16 uses `LossScaling()` when this is unset.
+  TORCH_ARG(std::optional<LossScaling>, loss_scaling) = std::nullopt;
   /// Replicate this level over the process group and average its gradients.
   TORCH_ARG(bool, data_parallel) = false;
   /// Activation checkpointing of this level's model.
@@ -114,6 +125,9 @@ struct EngineConfig {
   TORCH_ARG(int64_t, valid_step) = 0;
   /// Default logging period of every problem, in its local steps; 0 disables training logs.
   TORCH_ARG(int64_t, log_step) = 0;
+  /// Meter tensor memory: each problem's metrics get "mem_peak_mb" (peak of its latest local
+  /// step) and the engine keeps per-phase statistics (see `Engine::memory_meter`).
+  TORCH_ARG(bool, track_memory) = false;
   /// Early stopping on a validation metric; needs `valid_step` > 0.
   TORCH_ARG(std::optional<EarlyStopping>, early_stopping) = std::nullopt;
 };

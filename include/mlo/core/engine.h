@@ -15,6 +15,10 @@
 
 namespace mlo {
 
+namespace memory {
+class MemoryMeter;
+}
+
 using ProblemPtr = std::shared_ptr<Problem>;
 
 /// Both edge maps of the dependency graph, for the one-call constructor:
@@ -68,6 +72,13 @@ class Engine {
   /// The best value of the early-stopping metric seen so far.
   std::optional<double> best_metric() const { return best_metric_; }
   const EngineConfig& config() const { return config_; }
+  /// The memory meter when `track_memory` is on (after initialization), else null.
+  memory::MemoryMeter* memory_meter() const { return meter_.get(); }
+  /// Peak tensor bytes of the latest global step ("meta-iteration"), when tracking memory.
+  int64_t last_step_peak_bytes() const { return last_step_peak_; }
+  /// "mem_peak_mb/<problem>" (latest local step of each) and "mem_peak_mb/iteration" (latest
+  /// global step); empty unless `track_memory` is on. Merged into the validation metrics.
+  Metrics memory_metrics() const;
   const Graph& graph() const { return graph_; }
   const std::vector<ProblemPtr>& problems() const { return problems_; }
 
@@ -88,6 +99,8 @@ class Engine {
   Metrics last_validation_;
   std::optional<double> best_metric_;
   int64_t validations_without_improvement_ = 0;
+  std::unique_ptr<memory::MemoryMeter> meter_;
+  int64_t last_step_peak_ = 0;
 };
 
 }  // namespace mlo

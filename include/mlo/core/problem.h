@@ -8,6 +8,7 @@
 #include <mlo/core/config.h>
 #include <mlo/core/error.h>
 
+#include <c10/core/DeviceType.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/optim/optimizer.h>
@@ -26,6 +27,10 @@ class Engine;
 namespace hypergrad {
 class Hypergradient;
 }
+namespace memory {
+class LossScaler;
+class MemoryMeter;
+}  // namespace memory
 
 /// Named scalar metrics (loss, accuracy, ...), ordered by name for stable logs.
 using Metrics = std::map<std::string, double>;
@@ -116,8 +121,12 @@ class Problem {
   std::vector<at::Tensor> parameters() const;
   /// The batch of the latest step (hypergradients re-evaluate the loss on it).
   const Batch& current_batch() const { return current_batch_; }
-  /// `training_step(current_batch())`, with the level's settings applied.
+  /// `training_step(current_batch())` under the level's precision (what hypergradients use).
   at::Tensor current_loss();
+  /// `training_step(batch)` under the level's precision (autocast for bf16/fp16).
+  at::Tensor loss(const Batch& batch);
+  /// The level's loss scaler, or null when loss scaling is off.
+  const memory::LossScaler* loss_scaler() const { return scaler_.get(); }
 
   /// Local steps taken (each fetches one batch).
   int64_t step_count() const { return step_count_; }
@@ -143,8 +152,11 @@ class Problem {
  private:
   friend class Engine;
 
-  // One local step: fetch a batch, compute the loss, direct and implicit gradients, and step the
-  // optimizer on an accumulation boundary. `batch` re-uses a given batch (roll-back).
+  // Resolves per-level settings once, at engine initialization (device, loss scaler, meter).
+  void resolve(memory::MemoryMeter* meter);
+  // One local step (a micro-step under gradient accumulation): fetch a batch, compute the loss,
+  // direct and implicit gradients (accumulated), and step the optimizer on an accumulation
+  // boundary. `batch` re-uses a given batch (roll-back).
   void descend(const Batch* batch = nullptr);
   // Gradients of `loss` for this problem's parameters: direct plus every hypergradient path.
   std::vector<at::Tensor> gradients(const at::Tensor& loss);
@@ -178,6 +190,9 @@ class Problem {
   int64_t log_step_ = 0;
   bool inner_loop_start_ = true;
   std::shared_ptr<std::stringstream> cached_state_;
+  c10::DeviceType device_type_ = c10::kCPU;   // where the module lives (for autocast)
+  std::unique_ptr<memory::LossScaler> scaler_;
+  memory::MemoryMeter* meter_ = nullptr;      // owned by the engine when it tracks memory
 };
 
 }  // namespace mlo

@@ -3,6 +3,9 @@
 /// The one place where LibTorch versions differ (Debian's 1.13 for CPU builds, 2.x for CUDA
 /// builds). Code elsewhere calls these shims instead of testing versions itself.
 
+#include <ATen/autocast_mode.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 #include <torch/version.h>
 
 #define MLO_TORCH_AT_LEAST(major, minor) \
@@ -14,6 +17,51 @@ namespace detail {
 
 /// LibTorch version as "major.minor.patch", for logs and reports.
 inline const char* torch_version() { return TORCH_VERSION; }
+
+/// Whether autocast is on for `device` (CPU or CUDA).
+inline bool autocast_enabled(c10::DeviceType device) {
+#if MLO_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(device);
+#else
+  return device == c10::kCPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+#endif
+}
+
+/// Turns autocast on or off for `device`.
+inline void set_autocast_enabled(c10::DeviceType device, bool enabled) {
+#if MLO_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+#else
+  if (device == c10::kCPU) {
+    at::autocast::set_cpu_enabled(enabled);
+  } else {
+    at::autocast::set_enabled(enabled);
+  }
+#endif
+}
+
+/// The dtype autocast casts to on `device`.
+inline c10::ScalarType autocast_dtype(c10::DeviceType device) {
+#if MLO_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::kCPU ? at::autocast::get_autocast_cpu_dtype()
+                             : at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+
+/// Sets the dtype autocast casts to on `device`.
+inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
+#if MLO_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::kCPU) {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  } else {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  }
+#endif
+}
 
 }  // namespace detail
 }  // namespace mlo

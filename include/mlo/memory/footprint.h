@@ -1,0 +1,43 @@
+#pragma once
+/// \file
+/// Parameter footprint of a level: bytes of parameters, gradients and optimizer state.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torch {
+namespace nn {
+class Module;
+}
+namespace optim {
+class Optimizer;
+}
+}  // namespace torch
+
+namespace mlo {
+
+class Problem;
+
+namespace memory {
+
+/// Bytes held by a level between steps.
+struct Footprint {
+  int64_t parameters = 0;       ///< every parameter of the module (trainable or not)
+  int64_t gradients = 0;        ///< defined `.grad()` tensors
+  int64_t optimizer_state = 0;  ///< momentum buffers, Adam moments, ...
+  int64_t total() const { return parameters + gradients + optimizer_state; }
+};
+
+/// Footprint of a module and (optionally) its optimizer. Optimizer state is counted for
+/// LibTorch's SGD, Adam, AdamW, Adagrad, RMSprop and LBFGS.
+Footprint footprint(const torch::nn::Module& module, const torch::optim::Optimizer* optimizer);
+/// Footprint of a problem's module and optimizer.
+Footprint footprint(const Problem& problem);
+
+/// A text table, one row per (name, footprint), in MiB.
+std::string footprint_table(const std::vector<std::pair<std::string, Footprint>>& rows);
+
+}  // namespace memory
+}  // namespace mlo

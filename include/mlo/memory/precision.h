@@ -1,0 +1,75 @@
+#pragma once
+/// \file
+/// Mixed precision per level: an autocast guard for a level's forward and loss, and a dynamic
+/// loss scaler for fp16 (portable: ordinary ops only, so it also runs on CPU).
+
+#include <mlo/core/config.h>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace torch {
+namespace serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace serialize
+}  // namespace torch
+
+namespace mlo {
+namespace memory {
+
+/// Whether `precision` can run on `device` in this build: fp32 always; bf16 on CPU and, in CUDA
+/// builds, on CUDA; fp16 only on CUDA (LibTorch's CPU autocast has no fp16).
+bool precision_supported(Precision precision, c10::DeviceType device);
+
+/// Enables autocast to the precision's dtype on `device` while alive (no-op for fp32), and
+/// restores the previous autocast state afterwards. Nestable.
+class AutocastGuard {
+ public:
+  AutocastGuard(Precision precision, c10::DeviceType device);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool active_ = false;
+  c10::DeviceType device_ = c10::kCPU;
+  bool previous_enabled_ = false;
+  c10::ScalarType previous_dtype_ = c10::kFloat;
+};
+
+/// Dynamic loss scaling (as in mixed-precision training): the loss is multiplied by `scale()`;
+/// before the optimizer step the gradients are divided by it and checked. On inf/nan the step is
+/// skipped and the scale is multiplied by `backoff_factor`; after `growth_interval` clean steps
+/// in a row it is multiplied by `growth_factor`.
+class LossScaler {
+ public:
+  explicit LossScaler(const LossScaling& options);
+  double scale() const { return scale_; }
+  /// `loss * scale()`.
+  at::Tensor scale(const at::Tensor& loss) const;
+  /// Divides every defined gradient by the scale in place; returns true when all are finite.
+  bool unscale(const std::vector<at::Tensor>& grads) const;
+  /// Adjusts the scale after a step whose gradients were (not) finite.
+  void update(bool finite);
+  /// Consecutive clean steps since the last change of scale.
+  int64_t clean_steps() const { return clean_steps_; }
+  /// Steps skipped for inf/nan so far.
+  int64_t skipped_steps() const { return skipped_steps_; }
+
+  void save(torch::serialize::OutputArchive& archive) const;
+  void load(torch::serialize::InputArchive& archive);
+
+ private:
+  LossScaling options_;
+  double scale_;
+  int64_t clean_steps_ = 0;
+  int64_t skipped_steps_ = 0;
+};
+
+}  // namespace memory
+}  // namespace mlo

@@ -1,0 +1,241 @@
+#include <mlo/build_config.h>
+#include <mlo/core/error.h>
+#include <mlo/memory/meter.h>
+
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#if MLO_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace mlo {
+namespace memory {
+namespace {
+
+// Receives every CPU allocation and free of the threads where it is installed.
+class Reporter : public c10::MemoryReportingInfoBase {
+ public:
+  explicit Reporter(MemoryMeter* meter) : meter_(meter) {}
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, int64_t /*total_allocated*/,
+                         int64_t /*total_reserved*/, c10::Device device) override {
+    if (device.is_cpu()) meter_->record(alloc_size);
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+
+ private:
+  MemoryMeter* meter_;
+};
+
+#if MLO_WITH_CUDA
+// (current, peak-since-last-reset) allocated bytes of a CUDA device.
+std::pair<int64_t, int64_t> cuda_stats(const c10::Device& device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  const auto& allocated =
+      stats.allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)];
+  return {allocated.current, allocated.peak};
+}
+#endif
+
+// Names are user strings: escape what JSON needs escaped.
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buffer[8];
+      std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+      out += buffer;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+const char* to_string(Phase phase) {
+  switch (phase) {
+    case Phase::kData:
+      return "data";
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kHypergradient:
+      return "hypergradient";
+    case Phase::kStep:
+      return "step";
+  }
+  return "unknown";
+}
+
+double to_mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+MemoryMeter::MemoryMeter(c10::Device device) : device_(device) {
+  MLO_CHECK(device.is_cpu() || (MLO_WITH_CUDA && device.is_cuda()),
+            "MemoryMeter: cannot meter device ", device.str(),
+            MLO_WITH_CUDA ? " (CPU and CUDA only)" : " (this build of mlo has no CUDA)");
+  reporter_ = std::make_shared<Reporter>(this);
+#if MLO_WITH_CUDA
+  if (device_.is_cuda()) {
+    current_ = peak_ = cuda_stats(device_).first;
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+  }
+#endif
+}
+
+MemoryMeter::~MemoryMeter() = default;
+
+MemoryMeter::Active::Active(MemoryMeter& meter) {
+  if (meter.device_.is_cpu()) {
+    guard_ = std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE,
+                                                   meter.reporter_);
+  }
+}
+
+MemoryMeter::Active::~Active() = default;
+
+MemoryMeter::Scope::Scope(MemoryMeter* meter, std::string owner, std::string phase)
+    : meter_(meter), owner_(std::move(owner)), phase_(std::move(phase)) {
+  if (meter_) meter_->enter(owner_, phase_);
+}
+
+MemoryMeter::Scope::Scope(Scope&& other) noexcept
+    : meter_(other.meter_), owner_(std::move(other.owner_)), phase_(std::move(other.phase_)) {
+  other.meter_ = nullptr;
+}
+
+MemoryMeter::Scope::~Scope() { close(); }
+
+int64_t MemoryMeter::Scope::close() {
+  if (!meter_) return 0;
+  const int64_t peak = meter_->leave();
+  meter_ = nullptr;
+  return peak;
+}
+
+void MemoryMeter::record(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  current_ += bytes;
+  if (current_ > peak_) peak_ = current_;
+  for (auto& open : open_) open.peak = std::max(open.peak, current_);
+}
+
+void MemoryMeter::sync_device() {
+#if MLO_WITH_CUDA
+  // Fold the allocator's peak since the last reset into every open scope, then reset it, so
+  // that nested scopes each see their own maximum.
+  if (!device_.is_cuda()) return;
+  const auto [current, peak] = cuda_stats(device_);
+  current_ = current;
+  peak_ = std::max(peak_, peak);
+  for (auto& open : open_) open.peak = std::max(open.peak, peak);
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+#endif
+}
+
+void MemoryMeter::enter(const std::string& owner, const std::string& phase) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sync_device();
+  open_.push_back(Open{owner, phase, current_, current_});
+}
+
+int64_t MemoryMeter::leave() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sync_device();
+  MLO_INTERNAL_ASSERT(!open_.empty(), "memory scope closed twice");
+  const Open open = open_.back();
+  open_.pop_back();
+  ScopeStats& stats = stats_[{open.owner, open.phase}];
+  ++stats.count;
+  stats.peak = std::max(stats.peak, open.peak);
+  stats.peak_delta = std::max(stats.peak_delta, open.peak - open.entry);
+  stats.last_peak = open.peak;
+  return open.peak;
+}
+
+int64_t MemoryMeter::current() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+#if MLO_WITH_CUDA
+  if (device_.is_cuda()) return cuda_stats(device_).first;
+#endif
+  return current_;
+}
+
+int64_t MemoryMeter::peak() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+#if MLO_WITH_CUDA
+  if (device_.is_cuda()) return std::max(peak_, cuda_stats(device_).second);
+#endif
+  return peak_;
+}
+
+void MemoryMeter::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+#if MLO_WITH_CUDA
+  if (device_.is_cuda()) {
+    current_ = cuda_stats(device_).first;
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+  }
+#endif
+  peak_ = current_;
+  for (auto& open : open_) open.peak = std::max(open.peak, current_);
+}
+
+void MemoryMeter::reset() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.clear();
+  }
+  reset_peak();
+}
+
+std::map<std::pair<std::string, std::string>, ScopeStats> MemoryMeter::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+std::string MemoryMeter::table() const {
+  const auto all = stats();
+  std::ostringstream out;
+  char line[160];
+  std::snprintf(line, sizeof(line), "%-16s %-14s %8s %12s %12s %12s\n", "owner", "phase", "count",
+                "peak MiB", "own MiB", "last MiB");
+  out << line;
+  for (const auto& [key, s] : all) {
+    std::snprintf(line, sizeof(line), "%-16s %-14s %8lld %12.3f %12.3f %12.3f\n",
+                  key.first.c_str(), key.second.c_str(), static_cast<long long>(s.count),
+                  to_mib(s.peak), to_mib(s.peak_delta), to_mib(s.last_peak));
+    out << line;
+  }
+  std::snprintf(line, sizeof(line), "overall peak %.3f MiB on %s (current %.3f MiB)\n",
+                to_mib(peak()), device_.str().c_str(), to_mib(current()));
+  out << line;
+  return out.str();
+}
+
+std::string MemoryMeter::json() const {
+  const auto all = stats();
+  std::ostringstream out;
+  out << "{\"device\":\"" << device_.str() << "\",\"peak_bytes\":" << peak()
+      << ",\"current_bytes\":" << current() << ",\"scopes\":[";
+  bool first = true;
+  for (const auto& [key, s] : all) {
+    out << (first ? "" : ",") << "{\"owner\":" << json_string(key.first)
+        << ",\"phase\":" << json_string(key.second) << ",\"count\":" << s.count << ",\"peak_bytes\":" << s.peak
+        << ",\"own_peak_bytes\":" << s.peak_delta << ",\"last_peak_bytes\":" << s.last_peak << "}";
+    first = false;
+  }
+  out << "]}";
+  return out.str();
+}
+
+}  // namespace memory
+}  // namespace mlo

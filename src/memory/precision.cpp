@@ -1,0 +1,100 @@
+#include <mlo/build_config.h>
+#include <mlo/core/error.h>
+#include <mlo/detail/torch_compat.h>
+#include <mlo/memory/precision.h>
+
+#include <ATen/ATen.h>
+#include <torch/serialize/archive.h>
+
+namespace mlo {
+namespace memory {
+
+bool precision_supported(Precision precision, c10::DeviceType device) {
+  switch (precision) {
+    case Precision::kFP32:
+      return true;
+    case Precision::kBF16:
+      return device == c10::kCPU || (MLO_WITH_CUDA && device == c10::kCUDA);
+    case Precision::kFP16:
+      return MLO_WITH_CUDA && device == c10::kCUDA;
+  }
+  return false;
+}
+
+AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device) : device_(device) {
+  if (precision == Precision::kFP32) return;
+  active_ = true;
+  previous_enabled_ = detail::autocast_enabled(device_);
+  previous_dtype_ = detail::autocast_dtype(device_);
+  detail::set_autocast_dtype(device_, precision == Precision::kBF16 ? c10::kBFloat16 : c10::kHalf);
+  detail::set_autocast_enabled(device_, true);
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  // NOTE: the cast cache (low-precision copies of the weights) lives until the outermost
+  // autocast region ends; freeing it here keeps it out of the next phase's memory.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  detail::set_autocast_enabled(device_, previous_enabled_);
+  detail::set_autocast_dtype(device_, previous_dtype_);
+}
+
+LossScaler::LossScaler(const LossScaling& options)
+    : options_(options), scale_(options.init_scale()) {
+  MLO_CHECK(options.init_scale() > 0, "loss scaling: init_scale must be > 0, got ",
+            options.init_scale());
+  MLO_CHECK(options.growth_factor() > 1, "loss scaling: growth_factor must be > 1, got ",
+            options.growth_factor());
+  MLO_CHECK(options.backoff_factor() > 0 && options.backoff_factor() < 1,
+            "loss scaling: backoff_factor must be in (0, 1), got ", options.backoff_factor());
+  MLO_CHECK(options.growth_interval() >= 1, "loss scaling: growth_interval must be >= 1, got ",
+            options.growth_interval());
+}
+
+at::Tensor LossScaler::scale(const at::Tensor& loss) const { return loss * scale_; }
+
+bool LossScaler::unscale(const std::vector<at::Tensor>& grads) const {
+  at::NoGradGuard no_grad;
+  bool finite = true;
+  const double inverse = 1.0 / scale_;
+  for (const auto& g : grads) {
+    if (!g.defined()) continue;
+    g.mul_(inverse);
+    // NOTE: ordinary ops instead of ATen's CUDA-only _amp_foreach_non_finite_check_and_unscale_.
+    if (finite && !at::isfinite(g).all().item<bool>()) finite = false;
+  }
+  return finite;
+}
+
+void LossScaler::update(bool finite) {
+  if (!finite) {
+    scale_ *= options_.backoff_factor();
+    clean_steps_ = 0;
+    ++skipped_steps_;
+    return;
+  }
+  if (++clean_steps_ >= options_.growth_interval()) {
+    scale_ *= options_.growth_factor();
+    clean_steps_ = 0;
+  }
+}
+
+void LossScaler::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("scale", c10::IValue(scale_));
+  archive.write("clean_steps", c10::IValue(clean_steps_));
+  archive.write("skipped_steps", c10::IValue(skipped_steps_));
+}
+
+void LossScaler::load(torch::serialize::InputArchive& archive) {
+  c10::IValue value;
+  archive.read("scale", value);
+  scale_ = value.toDouble();
+  archive.read("clean_steps", value);
+  clean_steps_ = value.toInt();
+  archive.read("skipped_steps", value);
+  skipped_steps_ = value.toInt();
+}
+
+}  // namespace memory
+}  // namespace mlo
