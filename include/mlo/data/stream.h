@@ -1,0 +1,89 @@
+#pragma once
+/// \file
+/// `LoaderStream`: endless, seeded, resumable mini-batches over an in-memory dataset.
+
+#include <mlo/core/batch.h>
+#include <mlo/data/sampler.h>
+#include <mlo/data/transforms.h>
+
+#include <ATen/core/Tensor.h>
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace mlo {
+namespace data {
+
+/// Batch size, seed and epoch handling of a `LoaderStream`.
+/// Example: `LoaderOptions(/*batch_size=*/100).seed(1).drop_last(true)`.
+struct LoaderOptions {
+  explicit LoaderOptions(int64_t batch_size) : batch_size_(batch_size) {}
+  TORCH_ARG(int64_t, batch_size);
+  /// Seeds the order of every epoch and the randomness of the transform.
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Reshuffle every epoch (false: samples in order).
+  TORCH_ARG(bool, shuffle) = true;
+  /// Skip the last, smaller batch of an epoch (every batch then has exactly batch_size samples).
+  TORCH_ARG(bool, drop_last) = false;
+};
+
+/// Endless mini-batches: epoch after epoch over (images, targets), each epoch in a fresh seeded
+/// order (`SeededSampler`), with an optional batch transform (augmentation, normalization).
+///
+/// `Batch::data` is float (uint8 images are scaled to [0, 1] before the transform), and
+/// `Batch::target` int64. Batch b of epoch e is a pure function of (seed, e, b): its indices
+/// come from the epoch's permutation, and the transform gets a generator seeded with
+/// (seed, e, b). So `save` only writes the position (epoch, offset, seed), and after `load` the
+/// stream continues with exactly the batches an uninterrupted run would have drawn.
+///
+/// NOTE: batches are gathered on the calling thread rather than by DataLoader workers: the data
+/// is in memory, a gather plus a batch transform costs little next to a training step, and no
+/// prefetched batch can run ahead of the saved position.
+///
+/// Example:
+/// ```
+/// mlo::data::Cifar10 cifar(mlo::data::Cifar10Options("data"));
+/// auto train = mlo::data::make_stream(cifar, mlo::data::LoaderOptions(128).seed(1),
+///     mlo::data::make_transform(mlo::data::TransformOptions::cifar10(/*train=*/true)));
+/// problem->data(train);
+/// ```
+class LoaderStream : public BatchStream {
+ public:
+  /// `images`: N x ... (uint8 or float); `targets`: N labels. Both stay in memory.
+  LoaderStream(at::Tensor images, at::Tensor targets, LoaderOptions options,
+               Transform transform = {});
+
+  Batch next() override;
+  /// Writes size, seed, shuffle, epoch and offset.
+  void save(torch::serialize::OutputArchive& archive) const override;
+  /// Restores a position written by `save` (the dataset must have the same size).
+  void load(torch::serialize::InputArchive& archive) override;
+
+  /// Epoch of the last batch returned (-1 before the first).
+  int64_t epoch() const { return sampler_.epoch(); }
+  /// Batches per epoch (the last one smaller unless `drop_last`).
+  int64_t batches_per_epoch() const;
+  /// Number of samples.
+  int64_t size() const { return images_.size(0); }
+  const LoaderOptions& options() const { return options_; }
+
+ private:
+  at::Tensor images_;
+  at::Tensor targets_;
+  LoaderOptions options_;
+  Transform transform_;
+  SeededSampler sampler_;
+};
+
+/// A `LoaderStream` over any dataset with `images()` and `targets()` (`Cifar10`, `FashionMnist`,
+/// `SyntheticCifar`, `Subset`).
+template <typename Dataset>
+std::shared_ptr<LoaderStream> make_stream(const Dataset& dataset, LoaderOptions options,
+                                          Transform transform = {}) {
+  return std::make_shared<LoaderStream>(dataset.images(), dataset.targets(), options,
+                                        std::move(transform));
+}
+
+}  // namespace data
+}  // namespace mlo

@@ -1,0 +1,66 @@
+#pragma once
+/// \file
+/// `SyntheticCifar`: deterministic CIFAR-shaped data for memory and speed work without a download.
+
+#include <torch/arg.h>
+#include <torch/data/datasets/base.h>
+#include <torch/data/example.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mlo {
+namespace data {
+
+/// Size, classes and seed of the synthetic data.
+/// Example: `SyntheticOptions(5000).seed(3)`, or `SyntheticOptions().class_counts({500, 50, 5})`.
+struct SyntheticOptions {
+  /// `size` images, spread evenly over the classes (the first `size % num_classes` classes get
+  /// one more). Ignored when `class_counts` is set.
+  explicit SyntheticOptions(int64_t size = 50000) : size_(size) {}
+  TORCH_ARG(int64_t, size);
+  TORCH_ARG(int64_t, num_classes) = 10;
+  /// Images per class (its length sets the number of classes); empty: balanced over `size`.
+  TORCH_ARG(std::vector<int64_t>, class_counts) = {};
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Image shape, channels x height x width.
+  TORCH_ARG(std::vector<int64_t>, shape) = std::vector<int64_t>{3, 32, 32};
+};
+
+/// Synthetic images shaped like CIFAR-10: always labelled `synthetic` (`name()`,
+/// `is_synthetic()`), so no log or report mistakes it for real data.
+///
+/// Every class has a random prototype image; an image is the mean of its class prototype and
+/// uniform noise, quantized to uint8 (N x 3 x 32 x 32, like `Cifar10::images()`). So the classes
+/// are learnable, and the data is a pure function of the options (same seed, same bytes).
+/// Labels are in class blocks then shuffled with the seed.
+///
+/// Example: `mlo::data::SyntheticCifar data(mlo::data::SyntheticOptions(1000).seed(1));`
+class SyntheticCifar : public torch::data::datasets::Dataset<SyntheticCifar> {
+ public:
+  explicit SyntheticCifar(SyntheticOptions options = SyntheticOptions());
+
+  /// Image `index` (uint8, 3 x 32 x 32) and its label (int64 scalar).
+  torch::data::Example<> get(size_t index) override;
+  torch::optional<size_t> size() const override;
+
+  /// All images, N x 3 x 32 x 32, uint8.
+  const torch::Tensor& images() const { return images_; }
+  /// All labels, int64, size N.
+  const torch::Tensor& targets() const { return targets_; }
+  int64_t num_classes() const { return num_classes_; }
+  /// "synthetic", for logs and reports.
+  const char* name() const { return "synthetic"; }
+  /// Always true.
+  bool is_synthetic() const { return true; }
+
+ private:
+  SyntheticOptions options_;
+  int64_t num_classes_ = 0;
+  torch::Tensor images_;
+  torch::Tensor targets_;
+};
+
+}  // namespace data
+}  // namespace mlo

@@ -1,0 +1,64 @@
+#include <mlo/core/error.h>
+#include <mlo/data/stream.h>
+
+#include <torch/serialize/archive.h>
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace mlo {
+namespace data {
+
+LoaderStream::LoaderStream(at::Tensor images, at::Tensor targets, LoaderOptions options,
+                           Transform transform)
+    : images_(std::move(images)),
+      targets_(std::move(targets)),
+      options_(options),
+      transform_(std::move(transform)),
+      sampler_(images_.defined() && images_.dim() > 0 ? static_cast<size_t>(images_.size(0)) : 0,
+               options.seed(), options.shuffle()) {
+  MLO_CHECK(images_.defined() && targets_.defined() && images_.dim() >= 1 && targets_.dim() >= 1 &&
+                images_.size(0) == targets_.size(0),
+            "data stream: images and targets must have the same first dimension");
+  MLO_CHECK(images_.size(0) > 0, "data stream: the dataset is empty");
+  MLO_CHECK(options_.batch_size() >= 1, "data stream: batch_size must be >= 1, got ",
+            options_.batch_size());
+  MLO_CHECK(!options_.drop_last() || options_.batch_size() <= images_.size(0),
+            "data stream: batch_size ", options_.batch_size(), " with drop_last exceeds the ",
+            images_.size(0), " samples");
+  if (targets_.scalar_type() != torch::kLong) targets_ = targets_.to(torch::kLong);
+}
+
+int64_t LoaderStream::batches_per_epoch() const {
+  const int64_t n = size(), b = options_.batch_size();
+  return options_.drop_last() ? n / b : (n + b - 1) / b;
+}
+
+Batch LoaderStream::next() {
+  const auto batch_size = static_cast<size_t>(options_.batch_size());
+  const size_t remaining = sampler_.epoch() < 0 ? 0 : sampler_.size() - sampler_.offset();
+  if (remaining == 0 || (options_.drop_last() && remaining < batch_size)) sampler_.reset();
+  const auto batch_index = static_cast<uint64_t>(sampler_.offset() / batch_size);
+  const auto epoch = static_cast<uint64_t>(sampler_.epoch());
+  const auto indices = sampler_.next(batch_size);
+  MLO_INTERNAL_ASSERT(indices.has_value() && !indices->empty());
+
+  const auto index =
+      torch::tensor(std::vector<int64_t>(indices->begin(), indices->end()), torch::kLong);
+  auto data = to_float(images_.index_select(0, index));
+  if (transform_) {
+    // NOTE: a fresh generator per batch, seeded with the batch's coordinates, so no RNG state
+    // has to be saved for a resumed run to draw the same augmentations.
+    auto gen =
+        at::make_generator<at::CPUGeneratorImpl>(mix_seed(sampler_.seed(), epoch, batch_index));
+    data = transform_(data, gen);
+  }
+  return Batch(data, targets_.index_select(0, index));
+}
+
+void LoaderStream::save(torch::serialize::OutputArchive& archive) const { sampler_.save(archive); }
+
+void LoaderStream::load(torch::serialize::InputArchive& archive) { sampler_.load(archive); }
+
+}  // namespace data
+}  // namespace mlo

@@ -1,0 +1,53 @@
+// Synthetic CIFAR-shaped data: labelled synthetic, deterministic, class counts as asked.
+#include <mlo/core/error.h>
+#include <mlo/data/long_tail.h>
+#include <mlo/data/synthetic.h>
+
+#include <torch/torch.h>
+#include <catch2/catch.hpp>
+
+using Catch::Matchers::Contains;
+using mlo::data::SyntheticCifar;
+using mlo::data::SyntheticOptions;
+
+TEST_CASE("SyntheticCifar: CIFAR-shaped, labelled synthetic, balanced", "[data][synthetic]") {
+  SyntheticCifar data(SyntheticOptions(103).seed(5));
+  CHECK(data.is_synthetic());
+  CHECK(std::string(data.name()) == "synthetic");
+  REQUIRE(data.images().sizes() == torch::IntArrayRef({103, 3, 32, 32}));
+  CHECK(data.images().scalar_type() == torch::kUInt8);
+  CHECK(data.targets().scalar_type() == torch::kLong);
+  // 103 = 10 * 10 + 3: the first three classes get 11.
+  CHECK(mlo::data::class_counts(data.targets(), 10) ==
+        std::vector<int64_t>{11, 11, 11, 10, 10, 10, 10, 10, 10, 10});
+  CHECK(data.get(7).data.sizes() == torch::IntArrayRef({3, 32, 32}));
+}
+
+TEST_CASE("SyntheticCifar: same seed same bytes, other seed other data", "[data][synthetic]") {
+  SyntheticCifar a(SyntheticOptions(50).seed(1)), b(SyntheticOptions(50).seed(1));
+  SyntheticCifar c(SyntheticOptions(50).seed(2));
+  CHECK(torch::equal(a.images(), b.images()));
+  CHECK(torch::equal(a.targets(), b.targets()));
+  CHECK_FALSE(torch::equal(a.images(), c.images()));
+}
+
+TEST_CASE("SyntheticCifar: given class counts and shape", "[data][synthetic]") {
+  SyntheticCifar data(SyntheticOptions().class_counts({7, 0, 2}).shape({1, 28, 28}));
+  CHECK(data.num_classes() == 3);
+  CHECK(data.images().sizes() == torch::IntArrayRef({9, 1, 28, 28}));
+  CHECK(mlo::data::class_counts(data.targets(), 3) == std::vector<int64_t>{7, 0, 2});
+  REQUIRE_THROWS_WITH(SyntheticCifar(SyntheticOptions().class_counts({3, -1})),
+                      Contains("class_counts must be >= 0, got -1"));
+}
+
+TEST_CASE("SyntheticCifar: classes are distinguishable (images near their class mean)",
+          "[data][synthetic]") {
+  SyntheticCifar data(SyntheticOptions(200).seed(3));
+  const auto x = data.images().to(torch::kFloat).reshape({200, -1});
+  const auto y = data.targets();
+  std::vector<torch::Tensor> means;
+  for (int64_t k = 0; k < 10; ++k) means.push_back(x.index({y == k}).mean(0));
+  // Nearest class mean classifies (almost) every image: at least 95%.
+  const auto predicted = torch::cdist(x, torch::stack(means)).argmin(1);
+  CHECK(predicted.eq(y).to(torch::kFloat).mean().item<float>() >= 0.95f);
+}
