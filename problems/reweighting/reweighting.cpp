@@ -1,0 +1,56 @@
+#include "problems/reweighting/reweighting.h"
+
+#include <mlo/nn/chain.h>
+#include <mlo/nn/mwn.h>
+
+#include <torch/nn/functional/loss.h>
+
+namespace mlo {
+namespace problems {
+namespace reweighting {
+namespace {
+
+namespace F = torch::nn::functional;
+
+at::Tensor per_sample_cross_entropy(const at::Tensor& logits, const at::Tensor& target) {
+  return F::cross_entropy(logits.to(at::kFloat), target,
+                          F::CrossEntropyFuncOptions().reduction(torch::kNone));
+}
+
+double accuracy(const at::Tensor& logits, const at::Tensor& target) {
+  return logits.argmax(1).eq(target).to(at::kFloat).mean().item<double>();
+}
+
+}  // namespace
+
+at::Tensor Classifier::logits(const at::Tensor& x) { return module_as<nn::ChainImpl>()->forward(x); }
+
+at::Tensor Classifier::training_step(const Batch& batch) {
+  const at::Tensor out = logits(batch.data);
+  const at::Tensor losses = per_sample_cross_entropy(out, batch.target);
+  log_metric("acc", accuracy(out.detach(), batch.target));
+  if (!reweighter) return losses.mean();
+  const at::Tensor w = reweighter->weights(losses.detach());
+  {
+    const at::Tensor d = w.detach();
+    log_metric("weight_mean", d.mean().item<double>());
+    log_metric("weight_std", d.numel() > 1 ? d.std().item<double>() : 0.0);
+    log_metric("weight_min", d.min().item<double>());
+    log_metric("weight_max", d.max().item<double>());
+  }
+  return (w * losses).mean();
+}
+
+at::Tensor Reweighter::training_step(const Batch& batch) {
+  const at::Tensor out = classifier->logits(batch.data);
+  log_metric("acc", accuracy(out.detach(), batch.target));
+  return per_sample_cross_entropy(out, batch.target).mean();
+}
+
+at::Tensor Reweighter::weights(const at::Tensor& losses) {
+  return module_as<nn::MWNImpl>()->forward(losses.to(at::kFloat).unsqueeze(1)).squeeze(1);
+}
+
+}  // namespace reweighting
+}  // namespace problems
+}  // namespace mlo
