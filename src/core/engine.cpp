@@ -4,6 +4,7 @@
 #include <mlo/memory/precision.h>
 
 #include <spdlog/spdlog.h>
+#include <torch/serialize/archive.h>
 
 #include <algorithm>
 #include <cmath>
@@ -71,6 +72,11 @@ Engine& Engine::link(const ProblemPtr& upper, const ProblemPtr& lower) {
 
 Engine& Engine::validation(std::function<Metrics()> hook) {
   validation_ = std::move(hook);
+  return *this;
+}
+
+Engine& Engine::on_step(std::function<bool(int64_t)> hook) {
+  on_step_ = std::move(hook);
   return *this;
 }
 
@@ -223,12 +229,46 @@ void Engine::run() {
   for (const auto& problem : problems_) problem->train();
   spdlog::info("mlo: running {} global steps over {} problem(s)", config_.train_iters(),
                problems_.size());
-  for (int64_t it = 1; it <= config_.train_iters(); ++it) {
+  while (global_step_ < config_.train_iters() && !stopped_early_) {
     step();
     if (config_.valid_step() > 0 && validation_ && global_step_ % config_.valid_step() == 0) {
       validate_and_maybe_stop();
-      if (stopped_early_) break;
     }
+    if (on_step_ && !on_step_(global_step_)) break;
+  }
+}
+
+void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
+  archive.write("global_step", c10::IValue(global_step_));
+  archive.write("stopped_early", c10::IValue(stopped_early_));
+  archive.write("has_best", c10::IValue(best_metric_.has_value()));
+  archive.write("best_metric", c10::IValue(best_metric_.value_or(0.0)));
+  archive.write("without_improvement", c10::IValue(validations_without_improvement_));
+  for (const auto& problem : problems_) {
+    torch::serialize::OutputArchive sub;
+    problem->state_dict(sub);
+    archive.write("problem." + problem->name(), sub);
+  }
+}
+
+void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
+  initialize();
+  c10::IValue value;
+  archive.read("global_step", value);
+  global_step_ = value.toInt();
+  archive.read("stopped_early", value);
+  stopped_early_ = value.toBool();
+  archive.read("has_best", value);
+  const bool has_best = value.toBool();
+  archive.read("best_metric", value);
+  best_metric_ = has_best ? std::optional<double>(value.toDouble()) : std::nullopt;
+  archive.read("without_improvement", value);
+  validations_without_improvement_ = value.toInt();
+  for (const auto& problem : problems_) {
+    torch::serialize::InputArchive sub;
+    MLO_CHECK(archive.try_read("problem." + problem->name(), sub), "engine state: no state for ",
+              "problem '", problem->name(), "' (saved from a different experiment?)");
+    problem->load_state_dict(sub);
   }
 }
 

@@ -242,6 +242,9 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   archive.write("step_count", c10::IValue(step_count_));
   archive.write("optimizer_steps", c10::IValue(optimizer_steps_));
   archive.write("inner_loop_start", c10::IValue(inner_loop_start_));
+  // Readiness of each child (a parent can be saved between its children's unrolls).
+  std::vector<int64_t> ready(ready_.begin(), ready_.end());
+  archive.write("ready", c10::IValue(ready));
   if (scaler_) {
     torch::serialize::OutputArchive scaler_archive;
     scaler_->save(scaler_archive);
@@ -269,6 +272,10 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   optimizer_steps_ = value.toInt();
   archive.read("inner_loop_start", value);
   inner_loop_start_ = value.toBool();
+  if (archive.try_read("ready", value)) {
+    const auto ready = value.toIntVector();
+    if (ready.size() == ready_.size()) ready_.assign(ready.begin(), ready.end());
+  }
   if (scaler_) {
     torch::serialize::InputArchive scaler_archive;
     if (archive.try_read("loss_scaler", scaler_archive)) scaler_->load(scaler_archive);

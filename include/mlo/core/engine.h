@@ -56,11 +56,15 @@ class Engine {
   Engine& link(const ProblemPtr& upper, const ProblemPtr& lower);
   /// Called every `valid_step` global steps (problems in eval mode); returns named metrics.
   Engine& validation(std::function<Metrics()> hook);
+  /// Called after every global step of `run` (after validation); returning false stops the run
+  /// (e.g. on Ctrl-C, after saving state).
+  Engine& on_step(std::function<bool(int64_t global_step)> hook);
 
   /// Validates the graph and configs, resolves derived settings and builds the hypergradient
   /// methods. Called by `run` if not called before; throws `mlo::Error` on a bad setup.
   void initialize();
-  /// Runs `train_iters` global steps (or until early stopping).
+  /// Runs global steps until `train_iters` (continuing from `global_step()`, e.g. after
+  /// `load_state_dict`), early stopping, or an `on_step` hook returning false.
   void run();
   /// One global step: steps every leaf once (and whatever becomes ready above them).
   void step();
@@ -72,6 +76,11 @@ class Engine {
   /// The best value of the early-stopping metric seen so far.
   std::optional<double> best_metric() const { return best_metric_; }
   const EngineConfig& config() const { return config_; }
+  /// Writes the engine's counters and early-stopping state, and every problem's state under its
+  /// name, to `archive`.
+  void state_dict(torch::serialize::OutputArchive& archive) const;
+  /// Restores what `state_dict` wrote (the engine must hold the same problems).
+  void load_state_dict(torch::serialize::InputArchive& archive);
   /// The memory meter when `track_memory` is on (after initialization), else null.
   memory::MemoryMeter* memory_meter() const { return meter_.get(); }
   /// Peak tensor bytes of the latest global step ("meta-iteration"), when tracking memory.
@@ -93,6 +102,7 @@ class Engine {
   Graph graph_;
   std::vector<Problem*> leaves_;
   std::function<Metrics()> validation_;
+  std::function<bool(int64_t)> on_step_;
   bool initialized_ = false;
   int64_t global_step_ = 0;
   bool stopped_early_ = false;

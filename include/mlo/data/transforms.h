@@ -60,6 +60,7 @@ struct TransformOptions {
 };
 
 /// The transform `options` describe: crop, then flip, then normalize.
+/// The images are first made floats in [0, 1] (`to_float`), then cropped, flipped, normalized.
 Transform make_transform(const TransformOptions& options);
 
 }  // namespace data

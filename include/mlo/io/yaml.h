@@ -1,0 +1,30 @@
+#pragma once
+/// \file
+/// Experiment configuration <-> YAML. Reading validates everything before training starts:
+/// unknown keys, wrong types and out-of-range values fail with an `mlo::Error` that names the
+/// file, the line and the key path, e.g.
+///   configs/x.yaml:12:9: problems.classifier.optimizer.lr: must be > 0, got -0.1
+
+#include <mlo/run/config.h>
+
+#include <string>
+#include <vector>
+
+namespace mlo {
+namespace io {
+
+/// Reads the YAML file at `path`, applies `overrides` ("a.b.c=value", the value parsed as YAML,
+/// so lists work: "data.root=/d", "problems.classifier.scheduler.milestones=[100,200]") and
+/// returns the validated configuration.
+run::RunConfig load_run_config(const std::string& path,
+                               const std::vector<std::string>& overrides = {});
+
+/// The same from YAML text; `source` names it in messages.
+run::RunConfig parse_run_config(const std::string& yaml, const std::string& source,
+                                const std::vector<std::string>& overrides = {});
+
+/// The resolved configuration (every key, defaults included) as YAML that reads back the same.
+std::string to_yaml(const run::RunConfig& config);
+
+}  // namespace io
+}  // namespace mlo

@@ -1,0 +1,62 @@
+#pragma once
+/// \file
+/// Assembles an experiment from its configuration: data (with the long-tailed split), models,
+/// optimizers, schedules, problems and the engine; and evaluates it on the test set.
+
+#include <mlo/core/engine.h>
+#include <mlo/run/config.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlo {
+namespace problems {
+namespace reweighting {
+class Classifier;
+class Reweighter;
+}  // namespace reweighting
+}  // namespace problems
+
+namespace run {
+
+/// The data-reweighting experiment (`experiment: reweighting`): a classifier on a long-tailed
+/// training set and, when configured, a reweighter trained on the balanced meta set.
+class Experiment {
+ public:
+  /// Loads the data and builds everything; throws `mlo::Error` naming the key of a bad setting.
+  explicit Experiment(const RunConfig& config);
+  ~Experiment();
+
+  Engine& engine() { return *engine_; }
+  const RunConfig& config() const { return config_; }
+  /// Test-set metrics: "acc", "balanced_acc" (mean of per-class accuracies), "loss" and
+  /// "acc/<class name>" for every class.
+  Metrics evaluate();
+  /// Names of the classes, by label.
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  /// Training samples per class after the long-tailed split.
+  const std::vector<int64_t>& train_counts() const { return train_counts_; }
+  /// A few lines describing data (real or synthetic), split and models, for logs.
+  std::string describe() const;
+  /// Whether the data is synthetic (then every report says so).
+  bool synthetic() const { return synthetic_; }
+
+ private:
+  void load_data();
+  void build_problems();
+
+  RunConfig config_;
+  std::vector<std::string> class_names_;
+  std::vector<int64_t> train_counts_;
+  bool synthetic_ = false;
+  std::string dataset_name_;
+  at::Tensor train_images_, train_targets_, meta_images_, meta_targets_, test_images_,
+      test_targets_;
+  std::shared_ptr<problems::reweighting::Classifier> classifier_;
+  std::shared_ptr<problems::reweighting::Reweighter> reweighter_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace run
+}  // namespace mlo

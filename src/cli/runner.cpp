@@ -1,0 +1,201 @@
+#include "runner.h"
+
+#include "progress.h"
+
+#include <mlo/core/engine.h>
+#include <mlo/core/error.h>
+#include <mlo/io/metrics.h>
+#include <mlo/io/state.h>
+#include <mlo/io/yaml.h>
+#include <mlo/run/experiment.h>
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <torch/optim/optimizer.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace mlo {
+namespace cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_interrupt(int) {
+  g_interrupted = true;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
+}
+
+// Console (info, or warnings only under a progress bar) plus the run's log file (info).
+void setup_logging(const std::string& log_path, bool quiet_console) {
+  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  console->set_level(quiet_console ? spdlog::level::warn : spdlog::level::info);
+  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_path, /*truncate=*/false);
+  file->set_level(spdlog::level::info);
+  auto logger = std::make_shared<spdlog::logger>("mlo", spdlog::sinks_init_list{console, file});
+  logger->set_level(spdlog::level::info);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+void restore_logging() {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("mlo-console-" + std::to_string(std::rand())));
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  const fs::path temporary = path.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    MLO_CHECK(out.good(), "cannot write '", temporary.string(), "'");
+    out << text;
+  }
+  fs::rename(temporary, path);
+}
+
+std::string results_json(const Metrics& test, int64_t steps, bool synthetic) {
+  std::ostringstream out;
+  out << "{\"steps\":" << steps << ",\"synthetic\":" << (synthetic ? "true" : "false")
+      << ",\"test\":{";
+  bool first = true;
+  for (const auto& [name, value] : test) {
+    out << (first ? "" : ",") << "\"" << name << "\":" << value;
+    first = false;
+  }
+  out << "}}\n";
+  return out.str();
+}
+
+std::string accuracy_table(const run::Experiment& experiment, const Metrics& test) {
+  std::ostringstream out;
+  char line[128];
+  std::snprintf(line, sizeof(line), "%-14s %8s %10s\n", "class", "train n", "test acc");
+  out << line;
+  const auto& names = experiment.class_names();
+  for (size_t c = 0; c < names.size(); ++c) {
+    const auto it = test.find("acc/" + names[c]);
+    std::snprintf(line, sizeof(line), "%-14s %8lld %10.4f\n", names[c].c_str(),
+                  static_cast<long long>(experiment.train_counts()[c]),
+                  it == test.end() ? 0.0 : it->second);
+    out << line;
+  }
+  std::snprintf(line, sizeof(line), "%-14s %8s %10.4f\n%-14s %8s %10.4f\n", "overall", "",
+                test.at("acc"), "balanced", "", test.at("balanced_acc"));
+  out << line;
+  return out.str();
+}
+
+}  // namespace
+
+RunResult run_experiment(const run::RunConfig& config, const RunOptions& options) {
+  RunResult result;
+  result.out_dir = options.out_dir.empty() ? "runs/" + config.name : options.out_dir;
+  const fs::path out(result.out_dir);
+  fs::create_directories(out);
+  const fs::path state_path = out / "state.pt";
+  const bool terminal = options.progress.value_or(Progress::stderr_is_terminal());
+  setup_logging((out / "log.txt").string(), terminal);
+
+  const std::string resolved = io::to_yaml(config);
+  if (options.resume && fs::exists(out / "config.yaml")) {
+    std::ifstream previous(out / "config.yaml");
+    std::stringstream text;
+    text << previous.rdbuf();
+    if (text.str() != resolved) {
+      spdlog::warn("resuming with a configuration that differs from {}; the run continues with "
+                   "the new one", (out / "config.yaml").string());
+    }
+  }
+  write_file(out / "config.yaml", resolved);
+
+  run::Experiment experiment(config);
+  for (std::stringstream lines(experiment.describe()); !lines.eof();) {
+    std::string line;
+    std::getline(lines, line);
+    spdlog::info("{}", line);
+  }
+  if (experiment.synthetic()) spdlog::warn("this run uses SYNTHETIC data, not a real dataset");
+
+  Engine& engine = experiment.engine();
+  int64_t start = 0;
+  if (options.resume) {
+    start = io::load_state(state_path.string(), engine);
+    spdlog::info("resumed from {} at global step {}", state_path.string(), start);
+  }
+  io::MetricsWriter metrics(out.string(), options.resume ? start : -1);
+  Progress progress(config.engine.train_iters, start, terminal, config.engine.log_step);
+
+  engine.validation([&] {
+    Metrics m = experiment.evaluate();
+    metrics.write(engine.global_step(), "validation", m);
+    char line[160];
+    std::snprintf(line, sizeof(line), "[validation] step %lld: acc %.4f, balanced acc %.4f",
+                  static_cast<long long>(engine.global_step()), m.at("acc"), m.at("balanced_acc"));
+    if (terminal) progress.println(line);  // the engine logs the full line too
+    return m;
+  });
+  g_interrupted = false;
+  const auto previous_handler = std::signal(SIGINT, on_interrupt);
+  engine.on_step([&](int64_t step) {
+    const int64_t log_step = config.engine.log_step;
+    if (log_step > 0 && step % log_step == 0) {
+      for (const auto& problem : engine.problems()) {
+        Metrics m = problem->metrics();
+        const auto& groups = problem->optimizer().param_groups();
+        if (!groups.empty()) m["lr"] = groups.front().options().get_lr();
+        metrics.write(step, problem->name(), m);
+      }
+    }
+    char status[64];
+    std::snprintf(status, sizeof(status), "loss %.4f", engine.problems().front()->last_loss());
+    progress.update(step, status);
+    if (config.engine.save_step > 0 && step % config.engine.save_step == 0) {
+      io::save_state(state_path.string(), engine);
+    }
+    if (g_interrupted) {
+      io::save_state(state_path.string(), engine);
+      return false;
+    }
+    return true;
+  });
+  try {
+    engine.run();
+  } catch (...) {
+    std::signal(SIGINT, previous_handler);
+    progress.finish();
+    restore_logging();
+    throw;
+  }
+  std::signal(SIGINT, previous_handler);
+  progress.finish();
+  result.steps = engine.global_step();
+
+  if (g_interrupted) {
+    result.interrupted = true;
+    spdlog::warn("interrupted at global step {}; state saved to {}; continue with --resume",
+                 result.steps, state_path.string());
+    restore_logging();
+    return result;
+  }
+  io::save_state(state_path.string(), engine);
+  result.test = experiment.evaluate();
+  metrics.write(result.steps, "test", result.test);
+  write_file(out / "results.json", results_json(result.test, result.steps, experiment.synthetic()));
+  std::cout << (experiment.synthetic() ? "Test accuracy (SYNTHETIC data)\n" : "Test accuracy\n")
+            << accuracy_table(experiment, result.test) << "results in " << out.string() << "\n";
+  spdlog::info("test: acc {:.4f}, balanced acc {:.4f}; results in {}", result.test.at("acc"),
+               result.test.at("balanced_acc"), out.string());
+  restore_logging();
+  return result;
+}
+
+}  // namespace cli
+}  // namespace mlo

@@ -1,0 +1,34 @@
+#pragma once
+// Part of the mlo tool (src/cli): runs an experiment with everything a long run needs — output
+// folder, resolved config, log file, metrics files, progress, periodic resumable state, Ctrl-C.
+
+#include <mlo/core/problem.h>
+#include <mlo/run/config.h>
+
+#include <optional>
+#include <string>
+
+namespace mlo {
+namespace cli {
+
+struct RunOptions {
+  /// Output folder ("" = runs/<config name>).
+  std::string out_dir;
+  /// Continue from <out_dir>/state.pt.
+  bool resume = false;
+  /// Progress bar on a terminal; nullopt = when standard error is a terminal.
+  std::optional<bool> progress;
+};
+
+struct RunResult {
+  Metrics test;             ///< final test metrics (empty when interrupted)
+  int64_t steps = 0;        ///< global steps done
+  bool interrupted = false;  ///< stopped by Ctrl-C (state saved)
+  std::string out_dir;
+};
+
+/// Runs `config` as `mlo run` does. Throws `mlo::Error` for bad input.
+RunResult run_experiment(const run::RunConfig& config, const RunOptions& options);
+
+}  // namespace cli
+}  // namespace mlo

@@ -1,0 +1,83 @@
+#include <mlo/core/error.h>
+#include <mlo/io/metrics.h>
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+namespace mlo {
+namespace io {
+namespace {
+
+// Keeps the lines of `path` whose leading step (the first number on the line) is <= `step`.
+void truncate_after(const std::string& path, int64_t step, bool has_header) {
+  std::ifstream in(path);
+  if (!in.good()) return;
+  std::vector<std::string> kept;
+  std::string line;
+  bool first = true;
+  while (std::getline(in, line)) {
+    if (first && has_header) {
+      kept.push_back(line);
+      first = false;
+      continue;
+    }
+    first = false;
+    const auto digit = line.find_first_of("0123456789");
+    if (digit == std::string::npos) continue;
+    if (std::stoll(line.substr(digit)) <= step) kept.push_back(line);
+  }
+  in.close();
+  std::ofstream out(path, std::ios::trunc);
+  for (const auto& l : kept) out << l << '\n';
+}
+
+std::string number(double value) {
+  if (!std::isfinite(value)) return std::isnan(value) ? "NaN" : (value > 0 ? "Infinity" : "-Infinity");
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.9g", value);
+  return buffer;
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& dir, int64_t resume_step)
+    : csv_path_(dir + "/metrics.csv"), jsonl_path_(dir + "/metrics.jsonl") {
+  const bool resume = resume_step >= 0;
+  if (resume) {
+    truncate_after(csv_path_, resume_step, /*has_header=*/true);
+    truncate_after(jsonl_path_, resume_step, /*has_header=*/false);
+  }
+  const bool fresh_csv = !resume || !std::ifstream(csv_path_).good();
+  csv_.open(csv_path_, resume ? std::ios::app : std::ios::trunc);
+  jsonl_.open(jsonl_path_, resume ? std::ios::app : std::ios::trunc);
+  MLO_CHECK(csv_.good() && jsonl_.good(), "cannot write the metrics files in '", dir, "'");
+  if (fresh_csv || csv_.tellp() == 0) csv_ << "step,source,metric,value\n" << std::flush;
+}
+
+void MetricsWriter::write(int64_t step, const std::string& source, const Metrics& metrics) {
+  std::ostringstream json;
+  json << "{\"step\":" << step << ",\"source\":" << quoted(source);
+  for (const auto& [name, value] : metrics) {
+    csv_ << step << ',' << source << ',' << name << ',' << number(value) << '\n';
+    json << ',' << quoted(name) << ':'
+         << (std::isfinite(value) ? number(value) : quoted(number(value)));
+  }
+  json << "}\n";
+  jsonl_ << json.str();
+  csv_.flush();
+  jsonl_.flush();
+}
+
+}  // namespace io
+}  // namespace mlo

@@ -1,0 +1,405 @@
+#include <mlo/core/error.h>
+#include <mlo/io/yaml.h>
+
+#include "schema.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+namespace mlo {
+namespace io {
+namespace {
+
+// Where values came from, for messages: file positions and command-line overrides by key path.
+struct Context {
+  std::string source;
+  std::map<std::string, std::string> overrides;  // key path -> "--set a.b=c"
+  std::map<std::string, std::string> where;      // key path -> "file:line:col" (filled on read)
+};
+
+std::string join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string location(const Context& ctx, const std::string& path, const YAML::Mark& mark) {
+  for (auto it = ctx.overrides.begin(); it != ctx.overrides.end(); ++it) {
+    if (path == it->first || path.rfind(it->first + ".", 0) == 0) {
+      return ctx.source + " (" + it->second + ")";
+    }
+  }
+  if (mark.line < 0) return ctx.source;
+  return ctx.source + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+[[noreturn]] void fail(const std::string& where, const std::string& path, const std::string& what) {
+  throw Error(where + ": " + (path.empty() ? std::string("(top level)") : path) + ": " + what);
+}
+
+// Edit distance, for "did you mean" on unknown keys.
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+template <typename T>
+const char* type_name();
+template <>
+const char* type_name<int64_t>() { return "an integer"; }
+template <>
+const char* type_name<double>() { return "a number"; }
+template <>
+const char* type_name<bool>() { return "true or false"; }
+template <>
+const char* type_name<std::string>() { return "a string"; }
+
+// Keeps a check's type out of template deduction (a lambda is not a std::function).
+template <typename T>
+struct Id {
+  using type = T;
+};
+
+// Reads one mapping of the schema from a YAML node, remembering which keys it used.
+class Reader {
+ public:
+  // `node` may be absent (nullopt) or null: then every key keeps its default.
+  Reader(std::optional<YAML::Node> node, std::string path, Context& ctx)
+      : path_(std::move(path)), ctx_(ctx) {
+    if (!node || node->IsNull()) return;
+    if (!node->IsMap()) {
+      fail(location(ctx_, path_, node->Mark()), path_, "must be a mapping (key: value lines)");
+    }
+    node_ = *node;
+    has_map_ = true;
+  }
+
+  template <typename T>
+  void operator()(const char* key, T& value,
+                  const schema::Check<typename Id<T>::type>& check = nullptr) {
+    const std::optional<YAML::Node> child = lookup(key);
+    if (!child) return;
+    const std::string path = join(path_, key);
+    const std::string where = location(ctx_, path, child->Mark());
+    ctx_.where[path] = where;
+    read_value(*child, where, path, value);
+    if (check) {
+      const std::string problem = check(value);
+      if (!problem.empty()) fail(where, path, problem);
+    }
+  }
+
+  void section(const char* key, const std::function<void(Reader&)>& body) {
+    const std::optional<YAML::Node> child = lookup(key);
+    const std::string path = join(path_, key);
+    if (child) ctx_.where[path] = location(ctx_, path, child->Mark());
+    Reader sub(child, path, ctx_);
+    body(sub);
+    sub.finish();
+  }
+
+  template <typename T, typename Body>
+  void map(const char* key, std::map<std::string, T>& out, const Body& body) {
+    const std::optional<YAML::Node> child = lookup(key);
+    if (!child || child->IsNull()) return;
+    const std::string path = join(path_, key);
+    if (!child->IsMap()) fail(location(ctx_, path, child->Mark()), path, "must be a mapping");
+    for (const auto& entry : *child) {
+      const std::string name = entry.first.as<std::string>();
+      const std::string entry_path = join(path, name);
+      ctx_.where[entry_path] = location(ctx_, entry_path, entry.second.Mark());
+      Reader sub(entry.second, entry_path, ctx_);
+      body(sub, out[name]);
+      sub.finish();
+    }
+  }
+
+  // Every key of the mapping must have been read by the schema.
+  void finish() const {
+    if (!has_map_) return;
+    for (const auto& entry : node_) {
+      const std::string key = entry.first.as<std::string>();
+      if (used_.count(key)) continue;
+      std::string hint;
+      size_t best = 3;
+      for (const auto& known : used_or_known_) {
+        const size_t d = distance(key, known);
+        if (d < best) {
+          best = d;
+          hint = "; did you mean '" + known + "'?";
+        }
+      }
+      std::string known;
+      for (const auto& k : used_or_known_) known += (known.empty() ? "" : ", ") + k;
+      fail(location(ctx_, join(path_, key), entry.first.Mark()), join(path_, key),
+           "unknown key" + (hint.empty() ? " (known keys: " + known + ")" : hint));
+    }
+  }
+
+ private:
+  std::optional<YAML::Node> lookup(const char* key) {
+    used_or_known_.insert(key);
+    if (!has_map_) return std::nullopt;
+    const YAML::Node& map = node_;
+    const YAML::Node child = map[key];
+    if (!child.IsDefined()) return std::nullopt;
+    used_.insert(key);
+    return child;
+  }
+
+  template <typename T>
+  void read_value(const YAML::Node& node, const std::string& where, const std::string& path,
+                  T& value) {
+    if (!node.IsScalar()) fail(where, path, std::string("must be ") + type_name<T>());
+    try {
+      value = node.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(where, path, std::string("must be ") + type_name<T>() + ", got '" + node.Scalar() + "'");
+    }
+  }
+
+  void read_value(const YAML::Node& node, const std::string& where, const std::string& path,
+                  std::vector<int64_t>& value) {
+    if (node.IsNull()) {
+      value.clear();
+      return;
+    }
+    if (!node.IsSequence()) fail(where, path, "must be a list of integers, like [100, 200]");
+    value.clear();
+    for (const auto& item : node) {
+      try {
+        value.push_back(item.as<int64_t>());
+      } catch (const YAML::Exception&) {
+        fail(where, path, "must be a list of integers; '" + item.Scalar() + "' is not one");
+      }
+    }
+  }
+
+  void read_value(const YAML::Node& node, const std::string& where, const std::string& path,
+                  std::map<std::string, std::vector<std::string>>& value) {
+    if (!node.IsMap()) fail(where, path, "must map problem names to lists of problem names");
+    value.clear();
+    for (const auto& entry : node) {
+      const std::string key = entry.first.as<std::string>();
+      if (entry.second.IsScalar()) {
+        value[key] = {entry.second.as<std::string>()};
+      } else if (entry.second.IsSequence()) {
+        for (const auto& item : entry.second) value[key].push_back(item.as<std::string>());
+      } else {
+        fail(where, join(path, key), "must be a problem name or a list of names");
+      }
+    }
+  }
+
+  YAML::Node node_;
+  bool has_map_ = false;
+  std::string path_;
+  Context& ctx_;
+  std::set<std::string> used_;
+  std::set<std::string> used_or_known_;
+};
+
+// Writes the schema's values as YAML.
+class Writer {
+ public:
+  explicit Writer(YAML::Emitter& out) : out_(out) {}
+
+  template <typename T>
+  void operator()(const char* key, const T& value,
+                  const schema::Check<typename Id<T>::type>& = nullptr) {
+    out_ << YAML::Key << key << YAML::Value;
+    write(value);
+  }
+
+  void section(const char* key, const std::function<void(Writer&)>& body) {
+    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    body(*this);
+    out_ << YAML::EndMap;
+  }
+
+  template <typename T, typename Body>
+  void map(const char* key, std::map<std::string, T>& values, const Body& body) {
+    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    for (auto& [name, value] : values) {
+      out_ << YAML::Key << name << YAML::Value << YAML::BeginMap;
+      body(*this, value);
+      out_ << YAML::EndMap;
+    }
+    out_ << YAML::EndMap;
+  }
+
+ private:
+  template <typename T>
+  void write(const T& value) {
+    out_ << value;
+  }
+  void write(const double& value) {
+    std::ostringstream text;
+    text.precision(17);
+    text << value;
+    std::string s = text.str();
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // keep it a float
+    out_ << s;
+  }
+  void write(const std::vector<int64_t>& value) {
+    out_ << YAML::Flow << YAML::BeginSeq;
+    for (const auto v : value) out_ << v;
+    out_ << YAML::EndSeq;
+  }
+  void write(const std::map<std::string, std::vector<std::string>>& value) {
+    out_ << YAML::BeginMap;
+    for (const auto& [k, list] : value) {
+      out_ << YAML::Key << k << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const auto& item : list) out_ << item;
+      out_ << YAML::EndSeq;
+    }
+    out_ << YAML::EndMap;
+  }
+
+  YAML::Emitter& out_;
+};
+
+// Applies "a.b.c=value" to the tree, creating mappings along the path.
+void apply_override(YAML::Node& root, const std::string& text, Context& ctx) {
+  const auto eq = text.find('=');
+  MLO_CHECK(eq != std::string::npos && eq > 0, "--set '", text,
+            "': expected key.path=value, e.g. --set engine.train_iters=100");
+  const std::string path = text.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw Error("--set '" + text + "': the value is not valid YAML: " + e.msg);
+  }
+  std::vector<std::string> keys;
+  std::stringstream parts(path);
+  for (std::string key; std::getline(parts, key, '.');) {
+    MLO_CHECK(!key.empty(), "--set '", text, "': empty key in '", path, "'");
+    keys.push_back(key);
+  }
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    YAML::Node next = chain.back()[keys[i]];
+    if (next && !next.IsNull() && !next.IsMap()) {
+      throw Error("--set '" + text + "': '" + keys[i] + "' is not a mapping");
+    }
+    if (!next || next.IsNull()) next = YAML::Node(YAML::NodeType::Map);
+    chain.push_back(next);
+  }
+  chain.back()[keys.back()] = value;
+  for (size_t i = chain.size() - 1; i > 0; --i) chain[i - 1][keys[i - 1]] = chain[i];
+  ctx.overrides[path] = "--set " + text;
+}
+
+// Rules across fields, checked once everything is read.
+void check_experiment(const run::RunConfig& c, const Context& ctx) {
+  auto where = [&](const std::string& path) {
+    const auto it = ctx.where.find(path);
+    return it == ctx.where.end() ? ctx.source : it->second;
+  };
+  if (c.experiment == "reweighting") {
+    if (!c.problems.count("classifier")) {
+      fail(where("problems"), "problems", "the reweighting experiment needs a 'classifier' problem");
+    }
+    for (const auto& [name, p] : c.problems) {
+      const std::string path = "problems." + name;
+      if (name != "classifier" && name != "reweighter") {
+        fail(where(path), path, "the reweighting experiment has problems 'classifier' and "
+                                "(optionally) 'reweighter'");
+      }
+      const bool classifier = name == "classifier";
+      const std::string model = p.model.name;
+      if (classifier == (model == "mwn")) {
+        fail(where(path + ".model.name"), path + ".model.name",
+             classifier ? "the classifier needs cnn, resnet32 or resnet50, got '" + model + "'"
+                        : "the reweighter's model must be mwn, got '" + model + "'");
+      }
+    }
+    const int64_t classes = 10;
+    if (c.data.meta_size % classes != 0) {
+      fail(where("data.meta_size"), "data.meta_size",
+           "must be a multiple of the number of classes (" + std::to_string(classes) + "), got " +
+               std::to_string(c.data.meta_size));
+    }
+  }
+  for (const auto* edges : {&c.dependencies.u2l, &c.dependencies.l2u}) {
+    const std::string kind = edges == &c.dependencies.u2l ? "u2l" : "l2u";
+    for (const auto& [from, tos] : *edges) {
+      for (const auto& name : std::vector<std::string>{from}) {
+        if (!c.problems.count(name)) {
+          fail(where("dependencies." + kind), "dependencies." + kind,
+               "names problem '" + name + "', which is not under problems");
+        }
+      }
+      for (const auto& name : tos) {
+        if (!c.problems.count(name)) {
+          fail(where("dependencies." + kind), "dependencies." + kind + "." + from,
+               "names problem '" + name + "', which is not under problems");
+        }
+      }
+    }
+  }
+  if (c.engine.early_stopping.enabled && c.engine.valid_step == 0) {
+    fail(where("engine.early_stopping"), "engine.early_stopping",
+         "needs engine.valid_step > 0 (validation supplies its metric)");
+  }
+}
+
+}  // namespace
+
+run::RunConfig parse_run_config(const std::string& yaml, const std::string& source,
+                                const std::vector<std::string>& overrides) {
+  Context ctx;
+  ctx.source = source;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+  }
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  for (const auto& text : overrides) apply_override(root, text, ctx);
+
+  run::RunConfig config;
+  config.source = source;
+  Reader reader(root, "", ctx);
+  schema::visit(reader, config);
+  reader.finish();
+  check_experiment(config, ctx);
+  return config;
+}
+
+run::RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream file(path);
+  MLO_CHECK(file.good(), "cannot read the configuration file '", path, "'");
+  std::stringstream text;
+  text << file.rdbuf();
+  return parse_run_config(text.str(), path, overrides);
+}
+
+std::string to_yaml(const run::RunConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  Writer writer(out);
+  run::RunConfig copy = config;
+  schema::visit(writer, copy);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace io
+}  // namespace mlo

@@ -1,0 +1,103 @@
+#include "builders.h"
+
+#include <mlo/core/error.h>
+#include <mlo/nn/cnn.h>
+#include <mlo/nn/mwn.h>
+#include <mlo/nn/resnet.h>
+
+#include <torch/optim.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace mlo {
+namespace run {
+namespace detail {
+
+std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c,
+                                                        torch::nn::Module& module) {
+  std::vector<at::Tensor> params;
+  for (const auto& p : module.parameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  if (c.name == "sgd") {
+    return std::make_shared<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay)
+                    .nesterov(c.nesterov));
+  }
+  if (c.name == "adam") {
+    return std::make_shared<torch::optim::Adam>(
+        params, torch::optim::AdamOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps)
+                    .weight_decay(c.weight_decay));
+  }
+  MLO_CHECK(c.name == "adamw", "unknown optimizer '", c.name, "'");
+  return std::make_shared<torch::optim::AdamW>(
+      params, torch::optim::AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps)
+                  .weight_decay(c.weight_decay));
+}
+
+LrSchedule make_schedule(const SchedulerConfig& c, int64_t total_steps) {
+  if (c.name == "multistep") {
+    std::vector<int64_t> milestones = c.milestones;
+    std::sort(milestones.begin(), milestones.end());
+    const double gamma = c.gamma;
+    return [milestones, gamma](int64_t step) {
+      const auto passed = std::upper_bound(milestones.begin(), milestones.end(), step) -
+                          milestones.begin();
+      return std::pow(gamma, static_cast<double>(passed));
+    };
+  }
+  if (c.name == "cosine") {
+    const int64_t period = std::max<int64_t>(1, c.t_max > 0 ? c.t_max : total_steps);
+    const double floor = c.eta_min;
+    return [period, floor](int64_t step) {
+      const double t = static_cast<double>(std::min(step, period)) / static_cast<double>(period);
+      return floor + (1.0 - floor) * 0.5 * (1.0 + std::cos(M_PI * t));
+    };
+  }
+  return nullptr;
+}
+
+ProblemConfig make_problem_config(const ProblemSettings& s) {
+  ProblemConfig c;
+  c.unroll_steps(s.unroll_steps)
+      .warmup_steps(s.warmup_steps)
+      .roll_back(s.roll_back)
+      .gradient_clipping(s.gradient_clipping)
+      .gradient_accumulation(s.gradient_accumulation)
+      .log_step(s.log_step);
+  c.precision(s.precision == "bf16"   ? Precision::kBF16
+              : s.precision == "fp16" ? Precision::kFP16
+                                      : Precision::kFP32);
+  const std::string& k = s.checkpointing;
+  c.checkpointing(k == "uniform"      ? Checkpointing::kUniform
+                  : k == "sqrt"       ? Checkpointing::kSqrt
+                  : k == "optimal"    ? Checkpointing::kOptimal
+                  : k == "min_memory" ? Checkpointing::kMinMemory
+                                      : Checkpointing::kNone);
+  // Every method's options are kept; `method` picks the one in use.
+  c.method(DartsOptions().alpha(s.darts_alpha));
+  c.method(NeumannOptions().iterations(s.neumann_iterations).alpha(s.neumann_alpha));
+  c.method(CGOptions().iterations(s.cg_iterations).alpha(s.cg_alpha));
+  c.method(s.method == "neumann" ? Method::kNeumann : s.method == "cg" ? Method::kCG : Method::kDarts);
+  return c;
+}
+
+std::shared_ptr<torch::nn::Module> make_model(const ModelConfig& c, int64_t channels,
+                                              int64_t image_size, int64_t num_classes) {
+  if (c.name == "mwn") return mlo::nn::MWN(mlo::nn::MWNOptions(c.hidden)).ptr();
+  if (c.name == "cnn") {
+    return mlo::nn::cnn(mlo::nn::CNNOptions()
+                            .in_channels(channels)
+                            .image_size(image_size)
+                            .num_classes(num_classes))
+        .ptr();
+  }
+  auto options = c.name == "resnet50" ? mlo::nn::resnet50_options(num_classes)
+                                      : mlo::nn::resnet32_options(num_classes);
+  return mlo::nn::resnet(options.in_channels(channels)).ptr();
+}
+
+}  // namespace detail
+}  // namespace run
+}  // namespace mlo
