@@ -1,0 +1,81 @@
+#pragma once
+/// \file
+/// A small CNN for Fashion-MNIST (and other small images) as a `mlo::nn::Chain`:
+/// "conv1", "conv2" (3x3 convolution, 2x2 max-pool, ReLU), "fc" (flatten, linear, ReLU), "head".
+
+#include <mlo/nn/chain.h>
+
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <ostream>
+
+namespace mlo {
+namespace nn {
+
+/// relu(max_pool2d(conv3x3(x), 2)): a 3x3 convolution with bias and padding 1, then a 2x2
+/// max-pool, then ReLU (equal to pooling after ReLU, on a quarter of the elements).
+/// Example: `ConvPool(1, 32)` maps [N, 1, 28, 28] to [N, 32, 14, 14].
+class ConvPoolImpl : public torch::nn::Cloneable<ConvPoolImpl> {
+ public:
+  /// Throws `mlo::Error` for non-positive channels.
+  ConvPoolImpl(int64_t in_channels, int64_t out_channels);
+
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  int64_t in_channels, out_channels;
+  torch::nn::Conv2d conv{nullptr};
+};
+TORCH_MODULE(ConvPool);
+
+/// relu(linear(flatten(x))): flattens all but the batch dimension first. The parameters are an
+/// ordinary `torch::nn::Linear` (`fc`); a 4-D input is computed as the equivalent full-size
+/// convolution, which is much faster on CPUs without an optimized BLAS.
+/// Example: `FlattenLinear(64 * 7 * 7, 128)` maps [N, 64, 7, 7] to [N, 128].
+class FlattenLinearImpl : public torch::nn::Cloneable<FlattenLinearImpl> {
+ public:
+  /// Throws `mlo::Error` for non-positive sizes.
+  FlattenLinearImpl(int64_t in_features, int64_t out_features);
+
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  int64_t in_features, out_features;
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(FlattenLinear);
+
+/// Architecture of the small CNN. The defaults are the Fashion-MNIST model (421,642
+/// parameters): [N, 1, 28, 28] -> conv 32 -> [N, 32, 14, 14] -> conv 64 -> [N, 64, 7, 7]
+/// -> 128 -> 10. Example: `CNNOptions().in_channels(3).image_size(32)` for CIFAR-shaped input.
+struct CNNOptions {
+  TORCH_ARG(int64_t, in_channels) = 1;
+  /// Height and width of the (square) input; must be divisible by 4.
+  TORCH_ARG(int64_t, image_size) = 28;
+  TORCH_ARG(int64_t, conv1_channels) = 32;
+  TORCH_ARG(int64_t, conv2_channels) = 64;
+  /// Width of the hidden fully connected layer.
+  TORCH_ARG(int64_t, hidden) = 128;
+  TORCH_ARG(int64_t, num_classes) = 10;
+};
+
+/// Builds the CNN as a Chain of 4 blocks: "conv1" and "conv2" (`ConvPool`), "fc"
+/// (`FlattenLinear`), "head" (`torch::nn::Linear`). LibTorch's default initialization.
+/// Throws `mlo::Error` for non-positive sizes or an image size not divisible by 4.
+///
+/// ```
+/// mlo::nn::Chain model = mlo::nn::cnn();
+/// auto logits = model->forward(torch::randn({2, 1, 28, 28}));  // [2, 10]
+/// ```
+Chain cnn(const CNNOptions& options = {});
+
+}  // namespace nn
+}  // namespace mlo

@@ -1,0 +1,117 @@
+#pragma once
+/// \file
+/// Residual blocks of the CIFAR ResNets: `BasicBlock` (two 3x3 convolutions, ResNet-20/32/56) and
+/// `Bottleneck` (1x1 -> 3x3 -> 1x1, ResNet-50). Each is one block of a `mlo::nn::Chain`.
+///
+/// Paper: K. He, X. Zhang, S. Ren, J. Sun, "Deep Residual Learning for Image Recognition",
+/// CVPR 2016 (arXiv:1512.03385); CIFAR networks in its Section 4.2, shortcut options A/B in 3.3.
+
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <ostream>
+
+namespace mlo {
+namespace nn {
+
+/// How a residual block matches its shortcut to its output when the stride or width changes
+/// (an identity shortcut is used otherwise).
+enum class Shortcut {
+  /// Option B: 1x1 convolution with the block's stride, then batch norm (adds parameters).
+  kProjection,
+  /// Option A: subsample by the stride and zero-pad the channels, half before and half after
+  /// (no parameters; the original CIFAR ResNet-32 with 0.46M parameters).
+  kZeroPad,
+};
+
+/// Options of `BasicBlock`. Example: `BasicBlockOptions(16, 32).stride(2)`.
+struct BasicBlockOptions {
+  BasicBlockOptions(int64_t in_channels, int64_t out_channels)
+      : in_channels_(in_channels), out_channels_(out_channels) {}
+  TORCH_ARG(int64_t, in_channels);
+  TORCH_ARG(int64_t, out_channels);
+  /// Stride of the first 3x3 convolution (and of the shortcut).
+  TORCH_ARG(int64_t, stride) = 1;
+  TORCH_ARG(Shortcut, shortcut) = Shortcut::kProjection;
+  /// Apply ReLU and the residual sum in place (saves one activation per use; safe for autograd
+  /// and double backward because batch norm and convolution do not save their outputs).
+  TORCH_ARG(bool, inplace_relu) = false;
+};
+
+/// relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), 3x3 convolutions without bias,
+/// Kaiming-normal initialization (fan-out, ReLU gain), batch-norm weight 1 and bias 0.
+/// Input [N, in, H, W], output [N, out, H/stride, W/stride].
+///
+/// ```
+/// mlo::nn::BasicBlock block(mlo::nn::BasicBlockOptions(16, 32).stride(2));
+/// auto y = block(torch::randn({2, 16, 32, 32}));  // [2, 32, 16, 16]
+/// ```
+class BasicBlockImpl : public torch::nn::Cloneable<BasicBlockImpl> {
+ public:
+  /// Throws `mlo::Error` for non-positive channels or stride, or a zero-pad shortcut that
+  /// would have to shrink the channels.
+  explicit BasicBlockImpl(const BasicBlockOptions& options);
+
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  BasicBlockOptions options;
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  /// Defined only for a projection shortcut.
+  torch::nn::Conv2d shortcut_conv{nullptr};
+  torch::nn::BatchNorm2d shortcut_bn{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+/// Options of `Bottleneck`: the block outputs `expansion * planes` channels.
+/// Example: `BottleneckOptions(256, 128).stride(2)` (256 -> 512 channels, half the resolution).
+struct BottleneckOptions {
+  BottleneckOptions(int64_t in_channels, int64_t planes)
+      : in_channels_(in_channels), planes_(planes) {}
+  TORCH_ARG(int64_t, in_channels);
+  /// Width of the inner 1x1 and 3x3 convolutions.
+  TORCH_ARG(int64_t, planes);
+  /// Output channels are `expansion * planes`.
+  TORCH_ARG(int64_t, expansion) = 4;
+  /// Stride of the 3x3 convolution (as in torchvision's "ResNet v1.5") and of the shortcut.
+  TORCH_ARG(int64_t, stride) = 1;
+  TORCH_ARG(Shortcut, shortcut) = Shortcut::kProjection;
+  /// See `BasicBlockOptions::inplace_relu`.
+  TORCH_ARG(bool, inplace_relu) = false;
+};
+
+/// relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + shortcut(x)), with conv1 1x1
+/// in -> planes, conv2 3x3 planes -> planes (stride), conv3 1x1 planes -> expansion * planes;
+/// no biases, Kaiming-normal initialization.
+///
+/// ```
+/// mlo::nn::Bottleneck block(mlo::nn::BottleneckOptions(64, 64));
+/// auto y = block(torch::randn({2, 64, 32, 32}));  // [2, 256, 32, 32]
+/// ```
+class BottleneckImpl : public torch::nn::Cloneable<BottleneckImpl> {
+ public:
+  /// Throws `mlo::Error` for non-positive sizes or an impossible zero-pad shortcut.
+  explicit BottleneckImpl(const BottleneckOptions& options);
+
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  BottleneckOptions options;
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  /// Defined only for a projection shortcut.
+  torch::nn::Conv2d shortcut_conv{nullptr};
+  torch::nn::BatchNorm2d shortcut_bn{nullptr};
+};
+TORCH_MODULE(Bottleneck);
+
+}  // namespace nn
+}  // namespace mlo

@@ -1,0 +1,119 @@
+#pragma once
+/// \file
+/// CIFAR ResNets as `mlo::nn::Chain`s: ResNet-32 (basic blocks, 3 stages of 5) and ResNet-50
+/// (bottleneck blocks 3-4-6-3), plus a generic builder. Blocks: "stem", "layer<s>.<b>", "head".
+///
+/// Paper: K. He, X. Zhang, S. Ren, J. Sun, "Deep Residual Learning for Image Recognition",
+/// CVPR 2016 (arXiv:1512.03385). The ResNet-50 is the usual CIFAR variant: a 3x3 stride-1 stem
+/// with no max-pool, so stage 1 runs at 32x32.
+
+#include <mlo/nn/chain.h>
+#include <mlo/nn/residual.h>
+
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+namespace mlo {
+namespace nn {
+
+/// The stem of a CIFAR ResNet: relu(bn(conv3x3(x))), stride 1, no pooling. Kaiming init.
+/// Example: `ResNetStem(3, 16)` maps [N, 3, 32, 32] to [N, 16, 32, 32].
+class ResNetStemImpl : public torch::nn::Cloneable<ResNetStemImpl> {
+ public:
+  /// Throws `mlo::Error` for non-positive channels.
+  ResNetStemImpl(int64_t in_channels, int64_t out_channels, bool inplace_relu = false);
+
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  int64_t in_channels, out_channels;
+  bool inplace_relu;
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+};
+TORCH_MODULE(ResNetStem);
+
+/// The head of a ResNet: global average pooling, flatten, linear (LibTorch's default init).
+/// Example: `ResNetHead(64, 10)` maps [N, 64, 8, 8] to [N, 10] logits.
+class ResNetHeadImpl : public torch::nn::Cloneable<ResNetHeadImpl> {
+ public:
+  /// Throws `mlo::Error` for non-positive sizes.
+  ResNetHeadImpl(int64_t in_features, int64_t num_classes);
+
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  int64_t in_features, num_classes;
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ResNetHead);
+
+/// Residual block type of a ResNet.
+enum class BlockType {
+  kBasic,       ///< `BasicBlock`: output width = stage width
+  kBottleneck,  ///< `Bottleneck`: output width = expansion * stage width
+};
+
+/// Architecture of a CIFAR-style ResNet. Stage s has `blocks[s]` residual blocks of base width
+/// `widths[s]`; the first block of every stage but the first has stride 2.
+/// Example: `ResNetOptions(BlockType::kBasic, {3, 3, 3}, {16, 32, 64}).num_classes(100)` is
+/// ResNet-20 for CIFAR-100; see `resnet32_options()` and `resnet50_options()`.
+struct ResNetOptions {
+  /// `stem_channels` defaults to `widths[0]`.
+  ResNetOptions(BlockType block, std::vector<int64_t> blocks, std::vector<int64_t> widths);
+  TORCH_ARG(BlockType, block);
+  /// Residual blocks per stage.
+  TORCH_ARG(std::vector<int64_t>, blocks);
+  /// Base width per stage.
+  TORCH_ARG(std::vector<int64_t>, widths);
+  /// Output channels of the 3x3 stem convolution.
+  TORCH_ARG(int64_t, stem_channels);
+  /// Input image channels.
+  TORCH_ARG(int64_t, in_channels) = 3;
+  TORCH_ARG(int64_t, num_classes) = 10;
+  /// Bottleneck expansion (ignored by basic blocks).
+  TORCH_ARG(int64_t, expansion) = 4;
+  /// Shortcut where the stride or width changes; identity elsewhere.
+  TORCH_ARG(Shortcut, shortcut) = Shortcut::kProjection;
+  /// In-place ReLU and residual sums (see `BasicBlockOptions::inplace_relu`).
+  TORCH_ARG(bool, inplace_relu) = false;
+};
+
+/// ResNet-32 for CIFAR: basic blocks {5, 5, 5}, widths {16, 32, 64}, stem 16, projection
+/// shortcuts (466,906 parameters at 10 classes; 464,154 with `.shortcut(Shortcut::kZeroPad)`).
+ResNetOptions resnet32_options(int64_t num_classes = 10);
+
+/// ResNet-50 for CIFAR: bottleneck blocks {3, 4, 6, 3}, widths {64, 128, 256, 512},
+/// expansion 4, stem 64 (3x3, stride 1, no max-pool), projection shortcuts (23,520,842
+/// parameters at 10 classes).
+ResNetOptions resnet50_options(int64_t num_classes = 10);
+
+/// Builds the ResNet as a Chain: "stem", then "layer<s>.<b>" (s from 1, b from 0) for each
+/// residual block, then "head" (pool, flatten, linear). Throws `mlo::Error` for an empty or
+/// mismatched `blocks`/`widths`, or non-positive sizes.
+///
+/// ```
+/// mlo::nn::Chain model = mlo::nn::resnet(mlo::nn::resnet32_options().inplace_relu(true));
+/// auto logits = model->forward(torch::randn({2, 3, 32, 32}));  // [2, 10]
+/// ```
+Chain resnet(const ResNetOptions& options);
+
+/// `resnet(resnet32_options(num_classes))`: 17 blocks (stem, 15 basic blocks, head).
+Chain resnet32(int64_t num_classes = 10);
+
+/// `resnet(resnet50_options(num_classes))`: 18 blocks (stem, 16 bottlenecks, head).
+Chain resnet50(int64_t num_classes = 10);
+
+}  // namespace nn
+}  // namespace mlo
