@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   run->add_option("--out", options.out_dir, "output folder (default runs/<name>)");
   run->add_flag("--resume", options.resume, "continue from <out>/state.pt");
   run->add_flag("--no-progress", no_progress, "plain progress lines even on a terminal");
+  run->add_option("--stop-at", options.stop_at,
+                  "save the state and stop after this global step (continue with --resume)");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -29,7 +31,7 @@ int main(int argc, char** argv) {
       if (no_progress) options.progress = false;
       const auto config = mlo::io::load_run_config(config_path, overrides);
       const auto result = mlo::cli::run_experiment(config, options);
-      return result.interrupted ? 130 : 0;
+      return result.interrupted && options.stop_at != result.steps ? 130 : 0;
     }
   } catch (const mlo::Error& e) {
     std::cerr << "mlo: error: " << e.what() << "\n";

@@ -143,6 +143,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     return m;
   });
   g_interrupted = false;
+  bool stopped = false;
   const auto previous_handler = std::signal(SIGINT, on_interrupt);
   engine.on_step([&](int64_t step) {
     const int64_t log_step = config.engine.log_step;
@@ -160,7 +161,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     if (config.engine.save_step > 0 && step % config.engine.save_step == 0) {
       io::save_state(state_path.string(), engine);
     }
-    if (g_interrupted) {
+    if (g_interrupted || step == options.stop_at) {
+      stopped = true;
       io::save_state(state_path.string(), engine);
       return false;
     }
@@ -178,10 +180,10 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   progress.finish();
   result.steps = engine.global_step();
 
-  if (g_interrupted) {
+  if (stopped) {
     result.interrupted = true;
-    spdlog::warn("interrupted at global step {}; state saved to {}; continue with --resume",
-                 result.steps, state_path.string());
+    spdlog::warn("{} at global step {}; state saved to {}; continue with --resume",
+                 g_interrupted ? "interrupted" : "stopped", result.steps, state_path.string());
     restore_logging();
     return result;
   }

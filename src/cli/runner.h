@@ -16,6 +16,8 @@ struct RunOptions {
   std::string out_dir;
   /// Continue from <out_dir>/state.pt.
   bool resume = false;
+  /// Save the state and stop after this global step, as Ctrl-C does (0: run to the end).
+  int64_t stop_at = 0;
   /// Progress bar on a terminal; nullopt = when standard error is a terminal.
   std::optional<bool> progress;
 };
@@ -23,7 +25,7 @@ struct RunOptions {
 struct RunResult {
   Metrics test;             ///< final test metrics (empty when interrupted)
   int64_t steps = 0;        ///< global steps done
-  bool interrupted = false;  ///< stopped by Ctrl-C (state saved)
+  bool interrupted = false;  ///< stopped by Ctrl-C or `stop_at` (state saved)
   std::string out_dir;
 };
 

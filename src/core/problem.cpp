@@ -242,6 +242,16 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   archive.write("step_count", c10::IValue(step_count_));
   archive.write("optimizer_steps", c10::IValue(optimizer_steps_));
   archive.write("inner_loop_start", c10::IValue(inner_loop_start_));
+  // The latest step's metrics, so logs after a resume read as without the interruption.
+  std::string names;
+  std::vector<double> values;
+  for (const auto& [name, value] : metrics_) {
+    names += name + '\n';
+    values.push_back(value);
+  }
+  archive.write("metric_names", c10::IValue(names));
+  archive.write("metric_values", c10::IValue(values));
+  archive.write("last_loss", c10::IValue(last_loss_));
   // Readiness of each child (a parent can be saved between its children's unrolls).
   std::vector<int64_t> ready(ready_.begin(), ready_.end());
   archive.write("ready", c10::IValue(ready));
@@ -272,6 +282,19 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   optimizer_steps_ = value.toInt();
   archive.read("inner_loop_start", value);
   inner_loop_start_ = value.toBool();
+  if (archive.try_read("metric_names", value)) {
+    std::istringstream names(value.toStringRef());
+    c10::IValue values;
+    archive.read("metric_values", values);
+    const auto numbers = values.toDoubleVector();
+    metrics_.clear();
+    std::string name;
+    for (size_t i = 0; std::getline(names, name) && i < numbers.size(); ++i) {
+      metrics_[name] = numbers[i];
+    }
+    archive.read("last_loss", value);
+    last_loss_ = value.toDouble();
+  }
   if (archive.try_read("ready", value)) {
     const auto ready = value.toIntVector();
     if (ready.size() == ready_.size()) ready_.assign(ready.begin(), ready.end());

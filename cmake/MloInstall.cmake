@@ -1,0 +1,36 @@
+# Install rules and the CMake package config, so another project can `find_package(mlo)`:
+#
+#   find_package(mlo REQUIRED)          # also finds the LibTorch mlo was built against
+#   target_link_libraries(app PRIVATE mlo::mlo)
+#
+# spdlog is a PRIVATE dependency of the shared library and is not needed by consumers.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+# Consumers compile mlo's headers, which need C++17.
+target_compile_features(mlo PUBLIC cxx_std_17)
+# The installed libmlo keeps the paths of the libraries it links that are outside the system
+# directories (e.g. a LibTorch 2.x unpacked under /opt), so it loads without LD_LIBRARY_PATH.
+set_target_properties(mlo PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+
+install(TARGETS mlo EXPORT mloTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/mlo DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_BINARY_DIR}/include/mlo/build_config.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mlo)
+# Ready-made problems keep their in-tree include path: #include "problems/hpo/logreg.h".
+install(DIRECTORY problems DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mlo
+  FILES_MATCHING PATTERN "*.h")
+
+# The package config records the LibTorch this build used, as a hint for consumers.
+set(MLO_TORCH_DIR "${Torch_DIR}")
+set(MLO_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/mlo)
+install(EXPORT mloTargets NAMESPACE mlo:: DESTINATION ${MLO_CMAKE_DIR})
+configure_package_config_file(cmake/mloConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/mloConfig.cmake INSTALL_DESTINATION ${MLO_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/mloConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/mloConfig.cmake ${PROJECT_BINARY_DIR}/mloConfigVersion.cmake
+  DESTINATION ${MLO_CMAKE_DIR})

@@ -1,0 +1,103 @@
+// Configuration from YAML: every bad input fails before training with file, line and key path.
+#include <mlo/core/error.h>
+#include <mlo/io/yaml.h>
+
+#include <catch2/catch.hpp>
+
+using Catch::Matchers::Contains;
+using mlo::io::parse_run_config;
+
+namespace {
+
+const char* kValid = R"(experiment: reweighting
+name: tiny
+engine:
+  train_iters: 10
+data:
+  dataset: synthetic
+problems:
+  classifier:
+    model: {name: cnn}
+    optimizer: {name: sgd, lr: 0.1}
+  reweighter:
+    model: {name: mwn}
+    optimizer: {name: adam, lr: 0.001}
+)";
+
+}  // namespace
+
+TEST_CASE("YAML: a valid file reads with defaults filled in", "[io][yaml]") {
+  const auto c = parse_run_config(kValid, "tiny.yaml");
+  CHECK(c.engine.train_iters == 10);
+  CHECK(c.engine.valid_step == 500);  // default
+  CHECK(c.problems.at("classifier").optimizer.lr == 0.1);
+  CHECK(c.problems.at("reweighter").optimizer.name == "adam");
+  CHECK(c.problems.at("classifier").method == "darts");
+}
+
+TEST_CASE("YAML: the resolved config reads back to the same config", "[io][yaml]") {
+  auto c = parse_run_config(kValid, "tiny.yaml", {"problems.classifier.scheduler.name=multistep",
+                                                  "problems.classifier.scheduler.milestones=[5,8]"});
+  const std::string text = mlo::io::to_yaml(c);
+  const auto again = parse_run_config(text, "resolved.yaml");
+  CHECK(mlo::io::to_yaml(again) == text);
+  CHECK(again.problems.at("classifier").scheduler.milestones == std::vector<int64_t>{5, 8});
+}
+
+TEST_CASE("YAML: an unknown key names file, line and path, and suggests", "[io][yaml]") {
+  const std::string text = std::string(kValid) + "    lerning_rate: 3\n";
+  REQUIRE_THROWS_WITH(parse_run_config(text, "x.yaml"),
+                      Contains("x.yaml:14:5: problems.reweighter.lerning_rate: unknown key"));
+  const std::string typo = "engine:\n  train_iter: 5\n";
+  REQUIRE_THROWS_WITH(parse_run_config(typo, "t.yaml"),
+                      Contains("t.yaml:2:3: engine.train_iter: unknown key; did you mean "
+                               "'train_iters'?"));
+}
+
+TEST_CASE("YAML: a wrong type names the key and the value", "[io][yaml]") {
+  const std::string text = "engine:\n  train_iters: lots\n";
+  REQUIRE_THROWS_WITH(parse_run_config(text, "t.yaml"),
+                      Contains("t.yaml:2:16: engine.train_iters: must be an integer, got 'lots'"));
+  REQUIRE_THROWS_WITH(parse_run_config("data: [1, 2]\n", "t.yaml"),
+                      Contains("t.yaml:1:7: data: must be a mapping"));
+}
+
+TEST_CASE("YAML: an out-of-range value names the key and the range", "[io][yaml]") {
+  const std::string text =
+      "problems:\n  classifier:\n    optimizer:\n      lr: -0.1\n";
+  REQUIRE_THROWS_WITH(parse_run_config(text, "r.yaml"),
+                      Contains("r.yaml:4:11: problems.classifier.optimizer.lr: must be > 0, got -0.1"));
+  REQUIRE_THROWS_WITH(parse_run_config("data: {dataset: mnist}\n", "d.yaml"),
+                      Contains("data.dataset: must be one of fashion_mnist, cifar10, synthetic; "
+                               "got 'mnist'"));
+}
+
+TEST_CASE("YAML: --set overrides any key and its errors name the override", "[io][yaml]") {
+  const auto c = parse_run_config(kValid, "tiny.yaml", {"engine.train_iters=77", "data.root=/d"});
+  CHECK(c.engine.train_iters == 77);
+  CHECK(c.data.root == "/d");
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.valid_step=-1"}),
+                      Contains("tiny.yaml (--set engine.valid_step=-1): engine.valid_step: must "
+                               "be >= 0, got -1"));
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.train_iters"}),
+                      Contains("expected key.path=value"));
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.nope=1"}),
+                      Contains("engine.nope: unknown key"));
+}
+
+TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.meta_size=15"}),
+                      Contains("data.meta_size: must be a multiple of the number of classes"));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.model.name=cnn"}),
+      Contains("problems.reweighter.model.name: the reweighter's model must be mwn"));
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"dependencies.u2l.teacher=[x]"}),
+                      Contains("names problem 'teacher', which is not under problems"));
+  REQUIRE_THROWS_WITH(parse_run_config("engine: {train_iters: 5\n", "s.yaml"),
+                      Contains("s.yaml:2:1: YAML syntax error"));
+}
+
+TEST_CASE("YAML: a missing file is named", "[io][yaml]") {
+  REQUIRE_THROWS_WITH(mlo::io::load_run_config("/nonexistent/x.yaml"),
+                      Contains("cannot read the configuration file '/nonexistent/x.yaml'"));
+}
