@@ -125,6 +125,7 @@ void visit(V& v, run::DataConfig& c) {
   v("meta_batch_size", c.meta_batch_size, at_least<int64_t>(1));
   v("test_batch_size", c.test_batch_size, at_least<int64_t>(1));
   v("augment", c.augment);
+  v("synthetic_fallback", c.synthetic_fallback);
   v("synthetic_size", c.synthetic_size, at_least<int64_t>(1));
   v("synthetic_test_size", c.synthetic_test_size, at_least<int64_t>(1));
 }

@@ -16,6 +16,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
+#include <filesystem>
 #include <sstream>
 
 namespace mlo {
@@ -26,6 +27,11 @@ using problems::reweighting::Classifier;
 using problems::reweighting::Reweighter;
 
 constexpr int64_t kClasses = 10;
+constexpr const char* kCifarRoot = "data/cifar-10-batches-bin";
+
+std::string root_or(const std::string& root, const std::string& fallback) {
+  return root.empty() ? fallback : root;
+}
 
 data::TransformOptions transform_options(const std::string& dataset, bool train) {
   return dataset == "fashion_mnist" ? data::TransformOptions::fashion_mnist(train)
@@ -46,8 +52,26 @@ Experiment::~Experiment() = default;
 void Experiment::load_data() {
   const DataConfig& d = config_.data;
   at::Tensor images, targets;
-  if (d.dataset == "fashion_mnist") {
-    const std::string root = d.root.empty() ? data::FashionMnistOptions::kDefaultRoot : d.root;
+  std::string dataset = d.dataset;
+  if (d.synthetic_fallback && dataset != "synthetic") {
+    const bool present =
+        dataset == "cifar10"
+            ? (std::filesystem::exists(root_or(d.root, kCifarRoot) + "/data_batch_1.bin") ||
+               std::filesystem::exists(root_or(d.root, kCifarRoot) +
+                                       "/cifar-10-batches-bin/data_batch_1.bin"))
+            : std::filesystem::exists(root_or(d.root, data::FashionMnistOptions::kDefaultRoot) +
+                                      "/train-images-idx3-ubyte.gz");
+    if (!present) {
+      spdlog::warn("{} files not found under '{}': using SYNTHETIC data instead "
+                   "(data.synthetic_fallback is on)", dataset,
+                   dataset == "cifar10" ? root_or(d.root, kCifarRoot)
+                                        : root_or(d.root, data::FashionMnistOptions::kDefaultRoot));
+      dataset = "synthetic";
+    }
+  }
+  dataset_ = dataset;
+  if (dataset == "fashion_mnist") {
+    const std::string root = root_or(d.root, data::FashionMnistOptions::kDefaultRoot);
     data::FashionMnist train(data::FashionMnistOptions(root).split(data::Split::kTrain));
     data::FashionMnist test(data::FashionMnistOptions(root).split(data::Split::kTest));
     images = train.images();
@@ -56,8 +80,8 @@ void Experiment::load_data() {
     test_targets_ = test.targets();
     class_names_ = data::FashionMnist::class_names();
     dataset_name_ = "Fashion-MNIST (" + root + ")";
-  } else if (d.dataset == "cifar10") {
-    const std::string root = d.root.empty() ? "data/cifar-10-batches-bin" : d.root;
+  } else if (dataset == "cifar10") {
+    const std::string root = root_or(d.root, kCifarRoot);
     data::Cifar10 train(data::Cifar10Options(root).split(data::Split::kTrain));
     data::Cifar10 test(data::Cifar10Options(root).split(data::Split::kTest));
     images = train.images();
@@ -105,7 +129,7 @@ void Experiment::build_problems() {
   }
   classifier_->data(std::make_shared<data::LoaderStream>(
       train_images_, train_targets_, data::LoaderOptions(d.batch_size).seed(seed).drop_last(true),
-      data::make_transform(transform_options(d.dataset, d.augment))));
+      data::make_transform(transform_options(dataset_, d.augment))));
 
   EngineConfig engine_config = EngineConfig()
                                    .train_iters(config_.engine.train_iters)
@@ -135,7 +159,7 @@ void Experiment::build_problems() {
   }
   reweighter_->data(std::make_shared<data::LoaderStream>(
       meta_images_, meta_targets_, data::LoaderOptions(d.meta_batch_size).seed(seed + 1),
-      data::make_transform(transform_options(d.dataset, /*train=*/false))));
+      data::make_transform(transform_options(dataset_, /*train=*/false))));
   classifier_->reweighter = reweighter_;
   reweighter_->classifier = classifier_;
   engine_->add(reweighter_);
@@ -161,7 +185,7 @@ Metrics Experiment::evaluate() {
   torch::NoGradGuard no_grad;
   const bool was_training = classifier_->is_training();
   classifier_->eval();
-  const auto normalize = data::make_transform(transform_options(config_.data.dataset, false));
+  const auto normalize = data::make_transform(transform_options(dataset_, false));
   at::Generator generator = at::detail::createCPUGenerator(0);
   std::vector<int64_t> correct(kClasses, 0), total(kClasses, 0);
   double loss_sum = 0;

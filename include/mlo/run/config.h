@@ -70,6 +70,8 @@ struct DataConfig {
   int64_t meta_batch_size = 100;
   int64_t test_batch_size = 1000;
   bool augment = true;
+  /// When the dataset's files are missing, use synthetic data instead (loudly) rather than fail.
+  bool synthetic_fallback = false;
   int64_t synthetic_size = 5000;           ///< synthetic: training images per class
   int64_t synthetic_test_size = 200;       ///< synthetic: test images per class
 };

@@ -50,7 +50,8 @@ class Experiment {
   std::vector<std::string> class_names_;
   std::vector<int64_t> train_counts_;
   bool synthetic_ = false;
-  std::string dataset_name_;
+  std::string dataset_;       // the dataset in use ("synthetic" after a fallback)
+  std::string dataset_name_;  // for logs
   at::Tensor train_images_, train_targets_, meta_images_, meta_targets_, test_images_,
       test_targets_;
   std::shared_ptr<problems::reweighting::Classifier> classifier_;
