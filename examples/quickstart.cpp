@@ -66,6 +66,6 @@ int main() {
     return mlo::Metrics{{"valid_loss", outer->training_step(valid).item<double>()}};
   });
   engine.run();
-  std::printf("validation loss %.4f, mean lambda %.4f\n",
-              engine.last_validation().at("valid_loss"), outer->lambda().mean().item<double>());
+  std::printf("validation loss %.4f, mean lambda %.4f\n", engine.last_validation().at("valid_loss"),
+              outer->lambda().mean().item<double>());
 }

@@ -75,7 +75,8 @@ int main() {
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
       .data(std::vector<mlo::Batch>{unlabeled});
   auto mid = std::make_shared<Teacher>(
-      "teacher", mlo::ProblemConfig().unroll_steps(5).method(mlo::NeumannOptions().iterations(3).alpha(0.05)));
+      "teacher",
+      mlo::ProblemConfig().unroll_steps(5).method(mlo::NeumannOptions().iterations(3).alpha(0.05)));
   mid->module(torch::nn::Linear(d, 1))
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.05))
       .data(std::vector<mlo::Batch>{labeled});
@@ -94,9 +95,10 @@ int main() {
   engine.add(top).add(mid).add(low).link(top, mid).link(mid, low);
   engine.validation([&] {
     torch::NoGradGuard no_grad;
-    return mlo::Metrics{{"student_mse", mse(low->predict(valid_top.data), valid_top.target).item<double>()},
-                        {"teacher_mse", top->training_step(valid_top).item<double>()},
-                        {"l2_strength", top->log_strength().exp().item<double>()}};
+    return mlo::Metrics{
+        {"student_mse", mse(low->predict(valid_top.data), valid_top.target).item<double>()},
+        {"teacher_mse", top->training_step(valid_top).item<double>()},
+        {"l2_strength", top->log_strength().exp().item<double>()}};
   });
   engine.run();
   std::printf("steps: student %ld, teacher %ld, top %ld; teacher validation mse %.4f\n",

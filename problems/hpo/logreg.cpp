@@ -19,8 +19,8 @@ at::Tensor LogRegInner::logits(const at::Tensor& x) const {
 
 at::Tensor LogRegInner::training_step(const Batch& batch) {
   auto linear = module_as<torch::nn::LinearImpl>();
-  const at::Tensor bce = torch::nn::functional::binary_cross_entropy_with_logits(
-      logits(batch.data), batch.target);
+  const at::Tensor bce =
+      torch::nn::functional::binary_cross_entropy_with_logits(logits(batch.data), batch.target);
   const at::Tensor penalty = 0.5 * (outer->weights() * linear->weight.squeeze(0).pow(2)).sum();
   return bce + penalty;
 }

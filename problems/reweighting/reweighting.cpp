@@ -23,7 +23,9 @@ double accuracy(const at::Tensor& logits, const at::Tensor& target) {
 
 }  // namespace
 
-at::Tensor Classifier::logits(const at::Tensor& x) { return module_as<nn::ChainImpl>()->forward(x); }
+at::Tensor Classifier::logits(const at::Tensor& x) {
+  return module_as<nn::ChainImpl>()->forward(x);
+}
 
 at::Tensor Classifier::training_step(const Batch& batch) {
   const at::Tensor out = logits(batch.data);
@@ -38,6 +40,7 @@ at::Tensor Classifier::training_step(const Batch& batch) {
     log_metric("weight_min", d.min().item<double>());
     log_metric("weight_max", d.max().item<double>());
   }
+  if (normalize_weights) return (w * losses).sum() / w.sum().clamp_min(1e-12);
   return (w * losses).mean();
 }
 

@@ -26,8 +26,12 @@ class Classifier : public Problem {
   using Problem::Problem;
   /// The level above; null trains without reweighting.
   std::shared_ptr<Reweighter> reweighter;
-  /// Weighted mean of per-sample cross-entropy; records "acc" and, with a reweighter, the meta
-  /// weights' "weight_mean", "weight_std", "weight_min", "weight_max".
+  /// Divide by the batch's total weight instead of its size: sum_i w_i l_i / sum_i w_i. Only the
+  /// relative weights then matter, so the reweighter cannot shrink every weight towards zero (in
+  /// effect a smaller learning rate), a collapse seen without it on long-tailed Fashion-MNIST.
+  bool normalize_weights = true;
+  /// Weighted mean of per-sample cross-entropy (normalized or not); records "acc" and, with a
+  /// reweighter, the meta weights' "weight_mean", "weight_std", "weight_min", "weight_max".
   at::Tensor training_step(const Batch& batch) override;
   /// Logits of the classifier for `x`.
   at::Tensor logits(const at::Tensor& x);

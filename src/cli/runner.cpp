@@ -110,8 +110,10 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     std::stringstream text;
     text << previous.rdbuf();
     if (text.str() != resolved) {
-      spdlog::warn("resuming with a configuration that differs from {}; the run continues with "
-                   "the new one", (out / "config.yaml").string());
+      spdlog::warn(
+          "resuming with a configuration that differs from {}; the run continues with "
+          "the new one",
+          (out / "config.yaml").string());
     }
   }
   write_file(out / "config.yaml", resolved);

@@ -23,8 +23,8 @@ struct RunOptions {
 };
 
 struct RunResult {
-  Metrics test;             ///< final test metrics (empty when interrupted)
-  int64_t steps = 0;        ///< global steps done
+  Metrics test;              ///< final test metrics (empty when interrupted)
+  int64_t steps = 0;         ///< global steps done
   bool interrupted = false;  ///< stopped by Ctrl-C or `stop_at` (state saved)
   std::string out_dir;
 };

@@ -43,8 +43,8 @@ void Graph::add(Problem* problem) {
   MLO_CHECK(problem != nullptr, "engine: cannot add a null problem");
   MLO_CHECK(!contains(problem), "engine: problem '", problem->name(), "' was added twice");
   for (const Problem* other : problems_) {
-    MLO_CHECK(other->name() != problem->name(), "engine: duplicate problem name '",
-              problem->name(), "': every problem needs a unique name");
+    MLO_CHECK(other->name() != problem->name(), "engine: duplicate problem name '", problem->name(),
+              "': every problem needs a unique name");
   }
   problems_.push_back(problem);
 }
@@ -114,9 +114,9 @@ void Graph::validate() const {
     std::vector<std::vector<Problem*>> found;
     all_paths(l2u_, lower, upper, path, found);
     MLO_CHECK(!found.empty(), "engine: u2l edge '", upper->name(), "' -> '", lower->name(),
-              "' has no l2u path from '", lower->name(), "' back up to '", upper->name(),
-              "', so '", upper->name(), "' would never receive a hypergradient; add l2u('",
-              lower->name(), "', '", upper->name(), "') or a chain of l2u edges");
+              "' has no l2u path from '", lower->name(), "' back up to '", upper->name(), "', so '",
+              upper->name(), "' would never receive a hypergradient; add l2u('", lower->name(),
+              "', '", upper->name(), "') or a chain of l2u edges");
   }
 
   if (problems_.size() > 1) {

@@ -34,11 +34,13 @@ Problem& Problem::optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer) 
 }
 
 Problem& Problem::scheduler(LrSchedule schedule) {
-  MLO_CHECK(static_cast<bool>(schedule), "problem '", name_, "': scheduler(...) got an empty function");
+  MLO_CHECK(static_cast<bool>(schedule), "problem '", name_,
+            "': scheduler(...) got an empty function");
   MLO_CHECK(optimizer_, "problem '", name_, "': set the optimizer before the scheduler");
   schedule_ = std::move(schedule);
   base_lrs_.clear();
-  for (const auto& group : optimizer_->param_groups()) base_lrs_.push_back(group.options().get_lr());
+  for (const auto& group : optimizer_->param_groups())
+    base_lrs_.push_back(group.options().get_lr());
   apply_schedule();
   return *this;
 }
@@ -77,7 +79,14 @@ std::vector<at::Tensor> Problem::parameters() const {
   return out;
 }
 
-at::Tensor Problem::current_loss() { return loss(current_batch_); }
+at::Tensor Problem::current_loss() {
+  // Re-evaluations (inside hypergradients, at perturbed weights) must not overwrite the metrics
+  // the step itself recorded.
+  const Metrics recorded = metrics_;
+  at::Tensor value = loss(current_batch_);
+  metrics_ = recorded;
+  return value;
+}
 
 at::Tensor Problem::loss(const Batch& batch) {
   memory::AutocastGuard autocast(config_.precision(), device_type_);
@@ -152,7 +161,8 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
   MLO_CHECK(!inputs.empty(), "problem '", name_, "' has no trainable parameters");
   std::vector<at::Tensor> grads;
   {
-    auto scope = memory::MemoryMeter::scope(meter_, name_, memory::to_string(memory::Phase::kBackward));
+    auto scope =
+        memory::MemoryMeter::scope(meter_, name_, memory::to_string(memory::Phase::kBackward));
     grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{}, /*retain_graph=*/false,
                                   /*create_graph=*/false, /*allow_unused=*/true);
   }
@@ -163,8 +173,8 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
   auto scope =
       memory::MemoryMeter::scope(meter_, name_, memory::to_string(memory::Phase::kHypergradient));
   for (const auto& path : paths_) {
-    const size_t index = static_cast<size_t>(
-        std::find(lowers.begin(), lowers.end(), path[1]) - lowers.begin());
+    const size_t index =
+        static_cast<size_t>(std::find(lowers.begin(), lowers.end(), path[1]) - lowers.begin());
     const auto begin = grads.begin() + static_cast<long>(offsets[index]);
     std::vector<at::Tensor> v(begin, begin + static_cast<long>(path[1]->parameters().size()));
     for (size_t i = 1; i + 1 < path.size(); ++i) {

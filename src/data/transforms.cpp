@@ -86,9 +86,8 @@ TransformOptions TransformOptions::fashion_mnist(bool train) {
 
 Transform make_transform(const TransformOptions& options) {
   // Raw uint8 images (as the readers return them) become floats in [0, 1] first.
-  std::vector<Transform> steps{[](const at::Tensor& images, at::Generator&) {
-    return to_float(images);
-  }};
+  std::vector<Transform> steps{
+      [](const at::Tensor& images, at::Generator&) { return to_float(images); }};
   if (options.crop() > 0) {
     const int64_t size = options.crop(), padding = options.padding();
     steps.push_back([size, padding](const at::Tensor& images, at::Generator& gen) {

@@ -34,7 +34,8 @@ void truncate_after(const std::string& path, int64_t step, bool has_header) {
 }
 
 std::string number(double value) {
-  if (!std::isfinite(value)) return std::isnan(value) ? "NaN" : (value > 0 ? "Infinity" : "-Infinity");
+  if (!std::isfinite(value))
+    return std::isnan(value) ? "NaN" : (value > 0 ? "Infinity" : "-Infinity");
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.9g", value);
   return buffer;

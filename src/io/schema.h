@@ -99,7 +99,14 @@ void visit(V& v, run::ProblemSettings& c) {
   v("gradient_clipping", c.gradient_clipping, non_negative());
   v("gradient_accumulation", c.gradient_accumulation, at_least<int64_t>(1));
   v("precision", c.precision, one_of({"fp32", "bf16", "fp16"}));
-  v("checkpointing", c.checkpointing, one_of({"none", "uniform", "sqrt", "optimal", "min_memory"}));
+  v.section("checkpointing", [&](V& s) {
+    s("strategy", c.checkpointing.strategy,
+      one_of({"none", "uniform", "sqrt", "optimal", "min_memory"}));
+    s("segments", c.checkpointing.segments, at_least<int64_t>(1));
+    s("budget_bytes", c.checkpointing.budget_bytes, at_least<int64_t>(0));
+    s("budget_fraction", c.checkpointing.budget_fraction, in_range(1e-6, 1));
+    s("max_overhead", c.checkpointing.max_overhead, non_negative());
+  });
   v("method", c.method, one_of({"darts", "neumann", "cg"}));
   v.section("darts", [&](V& s) { s("alpha", c.darts_alpha, positive()); });
   v.section("neumann", [&](V& s) {
@@ -155,6 +162,7 @@ void visit(V& v, run::RunConfig& c) {
   v.section("engine", [&](V& s) { visit(s, c.engine); });
   v.section("data", [&](V& s) { visit(s, c.data); });
   v.map("problems", c.problems, [](V& s, run::ProblemSettings& p) { visit(s, p); });
+  v.section("reweighting", [&](V& s) { s("normalize_weights", c.reweighting.normalize_weights); });
   v.section("dependencies", [&](V& s) {
     s("u2l", c.dependencies.u2l);
     s("l2u", c.dependencies.l2u);

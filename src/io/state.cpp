@@ -5,11 +5,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize/archive.h>
 
-#include <cstdio>
 #include <fcntl.h>
+#include <unistd.h>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 namespace mlo {
 namespace io {
@@ -59,8 +59,8 @@ int64_t load_state(const std::string& path, Engine& engine) {
   c10::IValue value;
   MLO_CHECK(archive.try_read("complete", value) && value.toBool(), "the state file '", path,
             "' is incomplete");
-  MLO_CHECK(archive.try_read("format", value) && value.toInt() == kFormat, "the state file '",
-            path, "' has an unknown format");
+  MLO_CHECK(archive.try_read("format", value) && value.toInt() == kFormat, "the state file '", path,
+            "' has an unknown format");
   torch::serialize::InputArchive engine_archive;
   archive.read("engine", engine_archive);
   engine.load_state_dict(engine_archive);

@@ -59,13 +59,21 @@ size_t distance(const std::string& a, const std::string& b) {
 template <typename T>
 const char* type_name();
 template <>
-const char* type_name<int64_t>() { return "an integer"; }
+const char* type_name<int64_t>() {
+  return "an integer";
+}
 template <>
-const char* type_name<double>() { return "a number"; }
+const char* type_name<double>() {
+  return "a number";
+}
 template <>
-const char* type_name<bool>() { return "true or false"; }
+const char* type_name<bool>() {
+  return "true or false";
+}
 template <>
-const char* type_name<std::string>() { return "a string"; }
+const char* type_name<std::string>() {
+  return "a string";
+}
 
 // Keeps a check's type out of template deduction (a lambda is not a std::function).
 template <typename T>
@@ -312,13 +320,15 @@ void check_experiment(const run::RunConfig& c, const Context& ctx) {
   };
   if (c.experiment == "reweighting") {
     if (!c.problems.count("classifier")) {
-      fail(where("problems"), "problems", "the reweighting experiment needs a 'classifier' problem");
+      fail(where("problems"), "problems",
+           "the reweighting experiment needs a 'classifier' problem");
     }
     for (const auto& [name, p] : c.problems) {
       const std::string path = "problems." + name;
       if (name != "classifier" && name != "reweighter") {
-        fail(where(path), path, "the reweighting experiment has problems 'classifier' and "
-                                "(optionally) 'reweighter'");
+        fail(where(path), path,
+             "the reweighting experiment has problems 'classifier' and "
+             "(optionally) 'reweighter'");
       }
       const bool classifier = name == "classifier";
       const std::string model = p.model.name;

@@ -34,8 +34,8 @@ class Reporter : public c10::MemoryReportingInfoBase {
 // (current, peak-since-last-reset) allocated bytes of a CUDA device.
 std::pair<int64_t, int64_t> cuda_stats(const c10::Device& device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-  const auto& allocated =
-      stats.allocated_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)];
+  const auto& allocated = stats.allocated_bytes[static_cast<size_t>(
+      c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)];
   return {allocated.current, allocated.peak};
 }
 #endif
@@ -95,8 +95,8 @@ MemoryMeter::~MemoryMeter() = default;
 
 MemoryMeter::Active::Active(MemoryMeter& meter) {
   if (meter.device_.is_cpu()) {
-    guard_ = std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE,
-                                                   meter.reporter_);
+    guard_ =
+        std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, meter.reporter_);
   }
 }
 
@@ -210,9 +210,9 @@ std::string MemoryMeter::table() const {
                 "peak MiB", "own MiB", "last MiB");
   out << line;
   for (const auto& [key, s] : all) {
-    std::snprintf(line, sizeof(line), "%-16s %-14s %8lld %12.3f %12.3f %12.3f\n",
-                  key.first.c_str(), key.second.c_str(), static_cast<long long>(s.count),
-                  to_mib(s.peak), to_mib(s.peak_delta), to_mib(s.last_peak));
+    std::snprintf(line, sizeof(line), "%-16s %-14s %8lld %12.3f %12.3f %12.3f\n", key.first.c_str(),
+                  key.second.c_str(), static_cast<long long>(s.count), to_mib(s.peak),
+                  to_mib(s.peak_delta), to_mib(s.last_peak));
     out << line;
   }
   std::snprintf(line, sizeof(line), "overall peak %.3f MiB on %s (current %.3f MiB)\n",
@@ -229,8 +229,9 @@ std::string MemoryMeter::json() const {
   bool first = true;
   for (const auto& [key, s] : all) {
     out << (first ? "" : ",") << "{\"owner\":" << json_string(key.first)
-        << ",\"phase\":" << json_string(key.second) << ",\"count\":" << s.count << ",\"peak_bytes\":" << s.peak
-        << ",\"own_peak_bytes\":" << s.peak_delta << ",\"last_peak_bytes\":" << s.last_peak << "}";
+        << ",\"phase\":" << json_string(key.second) << ",\"count\":" << s.count
+        << ",\"peak_bytes\":" << s.peak << ",\"own_peak_bytes\":" << s.peak_delta
+        << ",\"last_peak_bytes\":" << s.last_peak << "}";
     first = false;
   }
   out << "]}";

@@ -21,19 +21,22 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
     if (p.requires_grad()) params.push_back(p);
   }
   if (c.name == "sgd") {
-    return std::make_shared<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay)
-                    .nesterov(c.nesterov));
+    return std::make_shared<torch::optim::SGD>(params, torch::optim::SGDOptions(c.lr)
+                                                           .momentum(c.momentum)
+                                                           .weight_decay(c.weight_decay)
+                                                           .nesterov(c.nesterov));
   }
   if (c.name == "adam") {
-    return std::make_shared<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps)
-                    .weight_decay(c.weight_decay));
+    return std::make_shared<torch::optim::Adam>(params, torch::optim::AdamOptions(c.lr)
+                                                            .betas({c.beta1, c.beta2})
+                                                            .eps(c.eps)
+                                                            .weight_decay(c.weight_decay));
   }
   MLO_CHECK(c.name == "adamw", "unknown optimizer '", c.name, "'");
-  return std::make_shared<torch::optim::AdamW>(
-      params, torch::optim::AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps)
-                  .weight_decay(c.weight_decay));
+  return std::make_shared<torch::optim::AdamW>(params, torch::optim::AdamWOptions(c.lr)
+                                                           .betas({c.beta1, c.beta2})
+                                                           .eps(c.eps)
+                                                           .weight_decay(c.weight_decay));
 }
 
 LrSchedule make_schedule(const SchedulerConfig& c, int64_t total_steps) {
@@ -42,8 +45,8 @@ LrSchedule make_schedule(const SchedulerConfig& c, int64_t total_steps) {
     std::sort(milestones.begin(), milestones.end());
     const double gamma = c.gamma;
     return [milestones, gamma](int64_t step) {
-      const auto passed = std::upper_bound(milestones.begin(), milestones.end(), step) -
-                          milestones.begin();
+      const auto passed =
+          std::upper_bound(milestones.begin(), milestones.end(), step) - milestones.begin();
       return std::pow(gamma, static_cast<double>(passed));
     };
   }
@@ -69,17 +72,23 @@ ProblemConfig make_problem_config(const ProblemSettings& s) {
   c.precision(s.precision == "bf16"   ? Precision::kBF16
               : s.precision == "fp16" ? Precision::kFP16
                                       : Precision::kFP32);
-  const std::string& k = s.checkpointing;
-  c.checkpointing(k == "uniform"      ? Checkpointing::kUniform
-                  : k == "sqrt"       ? Checkpointing::kSqrt
-                  : k == "optimal"    ? Checkpointing::kOptimal
-                  : k == "min_memory" ? Checkpointing::kMinMemory
-                                      : Checkpointing::kNone);
+  const std::string& k = s.checkpointing.strategy;
+  c.checkpointing(CheckpointingOptions(k == "uniform"      ? Checkpointing::kUniform
+                                       : k == "sqrt"       ? Checkpointing::kSqrt
+                                       : k == "optimal"    ? Checkpointing::kOptimal
+                                       : k == "min_memory" ? Checkpointing::kMinMemory
+                                                           : Checkpointing::kNone)
+                      .segments(s.checkpointing.segments)
+                      .budget_bytes(s.checkpointing.budget_bytes)
+                      .budget_fraction(s.checkpointing.budget_fraction)
+                      .max_overhead(s.checkpointing.max_overhead));
   // Every method's options are kept; `method` picks the one in use.
   c.method(DartsOptions().alpha(s.darts_alpha));
   c.method(NeumannOptions().iterations(s.neumann_iterations).alpha(s.neumann_alpha));
   c.method(CGOptions().iterations(s.cg_iterations).alpha(s.cg_alpha));
-  c.method(s.method == "neumann" ? Method::kNeumann : s.method == "cg" ? Method::kCG : Method::kDarts);
+  c.method(s.method == "neumann" ? Method::kNeumann
+           : s.method == "cg"    ? Method::kCG
+                                 : Method::kDarts);
   return c;
 }
 

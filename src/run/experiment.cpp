@@ -62,10 +62,12 @@ void Experiment::load_data() {
             : std::filesystem::exists(root_or(d.root, data::FashionMnistOptions::kDefaultRoot) +
                                       "/train-images-idx3-ubyte.gz");
     if (!present) {
-      spdlog::warn("{} files not found under '{}': using SYNTHETIC data instead "
-                   "(data.synthetic_fallback is on)", dataset,
-                   dataset == "cifar10" ? root_or(d.root, kCifarRoot)
-                                        : root_or(d.root, data::FashionMnistOptions::kDefaultRoot));
+      spdlog::warn(
+          "{} files not found under '{}': using SYNTHETIC data instead "
+          "(data.synthetic_fallback is on)",
+          dataset,
+          dataset == "cifar10" ? root_or(d.root, kCifarRoot)
+                               : root_or(d.root, data::FashionMnistOptions::kDefaultRoot));
       dataset = "synthetic";
     }
   }
@@ -103,9 +105,9 @@ void Experiment::load_data() {
     dataset_name_ = "synthetic CIFAR-shaped data (not real data)";
     synthetic_ = true;
   }
-  const auto split = data::long_tail_split(
-      targets, data::LongTailOptions(kClasses, d.imbalance, d.meta_size)
-                   .seed(static_cast<uint64_t>(config_.seed)));
+  const auto split =
+      data::long_tail_split(targets, data::LongTailOptions(kClasses, d.imbalance, d.meta_size)
+                                         .seed(static_cast<uint64_t>(config_.seed)));
   train_images_ = images.index_select(0, split.train_indices);
   train_targets_ = targets.index_select(0, split.train_indices);
   meta_images_ = images.index_select(0, split.meta_indices);
@@ -127,9 +129,10 @@ void Experiment::build_problems() {
   if (auto schedule = detail::make_schedule(cs.scheduler, classifier_steps)) {
     classifier_->scheduler(schedule);
   }
-  classifier_->data(std::make_shared<data::LoaderStream>(
+  train_stream_ = std::make_shared<data::LoaderStream>(
       train_images_, train_targets_, data::LoaderOptions(d.batch_size).seed(seed).drop_last(true),
-      data::make_transform(transform_options(dataset_, d.augment))));
+      data::make_transform(transform_options(dataset_, d.augment)));
+  classifier_->data(train_stream_);
 
   EngineConfig engine_config = EngineConfig()
                                    .train_iters(config_.engine.train_iters)
@@ -161,6 +164,7 @@ void Experiment::build_problems() {
       meta_images_, meta_targets_, data::LoaderOptions(d.meta_batch_size).seed(seed + 1),
       data::make_transform(transform_options(dataset_, /*train=*/false))));
   classifier_->reweighter = reweighter_;
+  classifier_->normalize_weights = config_.reweighting.normalize_weights;
   reweighter_->classifier = classifier_;
   engine_->add(reweighter_);
 
@@ -181,6 +185,14 @@ void Experiment::build_problems() {
   }
 }
 
+std::shared_ptr<Problem> Experiment::problem(const std::string& name) const {
+  if (name == "classifier") return classifier_;
+  MLO_CHECK(name == "reweighter" && reweighter_, "the experiment has no problem '", name, "'");
+  return reweighter_;
+}
+
+Batch Experiment::sample_batch() { return train_stream_->next(); }
+
 Metrics Experiment::evaluate() {
   torch::NoGradGuard no_grad;
   const bool was_training = classifier_->is_training();
@@ -195,10 +207,10 @@ Metrics Experiment::evaluate() {
     const at::Tensor x = normalize(test_images_.slice(0, begin, end), generator);
     const at::Tensor y = test_targets_.slice(0, begin, end);
     const at::Tensor logits = classifier_->logits(x).to(at::kFloat);
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, y,
-                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
+    loss_sum +=
+        torch::nn::functional::cross_entropy(
+            logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
     const at::Tensor hit = logits.argmax(1).eq(y);
     for (int64_t c = 0; c < kClasses; ++c) {
       const at::Tensor mask = y.eq(c);

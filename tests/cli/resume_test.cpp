@@ -56,7 +56,8 @@ TEST_CASE("Resume: interrupted + resumed equals uninterrupted", "[cli][resume]")
   options.progress = false;
 
   options.out_dir = full_dir.string();
-  const auto full = mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"), options);
+  const auto full =
+      mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"), options);
   REQUIRE(full.steps == 12);
 
   // The same run interrupted after step 5 (in the middle of an unroll, between saves at 4 and 8),

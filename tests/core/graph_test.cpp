@@ -37,8 +37,7 @@ TEST_CASE("Graph: an l2u cycle is refused and shown", "[core][graph]") {
   auto c = make("c");
   mlo::Engine engine;
   engine.add(a).add(b).add(c).l2u(a, b).l2u(b, c).l2u(c, a);
-  REQUIRE_THROWS_WITH(engine.initialize(),
-                      Contains("l2u edges form a cycle: a -> b -> c -> a"));
+  REQUIRE_THROWS_WITH(engine.initialize(), Contains("l2u edges form a cycle: a -> b -> c -> a"));
 }
 
 TEST_CASE("Graph: a u2l edge without an l2u path back is refused", "[core][graph]") {

@@ -36,8 +36,9 @@ TEST_CASE("YAML: a valid file reads with defaults filled in", "[io][yaml]") {
 }
 
 TEST_CASE("YAML: the resolved config reads back to the same config", "[io][yaml]") {
-  auto c = parse_run_config(kValid, "tiny.yaml", {"problems.classifier.scheduler.name=multistep",
-                                                  "problems.classifier.scheduler.milestones=[5,8]"});
+  auto c = parse_run_config(kValid, "tiny.yaml",
+                            {"problems.classifier.scheduler.name=multistep",
+                             "problems.classifier.scheduler.milestones=[5,8]"});
   const std::string text = mlo::io::to_yaml(c);
   const auto again = parse_run_config(text, "resolved.yaml");
   CHECK(mlo::io::to_yaml(again) == text);
@@ -63,10 +64,10 @@ TEST_CASE("YAML: a wrong type names the key and the value", "[io][yaml]") {
 }
 
 TEST_CASE("YAML: an out-of-range value names the key and the range", "[io][yaml]") {
-  const std::string text =
-      "problems:\n  classifier:\n    optimizer:\n      lr: -0.1\n";
-  REQUIRE_THROWS_WITH(parse_run_config(text, "r.yaml"),
-                      Contains("r.yaml:4:11: problems.classifier.optimizer.lr: must be > 0, got -0.1"));
+  const std::string text = "problems:\n  classifier:\n    optimizer:\n      lr: -0.1\n";
+  REQUIRE_THROWS_WITH(
+      parse_run_config(text, "r.yaml"),
+      Contains("r.yaml:4:11: problems.classifier.optimizer.lr: must be > 0, got -0.1"));
   REQUIRE_THROWS_WITH(parse_run_config("data: {dataset: mnist}\n", "d.yaml"),
                       Contains("data.dataset: must be one of fashion_mnist, cifar10, synthetic; "
                                "got 'mnist'"));

@@ -32,8 +32,7 @@ struct Regression : mlo::Problem {
 std::shared_ptr<Regression> regression(int64_t accumulation, std::vector<mlo::Batch> data,
                                        int64_t width = 16) {
   torch::manual_seed(3);
-  auto p = std::make_shared<Regression>(
-      "reg", ProblemConfig().gradient_accumulation(accumulation));
+  auto p = std::make_shared<Regression>("reg", ProblemConfig().gradient_accumulation(accumulation));
   p->module(torch::nn::Sequential(torch::nn::Linear(8, width), torch::nn::Tanh(),
                                   torch::nn::Linear(width, 2)))
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9))
@@ -114,8 +113,8 @@ TEST_CASE("Accumulation: an upper level steps with the mean of its micro-step hy
     lower->module(torch::nn::Linear(6, 3))
         .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0));
     lower->train = train;
-    auto upper = std::make_shared<Weights>("upper",
-                                           ProblemConfig().gradient_accumulation(accumulation));
+    auto upper =
+        std::make_shared<Weights>("upper", ProblemConfig().gradient_accumulation(accumulation));
     upper->module(torch::nn::Linear(torch::nn::LinearOptions(3, 1).bias(false)))
         .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.5).momentum(0.5))
         .data(accumulation == 1 ? std::vector<mlo::Batch>{valid} : split(valid, accumulation));

@@ -36,9 +36,9 @@ TEST_CASE("Precision: fp16 on a CPU model is refused at initialization", "[memor
   auto p = mlo_test::toy("inner", ProblemConfig().precision(Precision::kFP16), nullptr);
   mlo::Engine engine;
   engine.add(p);
-  REQUIRE_THROWS_WITH(engine.initialize(),
-                      Contains("problem 'inner': precision fp16 cannot run on CPU") &&
-                          Contains("use bf16"));
+  REQUIRE_THROWS_WITH(
+      engine.initialize(),
+      Contains("problem 'inner': precision fp16 cannot run on CPU") && Contains("use bf16"));
 }
 
 TEST_CASE("Loss scaler: backs off on inf/nan, grows after the interval", "[memory][precision]") {
@@ -96,9 +96,9 @@ TEST_CASE("Precision: bf16 on CPU trains the HPO problem to within 5% of fp32",
   torch::set_num_threads(1);
   const auto data = hpo::make_logreg_data(1000, 20, 0.1, 0);
   auto run = [&](Precision precision) {
-    auto pair = hpo::make_logreg_hpo(
-        data, ProblemConfig().unroll_steps(100).precision(precision).method(
-                  mlo::NeumannOptions().iterations(5)));
+    auto pair =
+        hpo::make_logreg_hpo(data, ProblemConfig().unroll_steps(100).precision(precision).method(
+                                       mlo::NeumannOptions().iterations(5)));
     mlo::Engine engine(mlo::EngineConfig().train_iters(2000));
     engine.add(pair.outer).add(pair.inner).link(pair.outer, pair.inner);
     engine.run();
@@ -112,11 +112,10 @@ TEST_CASE("Precision: bf16 on CPU trains the HPO problem to within 5% of fp32",
 
 TEST_CASE("Precision: bf16 lowers the peak forward memory of a small CNN", "[memory][precision]") {
   torch::manual_seed(0);
-  torch::nn::Sequential cnn(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 32, 3).padding(1)),
-                            torch::nn::ReLU(),
-                            torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)),
-                            torch::nn::ReLU(), torch::nn::AdaptiveAvgPool2d(1),
-                            torch::nn::Flatten(), torch::nn::Linear(64, 10));
+  torch::nn::Sequential cnn(
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 32, 3).padding(1)), torch::nn::ReLU(),
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)), torch::nn::ReLU(),
+      torch::nn::AdaptiveAvgPool2d(1), torch::nn::Flatten(), torch::nn::Linear(64, 10));
   const auto x = torch::randn({16, 3, 32, 32});
   auto peak_of_forward = [&](Precision precision) {
     mlo::memory::MemoryMeter meter;

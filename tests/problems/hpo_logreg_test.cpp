@@ -15,7 +15,7 @@ namespace {
 double run_scenario(const hpo::LogRegData& data, mlo::ProblemConfig inner_config, bool frozen) {
   torch::manual_seed(1);
   auto pair = hpo::make_logreg_hpo(data, inner_config.unroll_steps(100),
-                                    hpo::LogRegHpoOptions().freeze_weights(frozen));
+                                   hpo::LogRegHpoOptions().freeze_weights(frozen));
   mlo::Engine engine(mlo::EngineConfig().train_iters(2000));
   engine.add(pair.outer).add(pair.inner).link(pair.outer, pair.inner);
   engine.run();

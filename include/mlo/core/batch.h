@@ -22,7 +22,8 @@ namespace mlo {
 /// One mini-batch: inputs and targets (either may be undefined, e.g. for a problem without data).
 struct Batch {
   Batch() = default;
-  Batch(at::Tensor data, at::Tensor target = {}) : data(std::move(data)), target(std::move(target)) {}
+  Batch(at::Tensor data, at::Tensor target = {})
+      : data(std::move(data)), target(std::move(target)) {}
 
   at::Tensor data;
   at::Tensor target;

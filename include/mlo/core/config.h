@@ -62,6 +62,22 @@ struct LossScaling {
   TORCH_ARG(int64_t, growth_interval) = 2000;
 };
 
+/// Activation checkpointing of a level's model (an `mlo::nn::Chain`): the strategy and its
+/// parameters. Example: `CheckpointingOptions(Checkpointing::kMinMemory).max_overhead(0.3)`.
+struct CheckpointingOptions {
+  /* implicit */ CheckpointingOptions(Checkpointing strategy = Checkpointing::kNone)
+      : strategy_(strategy) {}
+  TORCH_ARG(Checkpointing, strategy);
+  /// kUniform: number of segments.
+  TORCH_ARG(int64_t, segments) = 4;
+  /// kOptimal: memory budget in bytes; 0 uses `budget_fraction`.
+  TORCH_ARG(int64_t, budget_bytes) = 0;
+  /// kOptimal: budget as a fraction of the no-checkpoint peak.
+  TORCH_ARG(double, budget_fraction) = 0.5;
+  /// kMinMemory: largest time overhead over the no-checkpoint step (0.3 = 30%).
+  TORCH_ARG(double, max_overhead) = 0.3;
+};
+
 /// Per-problem configuration. Example:
 /// `ProblemConfig().unroll_steps(10).method(NeumannOptions().iterations(5)).gradient_clipping(1)`
 struct ProblemConfig {
@@ -83,8 +99,9 @@ struct ProblemConfig {
   TORCH_ARG(std::optional<LossScaling>, loss_scaling) = std::nullopt;
   /// Replicate this level over the process group and average its gradients.
   TORCH_ARG(bool, data_parallel) = false;
-  /// Activation checkpointing of this level's model.
-  TORCH_ARG(Checkpointing, checkpointing) = Checkpointing::kNone;
+  /// Activation checkpointing of this level's model: `checkpointing(Checkpointing::kSqrt)` or
+  /// `checkpointing(CheckpointingOptions(Checkpointing::kOptimal).budget_fraction(0.4))`.
+  TORCH_ARG(CheckpointingOptions, checkpointing) = CheckpointingOptions();
 
  public:  // (TORCH_ARG leaves the struct in a private section)
   /// Selects the hypergradient method (and its options) this problem uses as a lower level.

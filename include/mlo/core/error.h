@@ -21,11 +21,11 @@ class Error : public std::runtime_error {
 
 /// Throws `mlo::Error` with the concatenated message when `cond` is false.
 /// Example: `MLO_CHECK(steps > 0, "problem '", name, "': unroll_steps must be > 0, got ", steps);`
-#define MLO_CHECK(cond, ...)                               \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      throw ::mlo::Error(::c10::str(__VA_ARGS__));         \
-    }                                                      \
+#define MLO_CHECK(cond, ...)                       \
+  do {                                             \
+    if (!(cond)) {                                 \
+      throw ::mlo::Error(::c10::str(__VA_ARGS__)); \
+    }                                              \
   } while (false)
 
 /// Checks an invariant of mlo itself; failing it is a bug in mlo, not in user code.

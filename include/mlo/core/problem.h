@@ -50,7 +50,8 @@ using LrSchedule = std::function<double(int64_t optimizer_steps)>;
 ///   }
 /// };
 /// auto inner = std::make_shared<Inner>("inner", mlo::ProblemConfig().unroll_steps(10));
-/// inner->module(torch::nn::Linear(20, 1)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
+/// inner->module(torch::nn::Linear(20,
+/// 1)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
 ///      .data(batches);
 /// ```
 ///
@@ -190,9 +191,9 @@ class Problem {
   int64_t log_step_ = 0;
   bool inner_loop_start_ = true;
   std::shared_ptr<std::stringstream> cached_state_;
-  c10::DeviceType device_type_ = c10::kCPU;   // where the module lives (for autocast)
+  c10::DeviceType device_type_ = c10::kCPU;  // where the module lives (for autocast)
   std::unique_ptr<memory::LossScaler> scaler_;
-  memory::MemoryMeter* meter_ = nullptr;      // owned by the engine when it tracks memory
+  memory::MemoryMeter* meter_ = nullptr;  // owned by the engine when it tracks memory
 };
 
 }  // namespace mlo

@@ -47,7 +47,9 @@ bool is_registered(Method method);
 }  // namespace mlo
 
 /// Registers `Class` (constructible from `const ProblemConfig&`) for `METHOD` at load time.
-#define MLO_REGISTER_HYPERGRADIENT(METHOD, Class)                                        \
-  static const bool mlo_registered_##Class = ::mlo::hypergrad::register_method(          \
-      METHOD, [](const ::mlo::ProblemConfig& config) -> std::unique_ptr<                  \
-                  ::mlo::hypergrad::Hypergradient> { return std::make_unique<Class>(config); })
+#define MLO_REGISTER_HYPERGRADIENT(METHOD, Class)                                                  \
+  static const bool mlo_registered_##Class = ::mlo::hypergrad::register_method(                    \
+      METHOD,                                                                                      \
+      [](const ::mlo::ProblemConfig& config) -> std::unique_ptr<::mlo::hypergrad::Hypergradient> { \
+        return std::make_unique<Class>(config);                                                    \
+      })

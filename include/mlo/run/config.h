@@ -39,6 +39,15 @@ struct SchedulerConfig {
   double eta_min = 0.0;             ///< cosine: final learning rate, as a fraction of the base
 };
 
+/// `checkpointing:` activation checkpointing of the problem's model.
+struct CheckpointConfig {
+  std::string strategy = "none";  ///< none | uniform | sqrt | optimal | min_memory
+  int64_t segments = 4;           ///< uniform
+  int64_t budget_bytes = 0;       ///< optimal (0: use budget_fraction)
+  double budget_fraction = 0.5;   ///< optimal: of the no-checkpoint peak
+  double max_overhead = 0.3;      ///< min_memory: time overhead cap
+};
+
 /// One problem (level) of the experiment.
 struct ProblemSettings {
   ModelConfig model;
@@ -49,13 +58,13 @@ struct ProblemSettings {
   bool roll_back = false;
   double gradient_clipping = 0.0;
   int64_t gradient_accumulation = 1;
-  std::string precision = "fp32";    ///< fp32 | bf16 | fp16
-  std::string checkpointing = "none";  ///< none | uniform | sqrt | optimal | min_memory
-  std::string method = "darts";      ///< darts | neumann | cg
-  double darts_alpha = 0.01;         ///< YAML: darts: {alpha}
-  int64_t neumann_iterations = 1;    ///< YAML: neumann: {iterations, alpha}
+  std::string precision = "fp32";  ///< fp32 | bf16 | fp16
+  CheckpointConfig checkpointing;
+  std::string method = "darts";    ///< darts | neumann | cg
+  double darts_alpha = 0.01;       ///< YAML: darts: {alpha}
+  int64_t neumann_iterations = 1;  ///< YAML: neumann: {iterations, alpha}
   double neumann_alpha = 1.0;
-  int64_t cg_iterations = 1;         ///< YAML: cg: {iterations, alpha}
+  int64_t cg_iterations = 1;  ///< YAML: cg: {iterations, alpha}
   double cg_alpha = 1.0;
   int64_t log_step = 0;
 };
@@ -63,17 +72,17 @@ struct ProblemSettings {
 /// `data:` dataset, long-tailed split, batches, augmentation.
 struct DataConfig {
   std::string dataset = "fashion_mnist";  ///< fashion_mnist | cifar10 | synthetic
-  std::string root;                        ///< folder of the files ("" = dataset default)
-  double imbalance = 100.0;                ///< rho: largest class / smallest class
-  int64_t meta_size = 100;                 ///< balanced meta set (meta_size / classes per class)
+  std::string root;                       ///< folder of the files ("" = dataset default)
+  double imbalance = 100.0;               ///< rho: largest class / smallest class
+  int64_t meta_size = 100;                ///< balanced meta set (meta_size / classes per class)
   int64_t batch_size = 100;
   int64_t meta_batch_size = 100;
   int64_t test_batch_size = 1000;
   bool augment = true;
   /// When the dataset's files are missing, use synthetic data instead (loudly) rather than fail.
   bool synthetic_fallback = false;
-  int64_t synthetic_size = 5000;           ///< synthetic: training images per class
-  int64_t synthetic_test_size = 200;       ///< synthetic: test images per class
+  int64_t synthetic_size = 5000;      ///< synthetic: training images per class
+  int64_t synthetic_test_size = 200;  ///< synthetic: test images per class
 };
 
 /// `early_stopping:` (optional).
@@ -101,6 +110,12 @@ struct DependencyConfig {
   std::map<std::string, std::vector<std::string>> l2u;
 };
 
+/// `reweighting:` settings of the data-reweighting experiment.
+struct ReweightingConfig {
+  /// Classifier loss sum_i w_i l_i / sum_i w_i (true) or mean_i w_i l_i (false).
+  bool normalize_weights = true;
+};
+
 /// A whole experiment.
 struct RunConfig {
   std::string experiment = "reweighting";  ///< reweighting
@@ -112,6 +127,7 @@ struct RunConfig {
   /// By name; the reweighting experiment has "classifier" and, optionally, "reweighter".
   std::map<std::string, ProblemSettings> problems;
   DependencyConfig dependencies;
+  ReweightingConfig reweighting;
   /// Where the YAML came from (for messages); not a YAML key.
   std::string source;
 };

@@ -41,6 +41,11 @@ class Experiment {
   std::string describe() const;
   /// Whether the data is synthetic (then every report says so).
   bool synthetic() const { return synthetic_; }
+  /// The problem called `name` ("classifier" or "reweighter"); throws `mlo::Error` if absent.
+  std::shared_ptr<Problem> problem(const std::string& name) const;
+  /// A training batch of the classifier, as its stream gives them (e.g. to plan checkpointing);
+  /// advances that stream.
+  Batch sample_batch();
 
  private:
   void load_data();
@@ -57,6 +62,7 @@ class Experiment {
   std::shared_ptr<problems::reweighting::Classifier> classifier_;
   std::shared_ptr<problems::reweighting::Reweighter> reweighter_;
   std::unique_ptr<Engine> engine_;
+  std::shared_ptr<BatchStream> train_stream_;
 };
 
 }  // namespace run
