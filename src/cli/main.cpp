@@ -1,4 +1,7 @@
-// The `mlo` command-line tool: `mlo run CONFIG [--set key=value]... [--out DIR] [--resume]`.
+// The `mlo` command-line tool:
+//   mlo run CONFIG [--set key=value]... [--out DIR] [--resume] [--stop-at STEP]
+//   mlo plan CONFIG [--budget 40%] [--strategy optimal|min_memory|...] [--problem NAME]
+#include "plan.h"
 #include "runner.h"
 
 #include <mlo/core/error.h>
@@ -25,6 +28,21 @@ int main(int argc, char** argv) {
   run->add_option("--stop-at", options.stop_at,
                   "save the state and stop after this global step (continue with --resume)");
 
+  auto* plan = app.add_subcommand(
+      "plan", "Print the activation-checkpointing plan of an experiment's model");
+  std::string plan_config;
+  std::vector<std::string> plan_overrides;
+  mlo::cli::PlanOptions plan_options;
+  plan->add_option("config", plan_config, "experiment YAML")->required();
+  plan->add_option("--set", plan_overrides, "override a key (repeatable)");
+  plan->add_option("--problem", plan_options.problem, "which problem's model (default classifier)");
+  plan->add_option("--strategy", plan_options.strategy,
+                   "none, uniform, sqrt, optimal or min_memory (default: as configured)");
+  plan->add_option("--budget", plan_options.budget,
+                   "memory budget: 40% of the no-checkpoint peak, or bytes (512M, 2G)");
+  plan->add_option("--max-overhead", plan_options.max_overhead,
+                   "min_memory: largest time overhead, e.g. 0.3");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (run->parsed()) {
@@ -32,6 +50,10 @@ int main(int argc, char** argv) {
       const auto config = mlo::io::load_run_config(config_path, overrides);
       const auto result = mlo::cli::run_experiment(config, options);
       return result.interrupted && options.stop_at != result.steps ? 130 : 0;
+    }
+    if (plan->parsed()) {
+      mlo::cli::plan_command(mlo::io::load_run_config(plan_config, plan_overrides), plan_options);
+      return 0;
     }
   } catch (const mlo::Error& e) {
     std::cerr << "mlo: error: " << e.what() << "\n";

@@ -1,6 +1,7 @@
 #include <mlo/core/engine.h>
 #include <mlo/hypergrad/hypergradient.h>
 #include <mlo/memory/meter.h>
+#include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>
 
 #include <spdlog/spdlog.h>
@@ -107,15 +108,22 @@ void Engine::check_config(const Problem& problem) const {
             "see one micro-batch)");
   const auto params = problem.module().parameters();
   const c10::DeviceType device = params.empty() ? c10::kCPU : params.front().device().type();
-  MLO_CHECK(memory::precision_supported(c.precision(), device), "problem '", name,
-            "': precision ", to_string(c.precision()), " cannot run on ", c10::DeviceTypeName(device),
+  MLO_CHECK(memory::precision_supported(c.precision(), device), "problem '", name, "': precision ",
+            to_string(c.precision()), " cannot run on ", c10::DeviceTypeName(device),
             c.precision() == Precision::kFP16 ? " (fp16 needs a CUDA device and a CUDA build of "
                                                 "mlo; on CPU use bf16)"
                                               : " (needs a CUDA build of mlo)");
   // Features delivered by later work: refuse rather than silently ignore them.
   MLO_CHECK(!c.data_parallel(), "problem '", name, "': data_parallel is not supported yet");
-  MLO_CHECK(c.checkpointing() == Checkpointing::kNone, "problem '", name, "': checkpointing ",
-            to_string(c.checkpointing()), " is not supported yet (only none)");
+  const CheckpointingOptions& k = c.checkpointing();
+  MLO_CHECK(k.segments() >= 1, "problem '", name, "': checkpointing segments must be >= 1, got ",
+            k.segments());
+  MLO_CHECK(k.budget_bytes() >= 0, "problem '", name,
+            "': checkpointing budget_bytes must be >= 0, got ", k.budget_bytes());
+  MLO_CHECK(k.budget_fraction() > 0 && k.budget_fraction() <= 1, "problem '", name,
+            "': checkpointing budget_fraction must be in (0, 1], got ", k.budget_fraction());
+  MLO_CHECK(k.max_overhead() >= 0, "problem '", name,
+            "': checkpointing max_overhead must be >= 0, got ", k.max_overhead());
 }
 
 void Engine::initialize() {
@@ -127,7 +135,8 @@ void Engine::initialize() {
             config_.valid_step());
   MLO_CHECK(config_.log_step() >= 0, "engine: log_step must be >= 0, got ", config_.log_step());
   if (config_.early_stopping()) {
-    MLO_CHECK(config_.valid_step() > 0 && validation_, "engine: early_stopping needs valid_step > 0",
+    MLO_CHECK(config_.valid_step() > 0 && validation_,
+              "engine: early_stopping needs valid_step > 0",
               " and a validation hook (engine.validation(...))");
     MLO_CHECK(config_.early_stopping()->tolerance() >= 1,
               "engine: early_stopping tolerance must be >= 1, got ",
@@ -136,10 +145,21 @@ void Engine::initialize() {
   for (const auto& problem : problems_) check_config(*problem);
   if (config_.track_memory()) {
     const auto params = problems_.front()->module().parameters();
-    meter_ = std::make_unique<memory::MemoryMeter>(
-        params.empty() ? c10::Device(c10::kCPU) : params.front().device());
+    meter_ = std::make_unique<memory::MemoryMeter>(params.empty() ? c10::Device(c10::kCPU)
+                                                                  : params.front().device());
   }
-  for (const auto& problem : problems_) problem->resolve(meter_.get());
+  for (const auto& problem : problems_) {
+    problem->resolve(meter_.get());
+    const CheckpointingOptions& k = problem->config().checkpointing();
+    // Planned lazily, on the model's first forward (it needs a real batch to profile).
+    auto plan = memory::configure_checkpointing(problem->module(), problem->name(),
+                                                memory::CheckpointOptions(k.strategy())
+                                                    .segments(k.segments())
+                                                    .budget_bytes(k.budget_bytes())
+                                                    .budget_fraction(k.budget_fraction())
+                                                    .max_overhead(k.max_overhead()));
+    if (plan) checkpoint_plans_[problem.get()] = std::move(plan);
+  }
 
   for (const auto& problem : problems_) {
     Problem& p = *problem;
@@ -154,7 +174,8 @@ void Engine::initialize() {
   for (const auto& problem : problems_) {
     for (const auto& path : problem->paths_) {
       for (size_t i = 1; i + 1 < path.size(); ++i) {
-        if (!path[i]->hypergradient_) path[i]->hypergradient_ = hypergrad::create(path[i]->config());
+        if (!path[i]->hypergradient_)
+          path[i]->hypergradient_ = hypergrad::create(path[i]->config());
       }
     }
   }
@@ -212,6 +233,12 @@ void Engine::step() {
   auto scope = meter_->scope("engine", "iteration");
   for (Problem* leaf : leaves_) step_problem(*leaf);
   last_step_peak_ = scope.close();
+}
+
+const memory::CheckpointPlan* Engine::checkpoint_plan(const Problem& problem) const {
+  const auto it = checkpoint_plans_.find(&problem);
+  if (it == checkpoint_plans_.end() || !it->second->plan) return nullptr;
+  return &*it->second->plan;
 }
 
 Metrics Engine::memory_metrics() const {

@@ -20,7 +20,7 @@ TEST_CASE("Engine: bad or unsupported settings are refused, naming problem and f
         "problem 'inner': roll_back with gradient_accumulation > 1 is not supported");
   check(ProblemConfig().data_parallel(true), "problem 'inner': data_parallel");
   check(ProblemConfig().checkpointing(mlo::Checkpointing::kSqrt),
-        "problem 'inner': checkpointing sqrt");
+        "problem 'inner': checkpointing sqrt needs a model that is an mlo::nn::Chain");
   check(ProblemConfig().unroll_steps(0), "problem 'inner': unroll_steps must be >= 1, got 0");
   check(ProblemConfig().method(mlo::CGOptions().iterations(0)),
         "problem 'inner': cg needs iterations >= 1");

@@ -8,6 +8,7 @@
 #include <mlo/core/problem.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -17,7 +18,9 @@ namespace mlo {
 
 namespace memory {
 class MemoryMeter;
-}
+struct CheckpointPlan;
+struct LazyPlan;
+}  // namespace memory
 
 using ProblemPtr = std::shared_ptr<Problem>;
 
@@ -83,6 +86,9 @@ class Engine {
   void load_state_dict(torch::serialize::InputArchive& archive);
   /// The memory meter when `track_memory` is on (after initialization), else null.
   memory::MemoryMeter* memory_meter() const { return meter_.get(); }
+  /// The activation-checkpointing plan of `problem` once made (at its model's first forward),
+  /// or null (no checkpointing, or not planned yet).
+  const memory::CheckpointPlan* checkpoint_plan(const Problem& problem) const;
   /// Peak tensor bytes of the latest global step ("meta-iteration"), when tracking memory.
   int64_t last_step_peak_bytes() const { return last_step_peak_; }
   /// "mem_peak_mb/<problem>" (latest local step of each) and "mem_peak_mb/iteration" (latest
@@ -110,6 +116,7 @@ class Engine {
   std::optional<double> best_metric_;
   int64_t validations_without_improvement_ = 0;
   std::unique_ptr<memory::MemoryMeter> meter_;
+  std::map<const Problem*, std::shared_ptr<const memory::LazyPlan>> checkpoint_plans_;
   int64_t last_step_peak_ = 0;
 };
 

@@ -1,0 +1,97 @@
+#pragma once
+/// \file
+/// Memory-efficient activations: Swish/SiLU whose backward keeps only the input, and an
+/// in-place ReLU. Measured numbers: docs/checkpointing.md ("Activations").
+///
+/// Swish: P. Ramachandran, B. Zoph, Q. V. Le, "Searching for Activation Functions", 2017
+/// (arXiv:1710.05941); SiLU is Swish with beta = 1 (Elfwing, Uchibe, Doya, 2018).
+
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+
+namespace mlo {
+namespace nn {
+
+/// swish(x) = x * sigmoid(beta * x) as one autograd node that saves only `x` (no sigmoid, no
+/// product): backward recomputes sigmoid(beta * x) and returns
+/// grad * s * (1 + beta * x * (1 - s)). Differentiable twice (backward under create_graph is
+/// built from differentiable ops on the saved input), so it is safe for hypergradients.
+/// Example: `auto y = mlo::nn::swish(x, /*beta=*/1.5);`
+torch::Tensor swish(const torch::Tensor& x, double beta = 1.0);
+
+/// Which implementation `Swish` runs.
+enum class SwishBackend {
+  kAuto,    ///< whichever of the two keeps fewer bytes for backward (measured; ties: kTorch)
+  kTorch,   ///< torch::silu for beta = 1, else x * torch::sigmoid(beta * x)
+  kCustom,  ///< mlo::nn::swish
+};
+
+/// Options of `Swish`. Example: `SwishOptions().beta(1.5).backend(SwishBackend::kCustom)`.
+struct SwishOptions {
+  TORCH_ARG(double, beta) = 1.0;
+  TORCH_ARG(SwishBackend, backend) = SwishBackend::kAuto;
+};
+
+/// Swish/SiLU module: x * sigmoid(beta * x) through the backend that keeps the least memory.
+///
+/// ```
+/// mlo::nn::Swish act;                                  // SiLU
+/// auto y = act(torch::randn({8, 16}));
+/// ```
+class SwishImpl : public torch::nn::Cloneable<SwishImpl> {
+ public:
+  explicit SwishImpl(const SwishOptions& options = SwishOptions());
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  /// The backend in use (kAuto resolved at construction).
+  SwishBackend backend() const { return backend_; }
+
+  SwishOptions options;
+
+ private:
+  SwishBackend backend_ = SwishBackend::kTorch;
+};
+TORCH_MODULE(Swish);
+
+/// Bytes `fn(x)` keeps alive for backward on a float input shaped like `sample` that requires
+/// grad, output included, input excluded (exact meter). Example:
+/// `retained_bytes([](const torch::Tensor& x) { return torch::silu(x); }, torch::randn({256}))`.
+int64_t retained_bytes(const std::function<torch::Tensor(const torch::Tensor&)>& fn,
+                       const torch::Tensor& sample);
+
+/// What `SwishBackend::kAuto` resolves to for `beta`: measures both backends once per process
+/// and beta with `retained_bytes` and returns the one that keeps less (kTorch on a tie).
+SwishBackend resolve_swish_backend(double beta);
+
+/// ReLU applied in place (`relu_`): no new tensor, and nothing extra kept for backward, since
+/// ReLU's backward needs only its output, which is the overwritten input.
+///
+/// Safe where no one else reads the input after it: the input is the fresh output of a
+/// convolution, linear or batch-norm layer or of a sum (they do not save their outputs), not a
+/// residual shortcut, a user's tensor, or a tensor another node saved (tanh, sigmoid, exp and
+/// ReLU save outputs: autograd then raises a version error in backward rather than compute
+/// wrong gradients). Not as the first op of a checkpointed block (its input is the saved
+/// checkpoint input; `memory::checkpoint` refuses with an error). A leaf that requires grad
+/// (which autograd forbids to modify) gets the out-of-place `relu`.
+///
+/// ```
+/// auto y = mlo::nn::InplaceReLU()(bn(conv(x)));
+/// ```
+class InplaceReLUImpl : public torch::nn::Cloneable<InplaceReLUImpl> {
+ public:
+  InplaceReLUImpl() = default;
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset() override {}
+  void pretty_print(std::ostream& stream) const override;
+};
+TORCH_MODULE(InplaceReLU);
+
+}  // namespace nn
+}  // namespace mlo

@@ -1,0 +1,84 @@
+#include "plan.h"
+
+#include <mlo/core/error.h>
+#include <mlo/memory/planner.h>
+#include <mlo/nn/chain.h>
+#include <mlo/run/experiment.h>
+
+#include <cctype>
+#include <iostream>
+
+namespace mlo {
+namespace cli {
+namespace {
+
+Checkpointing strategy_of(const std::string& name) {
+  if (name == "none") return Checkpointing::kNone;
+  if (name == "uniform") return Checkpointing::kUniform;
+  if (name == "sqrt") return Checkpointing::kSqrt;
+  if (name == "optimal") return Checkpointing::kOptimal;
+  MLO_CHECK(name == "min_memory", "unknown checkpointing strategy '", name,
+            "' (none, uniform, sqrt, optimal, min_memory)");
+  return Checkpointing::kMinMemory;
+}
+
+// "40%" -> fraction; "512M", "2G", "123456" -> bytes.
+void apply_budget(const std::string& text, memory::CheckpointOptions& options) {
+  MLO_CHECK(!text.empty(), "--budget: empty value");
+  try {
+    size_t used = 0;
+    const double number = std::stod(text, &used);
+    const std::string unit = text.substr(used);
+    if (unit == "%") {
+      MLO_CHECK(number > 0 && number <= 100, "--budget ", text, ": a percentage in (0, 100]");
+      options.budget_fraction(number / 100.0).budget_bytes(0);
+      return;
+    }
+    double scale = 1;
+    if (unit == "K" || unit == "k")
+      scale = 1024.0;
+    else if (unit == "M" || unit == "m")
+      scale = 1024.0 * 1024.0;
+    else if (unit == "G" || unit == "g")
+      scale = 1024.0 * 1024.0 * 1024.0;
+    else
+      MLO_CHECK(unit.empty(), "--budget ", text, ": unknown unit '", unit, "' (use %, K, M, G)");
+    MLO_CHECK(number > 0, "--budget ", text, ": must be > 0");
+    options.budget_bytes(static_cast<int64_t>(number * scale));
+  } catch (const std::invalid_argument&) {
+    throw Error("--budget " + text + ": expected a number, like 40% or 512M");
+  }
+}
+
+}  // namespace
+
+std::string plan_command(const run::RunConfig& config, const PlanOptions& options) {
+  run::Experiment experiment(config);
+  auto problem = experiment.problem(options.problem);
+  auto chain = problem->module_as<nn::ChainImpl>();
+
+  const auto& k = config.problems.at(options.problem).checkpointing;
+  memory::CheckpointOptions plan_options(
+      strategy_of(options.strategy.empty() ? k.strategy : options.strategy));
+  plan_options.segments(k.segments)
+      .budget_bytes(k.budget_bytes)
+      .budget_fraction(k.budget_fraction)
+      .max_overhead(options.max_overhead >= 0 ? options.max_overhead : k.max_overhead);
+  if (!options.budget.empty()) {
+    apply_budget(options.budget, plan_options);
+    if (options.strategy.empty() && k.strategy == "none") {
+      plan_options.strategy(Checkpointing::kOptimal);  // a budget asks for the optimal plan
+    }
+  }
+  const Batch batch = experiment.sample_batch();
+  const auto plan = memory::plan_checkpointing(*chain, batch.data, plan_options);
+  std::string text = "checkpointing plan for problem '" + options.problem + "' (" +
+                     config.problems.at(options.problem).model.name + ", batch " +
+                     std::to_string(batch.size()) +
+                     (experiment.synthetic() ? ", SYNTHETIC data" : "") + ")\n" + plan.to_string();
+  std::cout << text;
+  return text;
+}
+
+}  // namespace cli
+}  // namespace mlo
