@@ -19,6 +19,12 @@ namespace schema {
 template <typename T>
 using Check = std::function<std::string(const T&)>;
 
+// Keeps a check's type out of template deduction (a lambda is not a std::function).
+template <typename T>
+struct Id {
+  using type = T;
+};
+
 template <typename T>
 Check<T> at_least(T low) {
   return [low](const T& v) {

@@ -75,12 +75,6 @@ const char* type_name<std::string>() {
   return "a string";
 }
 
-// Keeps a check's type out of template deduction (a lambda is not a std::function).
-template <typename T>
-struct Id {
-  using type = T;
-};
-
 // Reads one mapping of the schema from a YAML node, remembering which keys it used.
 class Reader {
  public:
@@ -97,7 +91,7 @@ class Reader {
 
   template <typename T>
   void operator()(const char* key, T& value,
-                  const schema::Check<typename Id<T>::type>& check = nullptr) {
+                  const schema::Check<typename schema::Id<T>::type>& check = nullptr) {
     const std::optional<YAML::Node> child = lookup(key);
     if (!child) return;
     const std::string path = join(path_, key);
@@ -220,66 +214,6 @@ class Reader {
   std::set<std::string> used_or_known_;
 };
 
-// Writes the schema's values as YAML.
-class Writer {
- public:
-  explicit Writer(YAML::Emitter& out) : out_(out) {}
-
-  template <typename T>
-  void operator()(const char* key, const T& value,
-                  const schema::Check<typename Id<T>::type>& = nullptr) {
-    out_ << YAML::Key << key << YAML::Value;
-    write(value);
-  }
-
-  void section(const char* key, const std::function<void(Writer&)>& body) {
-    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
-    body(*this);
-    out_ << YAML::EndMap;
-  }
-
-  template <typename T, typename Body>
-  void map(const char* key, std::map<std::string, T>& values, const Body& body) {
-    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
-    for (auto& [name, value] : values) {
-      out_ << YAML::Key << name << YAML::Value << YAML::BeginMap;
-      body(*this, value);
-      out_ << YAML::EndMap;
-    }
-    out_ << YAML::EndMap;
-  }
-
- private:
-  template <typename T>
-  void write(const T& value) {
-    out_ << value;
-  }
-  void write(const double& value) {
-    std::ostringstream text;
-    text.precision(17);
-    text << value;
-    std::string s = text.str();
-    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // keep it a float
-    out_ << s;
-  }
-  void write(const std::vector<int64_t>& value) {
-    out_ << YAML::Flow << YAML::BeginSeq;
-    for (const auto v : value) out_ << v;
-    out_ << YAML::EndSeq;
-  }
-  void write(const std::map<std::string, std::vector<std::string>>& value) {
-    out_ << YAML::BeginMap;
-    for (const auto& [k, list] : value) {
-      out_ << YAML::Key << k << YAML::Value << YAML::Flow << YAML::BeginSeq;
-      for (const auto& item : list) out_ << item;
-      out_ << YAML::EndSeq;
-    }
-    out_ << YAML::EndMap;
-  }
-
-  YAML::Emitter& out_;
-};
-
 // Applies "a.b.c=value" to the tree, creating mappings along the path.
 void apply_override(YAML::Node& root, const std::string& text, Context& ctx) {
   const auto eq = text.find('=');
@@ -399,16 +333,6 @@ run::RunConfig load_run_config(const std::string& path, const std::vector<std::s
   std::stringstream text;
   text << file.rdbuf();
   return parse_run_config(text.str(), path, overrides);
-}
-
-std::string to_yaml(const run::RunConfig& config) {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  Writer writer(out);
-  run::RunConfig copy = config;
-  schema::visit(writer, copy);
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
 }
 
 }  // namespace io

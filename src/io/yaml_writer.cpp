@@ -1,0 +1,87 @@
+// Writing a configuration as YAML: the schema (schema.h) drives a writer that emits every key.
+#include <mlo/io/yaml.h>
+
+#include "schema.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+
+namespace mlo {
+namespace io {
+namespace {
+
+// Writes the schema's values as YAML.
+class Writer {
+ public:
+  explicit Writer(YAML::Emitter& out) : out_(out) {}
+
+  template <typename T>
+  void operator()(const char* key, const T& value,
+                  const schema::Check<typename schema::Id<T>::type>& = nullptr) {
+    out_ << YAML::Key << key << YAML::Value;
+    write(value);
+  }
+
+  void section(const char* key, const std::function<void(Writer&)>& body) {
+    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    body(*this);
+    out_ << YAML::EndMap;
+  }
+
+  template <typename T, typename Body>
+  void map(const char* key, std::map<std::string, T>& values, const Body& body) {
+    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    for (auto& [name, value] : values) {
+      out_ << YAML::Key << name << YAML::Value << YAML::BeginMap;
+      body(*this, value);
+      out_ << YAML::EndMap;
+    }
+    out_ << YAML::EndMap;
+  }
+
+ private:
+  template <typename T>
+  void write(const T& value) {
+    out_ << value;
+  }
+  void write(const double& value) {
+    std::ostringstream text;
+    text.precision(17);
+    text << value;
+    std::string s = text.str();
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // keep it a float
+    out_ << s;
+  }
+  void write(const std::vector<int64_t>& value) {
+    out_ << YAML::Flow << YAML::BeginSeq;
+    for (const auto v : value) out_ << v;
+    out_ << YAML::EndSeq;
+  }
+  void write(const std::map<std::string, std::vector<std::string>>& value) {
+    out_ << YAML::BeginMap;
+    for (const auto& [k, list] : value) {
+      out_ << YAML::Key << k << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const auto& item : list) out_ << item;
+      out_ << YAML::EndSeq;
+    }
+    out_ << YAML::EndMap;
+  }
+
+  YAML::Emitter& out_;
+};
+
+}  // namespace
+
+std::string to_yaml(const run::RunConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  Writer writer(out);
+  run::RunConfig copy = config;
+  schema::visit(writer, copy);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace io
+}  // namespace mlo
