@@ -95,6 +95,7 @@ at::Tensor Problem::loss(const Batch& batch) {
 
 void Problem::resolve(memory::MemoryMeter* meter) {
   meter_ = meter;
+  trainable_ = parameters();
   const auto params = module().parameters();
   device_type_ = params.empty() ? c10::kCPU : params.front().device().type();
   std::optional<LossScaling> scaling = config_.loss_scaling();
@@ -134,7 +135,10 @@ void Problem::descend(const Batch* batch) {
   last_loss_ = value.item<double>();
   metrics_["loss"] = last_loss_;
   // Accumulation averages micro-batches; the loss scale (if any) is removed before the step.
-  at::Tensor scaled = value / static_cast<double>(config_.gradient_accumulation());
+  at::Tensor scaled = value;
+  if (config_.gradient_accumulation() > 1) {
+    scaled = scaled / static_cast<double>(config_.gradient_accumulation());
+  }
   if (scaler_) scaled = scaler_->scale(scaled);
   accumulate(gradients(scaled));
   if (step_count_ % config_.gradient_accumulation() == 0) {
@@ -145,7 +149,7 @@ void Problem::descend(const Batch* batch) {
 }
 
 std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
-  const std::vector<at::Tensor> own = parameters();
+  const std::vector<at::Tensor>& own = trainable_;
   // One backward pass gives the direct gradient and v = dL/dw for the first lower problem of
   // every path (several paths may start with the same lower problem).
   std::vector<Problem*> lowers;
@@ -156,7 +160,7 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
   std::vector<size_t> offsets;
   for (Problem* lower : lowers) {
     offsets.push_back(inputs.size());
-    for (const auto& p : lower->parameters()) inputs.push_back(p);
+    for (const auto& p : lower->trainable_) inputs.push_back(p);
   }
   MLO_CHECK(!inputs.empty(), "problem '", name_, "' has no trainable parameters");
   std::vector<at::Tensor> grads;
@@ -176,7 +180,7 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
     const size_t index =
         static_cast<size_t>(std::find(lowers.begin(), lowers.end(), path[1]) - lowers.begin());
     const auto begin = grads.begin() + static_cast<long>(offsets[index]);
-    std::vector<at::Tensor> v(begin, begin + static_cast<long>(path[1]->parameters().size()));
+    std::vector<at::Tensor> v(begin, begin + static_cast<long>(path[1]->trainable_.size()));
     for (size_t i = 1; i + 1 < path.size(); ++i) {
       Problem& curr = *path[i];
       MLO_INTERNAL_ASSERT(curr.hypergradient_, "no hypergradient method for ", curr.name());
@@ -189,7 +193,7 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
 }
 
 void Problem::accumulate(const std::vector<at::Tensor>& grads) {
-  std::vector<at::Tensor> params = parameters();
+  std::vector<at::Tensor> params = trainable_;
   for (size_t i = 0; i < params.size(); ++i) {
     at::Tensor& grad = params[i].mutable_grad();
     if (grad.defined()) {
@@ -201,7 +205,7 @@ void Problem::accumulate(const std::vector<at::Tensor>& grads) {
 }
 
 void Problem::optimizer_step() {
-  std::vector<at::Tensor> params = parameters();
+  std::vector<at::Tensor> params = trainable_;
   std::vector<at::Tensor> grads;
   grads.reserve(params.size());
   for (const auto& p : params) grads.push_back(p.grad());

@@ -102,15 +102,12 @@ MemoryMeter::Active::Active(MemoryMeter& meter) {
 
 MemoryMeter::Active::~Active() = default;
 
-MemoryMeter::Scope::Scope(MemoryMeter* meter, std::string owner, std::string phase)
-    : meter_(meter), owner_(std::move(owner)), phase_(std::move(phase)) {
-  if (meter_) meter_->enter(owner_, phase_);
+MemoryMeter::Scope::Scope(MemoryMeter* meter, const std::string& owner, const char* phase)
+    : meter_(meter) {
+  if (meter_) meter_->enter(owner, phase);
 }
 
-MemoryMeter::Scope::Scope(Scope&& other) noexcept
-    : meter_(other.meter_), owner_(std::move(other.owner_)), phase_(std::move(other.phase_)) {
-  other.meter_ = nullptr;
-}
+MemoryMeter::Scope::Scope(Scope&& other) noexcept : meter_(other.meter_) { other.meter_ = nullptr; }
 
 MemoryMeter::Scope::~Scope() { close(); }
 

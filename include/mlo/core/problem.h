@@ -118,7 +118,9 @@ class Problem {
   }
   bool has_optimizer() const { return optimizer_ != nullptr; }
   torch::optim::Optimizer& optimizer() const;
-  /// The module's parameters that require gradients, in registration order.
+  /// The module's parameters that require gradients, in registration order. (The engine lists
+  /// them once at initialization; change `requires_grad` before `Engine::initialize`.) (The engine
+  /// lists them once at initialization; change `requires_grad` before `Engine::initialize`.)
   std::vector<at::Tensor> parameters() const;
   /// The batch of the latest step (hypergradients re-evaluate the loss on it).
   const Batch& current_batch() const { return current_batch_; }
@@ -194,6 +196,9 @@ class Problem {
   c10::DeviceType device_type_ = c10::kCPU;  // where the module lives (for autocast)
   std::unique_ptr<memory::LossScaler> scaler_;
   memory::MemoryMeter* meter_ = nullptr;  // owned by the engine when it tracks memory
+  // The trainable parameters, listed once at engine initialization (the step's hot path would
+  // otherwise walk the module tree several times per step).
+  std::vector<at::Tensor> trainable_;
 };
 
 }  // namespace mlo

@@ -72,7 +72,8 @@ class MemoryMeter {
   /// Attributes the peak reached while alive to (owner, phase). Nestable.
   class Scope {
    public:
-    Scope(MemoryMeter* meter, std::string owner, std::string phase);
+    /// Costs nothing (no string copies) when `meter` is null.
+    Scope(MemoryMeter* meter, const std::string& owner, const char* phase);
     ~Scope();
     Scope(Scope&& other) noexcept;
     Scope(const Scope&) = delete;
@@ -83,15 +84,13 @@ class MemoryMeter {
 
    private:
     MemoryMeter* meter_;
-    std::string owner_;
-    std::string phase_;
   };
   /// A scope; `meter` may be null (then it does nothing), so callers need no branches.
-  static Scope scope(MemoryMeter* meter, const std::string& owner, const std::string& phase) {
+  static Scope scope(MemoryMeter* meter, const std::string& owner, const char* phase) {
     return Scope(meter, owner, phase);
   }
   Scope scope(const std::string& owner, const std::string& phase) {
-    return Scope(this, owner, phase);
+    return Scope(this, owner, phase.c_str());
   }
 
   /// Bytes allocated while metering and not yet freed.
