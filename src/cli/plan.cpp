@@ -57,16 +57,14 @@ std::string plan_command(const run::RunConfig& config, const PlanOptions& option
   auto problem = experiment.problem(options.problem);
   auto chain = problem->module_as<nn::ChainImpl>();
 
-  const auto& k = config.problems.at(options.problem).checkpointing;
-  memory::CheckpointOptions plan_options(
-      strategy_of(options.strategy.empty() ? k.strategy : options.strategy));
-  plan_options.segments(k.segments)
-      .budget_bytes(k.budget_bytes)
-      .budget_fraction(k.budget_fraction)
-      .max_overhead(options.max_overhead >= 0 ? options.max_overhead : k.max_overhead);
+  // The problem's resolved settings, then what the command line changes.
+  memory::CheckpointOptions plan_options(problem->config().checkpointing());
+  const bool configured = plan_options.strategy() != Checkpointing::kNone;
+  if (!options.strategy.empty()) plan_options.strategy(strategy_of(options.strategy));
+  if (options.max_overhead >= 0) plan_options.max_overhead(options.max_overhead);
   if (!options.budget.empty()) {
     apply_budget(options.budget, plan_options);
-    if (options.strategy.empty() && k.strategy == "none") {
+    if (options.strategy.empty() && !configured) {
       plan_options.strategy(Checkpointing::kOptimal);  // a budget asks for the optimal plan
     }
   }

@@ -150,14 +150,9 @@ void Engine::initialize() {
   }
   for (const auto& problem : problems_) {
     problem->resolve(meter_.get());
-    const CheckpointingOptions& k = problem->config().checkpointing();
     // Planned lazily, on the model's first forward (it needs a real batch to profile).
     auto plan = memory::configure_checkpointing(problem->module(), problem->name(),
-                                                memory::CheckpointOptions(k.strategy())
-                                                    .segments(k.segments())
-                                                    .budget_bytes(k.budget_bytes())
-                                                    .budget_fraction(k.budget_fraction())
-                                                    .max_overhead(k.max_overhead()));
+                                                problem->config().checkpointing());
     if (plan) checkpoint_plans_[problem.get()] = std::move(plan);
   }
 

@@ -12,7 +12,7 @@
 ///   auto scope = meter.scope("inner", "forward");    // attribute a peak to (owner, phase)
 ///   auto y = model->forward(x);
 /// }
-/// std::cout << meter.table();
+/// spdlog::info("{}", meter.table());
 /// ```
 
 #include <c10/core/Device.h>

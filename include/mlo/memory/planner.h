@@ -117,10 +117,18 @@ std::vector<Segment> solve_min_memory(const ChainProfile& profile, double max_se
                                       const CostModel& model = CostModel());
 
 /// How to checkpoint one level's model: the strategy of `ProblemConfig::checkpointing` and its
-/// parameters. Example: `CheckpointOptions(Checkpointing::kOptimal).budget_fraction(0.4)`.
+/// parameters, plus the planner's own knobs (cost model, profiling).
+/// Example: `CheckpointOptions(Checkpointing::kOptimal).budget_fraction(0.4)`.
 struct CheckpointOptions {
   /* implicit */ CheckpointOptions(Checkpointing strategy = Checkpointing::kNone)
       : strategy_(strategy) {}
+  /// The level's settings (`ProblemConfig::checkpointing()`), default planner knobs.
+  /* implicit */ CheckpointOptions(const CheckpointingOptions& settings)
+      : strategy_(settings.strategy()),
+        segments_(settings.segments()),
+        budget_bytes_(settings.budget_bytes()),
+        budget_fraction_(settings.budget_fraction()),
+        max_overhead_(settings.max_overhead()) {}
   TORCH_ARG(Checkpointing, strategy);
   /// kUniform: number of segments (all checkpointed but the last).
   TORCH_ARG(int64_t, segments) = 4;
@@ -200,7 +208,7 @@ struct LazyPlan {
 /// auto lazy = mlo::memory::configure_checkpointing(*model, "inner",
 ///     mlo::memory::CheckpointOptions(mlo::Checkpointing::kMinMemory).max_overhead(0.3));
 /// auto logits = model->forward(batch);  // profiles and plans, then runs the plan
-/// std::cout << lazy->plan->to_string();
+/// spdlog::info("{}", lazy->plan->to_string());
 /// ```
 std::shared_ptr<const LazyPlan> configure_checkpointing(torch::nn::Module& module,
                                                         const std::string& owner,
