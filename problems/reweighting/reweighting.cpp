@@ -12,8 +12,15 @@ namespace {
 
 namespace F = torch::nn::functional;
 
+// Losses and weights are computed in at least float32: low-precision logits (bf16/fp16 under
+// autocast) are widened, float64 models stay in float64.
+at::Tensor widened(const at::Tensor& t) {
+  const auto type = t.scalar_type();
+  return type == at::kBFloat16 || type == at::kHalf ? t.to(at::kFloat) : t;
+}
+
 at::Tensor per_sample_cross_entropy(const at::Tensor& logits, const at::Tensor& target) {
-  return F::cross_entropy(logits.to(at::kFloat), target,
+  return F::cross_entropy(widened(logits), target,
                           F::CrossEntropyFuncOptions().reduction(torch::kNone));
 }
 
@@ -51,7 +58,7 @@ at::Tensor Reweighter::training_step(const Batch& batch) {
 }
 
 at::Tensor Reweighter::weights(const at::Tensor& losses) {
-  return module_as<nn::MWNImpl>()->forward(losses.to(at::kFloat).unsqueeze(1)).squeeze(1);
+  return module_as<nn::MWNImpl>()->forward(widened(losses).unsqueeze(1)).squeeze(1);
 }
 
 }  // namespace reweighting

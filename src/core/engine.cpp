@@ -148,8 +148,10 @@ void Engine::initialize() {
     meter_ = std::make_unique<memory::MemoryMeter>(params.empty() ? c10::Device(c10::kCPU)
                                                                   : params.front().device());
   }
+  std::vector<Problem*> all;
+  for (const auto& problem : problems_) all.push_back(problem.get());
   for (const auto& problem : problems_) {
-    problem->resolve(meter_.get());
+    problem->resolve(meter_.get(), all);
     // Planned lazily, on the model's first forward (it needs a real batch to profile).
     auto plan = memory::configure_checkpointing(problem->module(), problem->name(),
                                                 problem->config().checkpointing());

@@ -1,4 +1,7 @@
 #include <mlo/core/problem.h>
+
+#include "buffer_snapshot.h"
+
 #include <mlo/hypergrad/hypergradient.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/precision.h>
@@ -8,6 +11,7 @@
 #include <torch/serialize/archive.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 namespace mlo {
@@ -80,12 +84,22 @@ std::vector<at::Tensor> Problem::parameters() const {
 }
 
 at::Tensor Problem::current_loss() {
+  const size_t n = window_.empty() ? 1 : window_.size();
+  at::Tensor total = current_loss(0);
+  for (size_t i = 1; i < n; ++i) total = total + current_loss(i);
+  return total;
+}
+
+at::Tensor Problem::current_loss(size_t micro) {
+  const size_t n = window_.empty() ? 1 : window_.size();
+  MLO_CHECK(micro < n, "problem '", name_, "': current_loss(", micro, ") but the accumulation ",
+            "window holds ", n, " batch(es)");
   // Re-evaluations (inside hypergradients, at perturbed weights) must not overwrite the metrics
   // the step itself recorded.
   const Metrics recorded = metrics_;
-  at::Tensor value = loss(current_batch_);
+  at::Tensor value = loss(window_.empty() ? current_batch_ : window_[micro]);
   metrics_ = recorded;
-  return value;
+  return n == 1 ? value : value / static_cast<double>(n);
 }
 
 at::Tensor Problem::loss(const Batch& batch) {
@@ -93,9 +107,15 @@ at::Tensor Problem::loss(const Batch& batch) {
   return training_step(batch);
 }
 
-void Problem::resolve(memory::MemoryMeter* meter) {
+void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers) {
   meter_ = meter;
   trainable_ = parameters();
+  own_buffers_ = module().buffers();
+  peer_buffers_.clear();
+  for (const Problem* peer : peers) {
+    if (peer == this || !peer->module_) continue;
+    for (const auto& b : peer->module_->buffers()) peer_buffers_.push_back(b);
+  }
   const auto params = module().parameters();
   device_type_ = params.empty() ? c10::kCPU : params.front().device().type();
   std::optional<LossScaling> scaling = config_.loss_scaling();
@@ -120,7 +140,13 @@ void Problem::descend(const Batch* batch) {
     } else {
       current_batch_ = stream_ ? stream_->next() : Batch();
     }
+    // A new accumulation window starts after every optimizer step.
+    if (window_.size() >= static_cast<size_t>(config_.gradient_accumulation())) window_.clear();
+    window_.push_back(current_batch_);
   }
+  // Only this problem's own training step may write buffers (running statistics): whatever this
+  // step's passes write into other problems' buffers is undone when it ends.
+  detail::BufferSnapshot peers(peer_buffers_);
   metrics_.clear();
   at::Tensor value;
   {
@@ -140,7 +166,13 @@ void Problem::descend(const Batch* batch) {
     scaled = scaled / static_cast<double>(config_.gradient_accumulation());
   }
   if (scaler_) scaled = scaler_->scale(scaled);
-  accumulate(gradients(scaled));
+  {
+    // The forward above was this problem's own training step; the hypergradient passes that
+    // follow re-run lower losses (which may read this problem's module) and must leave this
+    // problem's buffers as the forward left them.
+    detail::BufferSnapshot own(paths_.empty() ? std::vector<at::Tensor>() : own_buffers_);
+    accumulate(gradients(scaled));
+  }
   if (step_count_ % config_.gradient_accumulation() == 0) {
     auto scope = MemoryMeter::scope(meter_, name_, to_string(Phase::kStep));
     optimizer_step();
@@ -181,6 +213,15 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
         static_cast<size_t>(std::find(lowers.begin(), lowers.end(), path[1]) - lowers.begin());
     const auto begin = grads.begin() + static_cast<long>(offsets[index]);
     std::vector<at::Tensor> v(begin, begin + static_cast<long>(path[1]->trainable_.size()));
+    if (!all_finite(v)) {
+      // An overflow of the (scaled) loss: no method can use this vector. The whole accumulation
+      // window is skipped at the optimizer step, where the loss scaler backs off and counts it.
+      MLO_CHECK(scaler_, "problem '", name_, "': the gradient of its loss with respect to the ",
+                "parameters of problem '", path[1]->name(), "' is not finite (loss ", last_loss_,
+                "); lower the learning rate, or enable loss scaling to skip such steps");
+      nonfinite_window_ = true;
+      break;
+    }
     for (size_t i = 1; i + 1 < path.size(); ++i) {
       Problem& curr = *path[i];
       MLO_INTERNAL_ASSERT(curr.hypergradient_, "no hypergradient method for ", curr.name());
@@ -190,6 +231,18 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
     for (size_t i = 0; i < total.size(); ++i) total[i] = total[i] + v[i];
   }
   return total;
+}
+
+bool Problem::all_finite(const std::vector<at::Tensor>& v) const {
+  // NOTE: one reduction and one host sync for the whole list: a sum is finite only if every
+  // entry is (an overflow to inf, or inf - inf = nan, survives the summation).
+  at::Tensor sum;
+  for (const auto& t : v) {
+    if (!t.defined()) continue;
+    const at::Tensor s = t.detach().sum(at::kDouble);
+    sum = sum.defined() ? sum + s : s;
+  }
+  return !sum.defined() || std::isfinite(sum.item<double>());
 }
 
 void Problem::accumulate(const std::vector<at::Tensor>& grads) {
@@ -210,7 +263,8 @@ void Problem::optimizer_step() {
   grads.reserve(params.size());
   for (const auto& p : params) grads.push_back(p.grad());
   if (scaler_) {
-    const bool finite = scaler_->unscale(grads);
+    const bool finite = scaler_->unscale(grads) && !nonfinite_window_;
+    nonfinite_window_ = false;
     scaler_->update(finite);
     if (!finite) {
       // Skipped step: no update, no schedule advance; the scale has backed off.
@@ -274,6 +328,25 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
     scaler_->save(scaler_archive);
     archive.write("loss_scaler", scaler_archive);
   }
+  // The batches a parent re-evaluates this problem's loss on (its latest accumulation window):
+  // after a resume, a parent may step before this problem takes another step.
+  torch::serialize::OutputArchive window_archive;
+  window_archive.write("size", c10::IValue(static_cast<int64_t>(window_.size())));
+  for (size_t i = 0; i < window_.size(); ++i) {
+    const std::string key = std::to_string(i);
+    if (window_[i].data.defined()) window_archive.write("data." + key, window_[i].data);
+    if (window_[i].target.defined()) window_archive.write("target." + key, window_[i].target);
+  }
+  archive.write("window", window_archive);
+  archive.write("nonfinite_window", c10::IValue(nonfinite_window_));
+  // The roll-back snapshot taken at the start of the current unroll.
+  if (cached_state_) {
+    const std::string bytes = cached_state_->str();
+    archive.write("roll_back_state",
+                  at::tensor(at::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                   bytes.size())),
+                  /*is_buffer=*/true);
+  }
 }
 
 void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
@@ -316,6 +389,29 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   if (scaler_) {
     torch::serialize::InputArchive scaler_archive;
     if (archive.try_read("loss_scaler", scaler_archive)) scaler_->load(scaler_archive);
+  }
+  window_.clear();
+  torch::serialize::InputArchive window_archive;
+  if (archive.try_read("window", window_archive)) {
+    window_archive.read("size", value);
+    const int64_t size = value.toInt();
+    for (int64_t i = 0; i < size; ++i) {
+      const std::string key = std::to_string(i);
+      Batch b;
+      window_archive.try_read("data." + key, b.data);
+      window_archive.try_read("target." + key, b.target);
+      window_.push_back(std::move(b));
+    }
+    if (!window_.empty()) current_batch_ = window_.back();
+  }
+  nonfinite_window_ = archive.try_read("nonfinite_window", value) && value.toBool();
+  cached_state_.reset();
+  at::Tensor bytes;
+  if (archive.try_read("roll_back_state", bytes, /*is_buffer=*/true)) {
+    bytes = bytes.contiguous();
+    cached_state_ = std::make_shared<std::stringstream>(
+        std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                    static_cast<size_t>(bytes.numel())));
   }
   apply_schedule();
 }

@@ -69,9 +69,9 @@ std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Proble
   RestoreOnExit restore(w, saved);
 
   set_perturbed(w, saved, v, eps);
-  const detail::TensorList grad_plus = detail::grad_or_zeros(curr.current_loss(), lambda);
+  const detail::TensorList grad_plus = detail::window_grad(curr, lambda);
   set_perturbed(w, saved, v, -eps);
-  detail::TensorList result = detail::grad_or_zeros(curr.current_loss(), lambda);
+  detail::TensorList result = detail::window_grad(curr, lambda);
 
   // (g- - g+) / (2 eps)
   const double inv_two_eps = 1.0 / (2.0 * eps);

@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -126,9 +127,21 @@ inline TensorList grad_or_zeros(const at::Tensor& loss, const TensorList& inputs
   return grads;
 }
 
+/// The gradient of `curr.current_loss()` (the mean loss over its latest accumulation window)
+/// with respect to `inputs`, taken one micro-batch at a time so that only one micro-batch's
+/// graph is alive at once.
+inline TensorList window_grad(Problem& curr, const TensorList& inputs) {
+  const std::size_t n = std::max<std::size_t>(1, curr.current_batches().size());
+  TensorList total = grad_or_zeros(curr.current_loss(0), inputs);
+  for (std::size_t i = 1; i < n; ++i) axpy(1.0, grad_or_zeros(curr.current_loss(i), inputs), total);
+  return total;
+}
+
 /// Second-order access to a lower problem's loss L(w, lambda) at the current point:
 /// g = dL/dw is computed once with a graph, then Hessian-vector products H u = d(g.u)/dw
-/// and the final mixed product d(g.x)/dlambda reuse that graph.
+/// and the final mixed product d(g.x)/dlambda reuse that graph. L is the mean over the lower
+/// problem's latest accumulation window (all its micro-batches), so the graph holds them all:
+/// the same memory as the equivalent large batch.
 class LowerGradient {
  public:
   /// Evaluates `curr.current_loss()` and g = dL/dw over `curr.parameters()`.

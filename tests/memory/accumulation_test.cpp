@@ -146,3 +146,66 @@ TEST_CASE("Accumulation: G=4 lowers the peak activation memory at the same effec
   WARN("peak forward memory: G=1 " << g1 << " B, G=4 " << g4 << " B, ratio " << ratio);
   CHECK(ratio < 0.5);
 }
+
+namespace {
+
+// Lower level whose loss depends on its batch: ridge regression with per-output L2 weights that
+// belong to the upper level.
+struct BatchPenalized : mlo::Problem {
+  using mlo::Problem::Problem;
+  std::shared_ptr<Weights> upper;
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    auto linear = module_as<torch::nn::LinearImpl>();
+    return torch::mse_loss(linear->forward(b.data), b.target) +
+           (upper->lambda().reshape({3, 1}) * linear->weight.pow(2)).sum();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Accumulation: a lower level's hypergradient uses all G micro-batches (large batch)",
+          "[memory][accumulation][hypergrad]") {
+  // G = 4 micro-batches of 8 against one batch of 32, through 3 upper steps (unroll 2), with
+  // each method: the upper level's parameters must match the large-batch run.
+  torch::manual_seed(4);
+  std::vector<mlo::Batch> big, micro;
+  for (int i = 0; i < 6; ++i) {
+    mlo::Batch b(torch::randn({32, 6}, torch::kDouble), torch::randn({32, 3}, torch::kDouble));
+    big.push_back(b);
+    for (auto& m : split(b, 4)) micro.push_back(m);
+  }
+  const mlo::Batch valid(torch::randn({16, 6}, torch::kDouble),
+                         torch::randn({16, 3}, torch::kDouble));
+  const std::vector<std::pair<const char*, mlo::ProblemConfig>> methods = {
+      {"darts", ProblemConfig().method(mlo::DartsOptions().alpha(0.01))},
+      {"neumann", ProblemConfig().method(mlo::NeumannOptions().iterations(3).alpha(0.1))},
+      {"cg", ProblemConfig().method(mlo::CGOptions().iterations(3).alpha(0.5))}};
+  for (const auto& [name, method] : methods) {
+    INFO("method " << name);
+    auto run = [&](int64_t accumulation) {
+      torch::manual_seed(2);
+      auto lower = std::make_shared<BatchPenalized>(
+          "lower", ProblemConfig(method).unroll_steps(2).gradient_accumulation(accumulation));
+      lower->module(torch::nn::Linear(6, 3))
+          .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.5))
+          .data(accumulation == 1 ? big : micro);
+      lower->module().to(torch::kDouble);
+      auto upper = std::make_shared<Weights>("upper");
+      upper->module(torch::nn::Linear(torch::nn::LinearOptions(3, 1).bias(false)))
+          .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.5))
+          .data(std::vector<mlo::Batch>{valid});
+      upper->module().to(torch::kDouble);
+      lower->upper = upper;
+      upper->lower = lower;
+      mlo::Engine engine(mlo::EngineConfig().train_iters(6 * accumulation));
+      engine.add(upper).add(lower).link(upper, lower);
+      engine.run();
+      REQUIRE(upper->optimizer_steps() == 3);
+      REQUIRE(lower->optimizer_steps() == 6);
+      std::vector<torch::Tensor> out = upper->parameters();
+      for (const auto& t : lower->parameters()) out.push_back(t);
+      return out;
+    };
+    require_same(run(1), run(4), 1e-5);
+  }
+}

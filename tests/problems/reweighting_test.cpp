@@ -114,3 +114,118 @@ TEST_CASE("Reweighting: one meta step moves the reweighter along its DARTS hyper
   CHECK((after[0] - before[0]).abs().sum().item<double>() > 0);
   CHECK(p.reweighter->metrics().count("acc") == 1);
 }
+
+namespace {
+
+// The reweighting pair in float64, so finite differences can be compared tightly.
+Pair make_double_pair(const mlo::Batch& train, const mlo::Batch& meta,
+                      const mlo::ProblemConfig& classifier_config) {
+  torch::manual_seed(5);
+  mlo::nn::Chain chain;
+  chain->push_back("fc1", torch::nn::Linear(6, 16))
+      .push_back("act", torch::nn::Functional(torch::tanh))
+      .push_back("head", torch::nn::Linear(16, 3));
+  chain->to(torch::kDouble);
+  mlo::nn::MWN mwn(8);
+  mwn->to(torch::kDouble);
+  Pair p;
+  p.classifier = std::make_shared<rw::Classifier>("classifier", classifier_config);
+  p.classifier->module(chain)
+      .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
+      .data(std::vector<mlo::Batch>{train});
+  p.classifier->normalize_weights = false;
+  p.reweighter = std::make_shared<rw::Reweighter>("reweighter");
+  p.reweighter->module(mwn)
+      .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
+      .data(std::vector<mlo::Batch>{meta});
+  p.classifier->reweighter = p.reweighter;
+  p.reweighter->classifier = p.classifier;
+  return p;
+}
+
+// -d/dphi ( dL/dw . v ) for L(w, phi) = mean(MWN_phi(m(w)) * l(w)), computed directly by double
+// backward, where m(w) is the MWN's input: l(w) itself when `frozen_input` is false, or the
+// constant l(w0) at the current weights when it is true.
+std::vector<torch::Tensor> mixed_product(Pair& p, const mlo::Batch& train,
+                                         const std::vector<torch::Tensor>& v, bool frozen_input) {
+  const auto w = p.classifier->parameters();
+  const auto phi = p.reweighter->parameters();
+  const auto logits = p.classifier->module_as<mlo::nn::ChainImpl>()->forward(train.data);
+  const auto losses = torch::cross_entropy_loss(logits, train.target, {}, at::Reduction::None);
+  const auto input = frozen_input ? losses.detach().clone() : losses;
+  const auto weights =
+      p.reweighter->module_as<mlo::nn::MWNImpl>()->forward(input.unsqueeze(1)).squeeze(1);
+  const auto loss = (weights * losses).mean();
+  const auto g = torch::autograd::grad({loss}, w, {}, /*retain_graph=*/true,
+                                       /*create_graph=*/true);
+  torch::Tensor gv = torch::zeros({}, torch::kDouble);
+  for (size_t i = 0; i < g.size(); ++i) gv = gv + (g[i] * v[i]).sum();
+  auto out = torch::autograd::grad({gv}, phi, {}, /*retain_graph=*/false,
+                                   /*create_graph=*/false, /*allow_unused=*/true);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = out[i].defined() ? -out[i] : torch::zeros_like(phi[i]);
+  }
+  return out;
+}
+
+void require_close(const std::vector<torch::Tensor>& got, const std::vector<torch::Tensor>& want,
+                   double rel) {
+  REQUIRE(got.size() == want.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]).pow(2).sum().item<double>();
+    den += want[i].pow(2).sum().item<double>();
+  }
+  const double error = std::sqrt(num / den);
+  INFO("relative error " << error << " (|oracle| = " << std::sqrt(den) << ")");
+  CHECK(den > 0);
+  CHECK(error < rel);
+}
+
+}  // namespace
+
+// Runs one engine step with zero learning rates, so that the classifier's latest batch is `train`
+// and nothing moved, then applies the classifier's hypergradient method to `v`.
+std::vector<torch::Tensor> apply_after_one_step(Pair& p, const std::vector<torch::Tensor>& v) {
+  for (auto* problem : {static_cast<mlo::Problem*>(p.classifier.get()),
+                        static_cast<mlo::Problem*>(p.reweighter.get())}) {
+    for (auto& group : problem->optimizer().param_groups()) group.options().set_lr(0.0);
+  }
+  mlo::Engine engine(mlo::EngineConfig().train_iters(1));
+  engine.add(p.reweighter).add(p.classifier).link(p.reweighter, p.classifier);
+  engine.run();
+  auto method = mlo::hypergrad::create(p.classifier->config());
+  return method->apply(v, *p.classifier, *p.reweighter);
+}
+
+TEST_CASE("Reweighting: DARTS equals the exact mixed product of the weighted loss",
+          "[problems][reweighting][hypergrad]") {
+  // DARTS re-evaluates the whole classifier loss at w +- eps v, the MWN's input (the per-sample
+  // losses) included; its central difference must match -d/dphi (dL/dw . v) to O(eps^2).
+  torch::manual_seed(6);
+  const mlo::Batch train(torch::randn({12, 6}, torch::kDouble), torch::randint(3, {12}));
+  const mlo::Batch meta(torch::randn({9, 6}, torch::kDouble), torch::randint(3, {9}));
+  auto p = make_double_pair(train, meta,
+                            mlo::ProblemConfig().method(mlo::DartsOptions().alpha(1e-4)));
+  std::vector<torch::Tensor> v;
+  for (const auto& t : p.classifier->parameters()) v.push_back(torch::randn_like(t));
+  const auto got = apply_after_one_step(p, v);
+  require_close(got, mixed_product(p, train, v, /*frozen_input=*/false), 1e-6);
+}
+
+TEST_CASE("Reweighting: the implicit methods differentiate the update with the weights' input "
+          "frozen",
+          "[problems][reweighting][hypergrad]") {
+  // The classifier's update treats the per-sample weights as constants (the MWN reads detached
+  // losses), so Neumann with no extra term (H^-1 ~ alpha I, alpha 1) returns exactly
+  // -d/dphi (g . v) with g the gradient at frozen weight inputs, as in Meta-Weight-Net.
+  torch::manual_seed(7);
+  const mlo::Batch train(torch::randn({12, 6}, torch::kDouble), torch::randint(3, {12}));
+  const mlo::Batch meta(torch::randn({9, 6}, torch::kDouble), torch::randint(3, {9}));
+  auto p = make_double_pair(
+      train, meta, mlo::ProblemConfig().method(mlo::NeumannOptions().iterations(0).alpha(1.0)));
+  std::vector<torch::Tensor> v;
+  for (const auto& t : p.classifier->parameters()) v.push_back(torch::randn_like(t));
+  const auto got = apply_after_one_step(p, v);
+  require_close(got, mixed_product(p, train, v, /*frozen_input=*/true), 1e-10);
+}

@@ -17,6 +17,12 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Thrown when an invariant of mlo itself fails: a bug in mlo, not in user code.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
 }  // namespace mlo
 
 /// Throws `mlo::Error` with the concatenated message when `cond` is false.
@@ -28,5 +34,15 @@ class Error : public std::runtime_error {
     }                                              \
   } while (false)
 
-/// Checks an invariant of mlo itself; failing it is a bug in mlo, not in user code.
-#define MLO_INTERNAL_ASSERT(cond, ...) TORCH_INTERNAL_ASSERT(cond, __VA_ARGS__)
+/// Checks an invariant of mlo itself; failing it is a bug in mlo, not in user code. Throws
+/// `mlo::InternalError` naming the condition, the place and the message, and asking for a report
+/// to mlo (LibTorch's own internal assert would ask users to report a bug to PyTorch).
+#define MLO_INTERNAL_ASSERT(cond, ...)                                                          \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      throw ::mlo::InternalError(::c10::str(                                                    \
+          "mlo internal error: '", #cond, "' failed at ", __FILE__, ":", __LINE__, ": ",        \
+          ::c10::str(__VA_ARGS__),                                                              \
+          ". This is a bug in mlo; please report it with the config or code that triggered it")); \
+    }                                                                                           \
+  } while (false)

@@ -119,13 +119,22 @@ class Problem {
   bool has_optimizer() const { return optimizer_ != nullptr; }
   torch::optim::Optimizer& optimizer() const;
   /// The module's parameters that require gradients, in registration order. (The engine lists
-  /// them once at initialization; change `requires_grad` before `Engine::initialize`.) (The engine
-  /// lists them once at initialization; change `requires_grad` before `Engine::initialize`.)
+  /// them once at initialization; change `requires_grad` before `Engine::initialize`.)
   std::vector<at::Tensor> parameters() const;
-  /// The batch of the latest step (hypergradients re-evaluate the loss on it).
+  /// The batch of the latest step.
   const Batch& current_batch() const { return current_batch_; }
-  /// `training_step(current_batch())` under the level's precision (what hypergradients use).
+  /// The micro-batches of the latest accumulation window (the `gradient_accumulation` batches
+  /// that the latest optimizer step averaged; one batch without accumulation). Hypergradients
+  /// re-evaluate the loss on all of them, so that G micro-batches act as one large batch.
+  const std::vector<Batch>& current_batches() const { return window_; }
+  /// The loss over the latest accumulation window, under the level's precision: the mean of
+  /// `training_step(b)` over `current_batches()` (what hypergradients differentiate).
+  /// NOTE: the autograd graph covers every micro-batch of the window at once; methods that can
+  /// take one micro-batch at a time use `current_loss(i)`.
   at::Tensor current_loss();
+  /// The share of micro-batch `micro` in `current_loss()`: `training_step(b_micro) / n` for a
+  /// window of n batches. Summing the gradients of all shares gives the gradient of the mean.
+  at::Tensor current_loss(size_t micro);
   /// `training_step(batch)` under the level's precision (autocast for bf16/fp16).
   at::Tensor loss(const Batch& batch);
   /// The level's loss scaler, or null when loss scaling is off.
@@ -155,8 +164,9 @@ class Problem {
  private:
   friend class Engine;
 
-  // Resolves per-level settings once, at engine initialization (device, loss scaler, meter).
-  void resolve(memory::MemoryMeter* meter);
+  // Resolves per-level settings once, at engine initialization (device, loss scaler, meter), and
+  // lists the buffers that only this problem's own step may change (its own, its `peers`').
+  void resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers);
   // One local step (a micro-step under gradient accumulation): fetch a batch, compute the loss,
   // direct and implicit gradients (accumulated), and step the optimizer on an accumulation
   // boundary. `batch` re-uses a given batch (roll-back).
@@ -168,6 +178,9 @@ class Problem {
   void apply_schedule();
   void cache_state();
   void restore_state();
+  // The gradient of this problem's own parameters is not finite because an incoming vector of a
+  // hypergradient path was not (an overflow under loss scaling): the step must be skipped.
+  bool all_finite(const std::vector<at::Tensor>& v) const;
 
   std::string name_;
   ProblemConfig config_;
@@ -177,6 +190,7 @@ class Problem {
   std::vector<double> base_lrs_;
   std::shared_ptr<BatchStream> stream_;
   Batch current_batch_;
+  std::vector<Batch> window_;  // the micro-batches of the current accumulation window
 
   int64_t step_count_ = 0;
   int64_t optimizer_steps_ = 0;
@@ -192,7 +206,15 @@ class Problem {
   std::unique_ptr<hypergrad::Hypergradient> hypergradient_;  // used when this is a lower level
   int64_t log_step_ = 0;
   bool inner_loop_start_ = true;
-  std::shared_ptr<std::stringstream> cached_state_;
+  std::shared_ptr<std::stringstream> cached_state_;  // roll-back snapshot (saved with the state)
+  // Set when a hypergradient path met a non-finite incoming vector during the current
+  // accumulation window; the optimizer step then skips and the loss scaler backs off.
+  bool nonfinite_window_ = false;
+  // Buffers (batch-norm running statistics, ...) that only their own problem's training step may
+  // change: this problem's, and those of every other problem in the engine. Listed at engine
+  // initialization; see descend().
+  std::vector<at::Tensor> own_buffers_;
+  std::vector<at::Tensor> peer_buffers_;
   c10::DeviceType device_type_ = c10::kCPU;  // where the module lives (for autocast)
   std::unique_ptr<memory::LossScaler> scaler_;
   memory::MemoryMeter* meter_ = nullptr;  // owned by the engine when it tracks memory
