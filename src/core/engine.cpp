@@ -1,5 +1,8 @@
 #include <mlo/core/engine.h>
-#include <mlo/hypergrad/hypergradient.h>
+
+#include "schedule.h"
+
+#include <mlo/hypergrad/path.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>
@@ -13,12 +16,6 @@
 
 namespace mlo {
 namespace {
-
-std::string describe(const std::vector<Problem*>& path) {
-  std::string out;
-  for (size_t i = 0; i < path.size(); ++i) out += (i ? " -> " : "") + path[i]->name();
-  return out;
-}
 
 std::string format_metrics(const Metrics& metrics) {
   std::ostringstream out;
@@ -158,77 +155,57 @@ void Engine::initialize() {
     if (plan) checkpoint_plans_[problem.get()] = std::move(plan);
   }
 
-  for (const auto& problem : problems_) {
-    Problem& p = *problem;
-    p.parents_ = graph_.parents(&p);
-    p.children_ = graph_.children(&p);
-    p.ready_.assign(p.children_.size(), false);
-    p.paths_ = graph_.paths(&p);
-    p.log_step_ = p.config().log_step() > 0 ? p.config().log_step() : config_.log_step();
-    p.inner_loop_start_ = true;
-  }
-  // A problem needs a hypergradient method when it is an intermediate node of some path.
-  for (const auto& problem : problems_) {
-    for (const auto& path : problem->paths_) {
-      for (size_t i = 1; i + 1 < path.size(); ++i) {
-        if (!path[i]->hypergradient_)
-          path[i]->hypergradient_ = hypergrad::create(path[i]->config());
-      }
-    }
-  }
-  leaves_ = graph_.leaves();
-  MLO_CHECK(!leaves_.empty(), "engine: no leaf problem (every problem has a problem below it)");
-
-  for (const auto& problem : problems_) {
+  schedule_ = std::make_unique<detail::Schedule>(graph_, config_.log_step());
+  MLO_CHECK(!schedule_->leaves().empty(),
+            "engine: no leaf problem (every problem has a problem below it)");
+  for (const auto& node : schedule_->nodes()) {
     std::string paths;
-    for (const auto& path : problem->paths_) paths += " [" + describe(path) + "]";
-    spdlog::debug("mlo: problem '{}': {} parent(s), {} child(ren), paths:{}", problem->name(),
-                  problem->parents_.size(), problem->children_.size(),
+    for (const auto& path : node->paths) paths += " [" + path.describe() + "]";
+    spdlog::debug("mlo: problem '{}': {} parent(s), {} child(ren), paths:{}",
+                  node->problem->name(), node->parents.size(), node->children.size(),
                   paths.empty() ? " none" : paths);
   }
   initialized_ = true;
 }
 
-void Engine::step_problem(Problem& p) {
-  if (!std::all_of(p.ready_.begin(), p.ready_.end(), [](bool ready) { return ready; })) return;
+void Engine::step_problem(detail::ScheduleNode& node) {
+  if (!std::all_of(node.ready.begin(), node.ready.end(), [](bool ready) { return ready; })) return;
+  Problem& p = *node.problem;
   const ProblemConfig& c = p.config();
-  if (p.inner_loop_start_) {
-    p.on_inner_loop_start();
-    p.inner_loop_start_ = false;
-    if (c.roll_back()) p.cache_state();
-  }
-  if (p.training_) ++p.step_count_;
-  p.descend();
-  if (p.log_step_ > 0 && p.step_count_ % p.log_step_ == 0) log_problem(p);
+  StepContext context;
+  context.paths = &node.paths;
+  context.unroll_start = node.unroll_start;
+  node.unroll_start = false;
+  p.step(context);
+  if (node.log_step > 0 && p.step_count() % node.log_step == 0) log_problem(p);
 
-  const int64_t period = c.unroll_steps() * c.gradient_accumulation();
-  if (p.training_ && p.step_count_ % period == 0 && p.step_count_ > c.warmup_steps()) {
-    for (Problem* parent : p.parents_) {
-      const auto it = std::find(parent->children_.begin(), parent->children_.end(), &p);
-      parent->ready_[static_cast<size_t>(it - parent->children_.begin())] = true;
+  if (p.is_training() && p.step_count() % node.period == 0 && p.step_count() > c.warmup_steps()) {
+    for (detail::ScheduleNode* parent : node.parents) {
+      const auto it = std::find(parent->children.begin(), parent->children.end(), &node);
+      parent->ready[static_cast<size_t>(it - parent->children.begin())] = true;
       step_problem(*parent);
     }
-    p.inner_loop_start_ = true;
+    node.unroll_start = true;
     if (c.roll_back()) {
-      // Rewind to the state before this unroll and redo one step with the updated parents.
-      const Batch batch = p.current_batch();
-      p.restore_state();
-      p.descend(&batch);
+      StepContext redo;
+      redo.paths = &node.paths;
+      redo.redo = true;
+      p.step(redo);
     }
   }
-  p.ready_.assign(p.ready_.size(), false);
+  node.ready.assign(node.ready.size(), false);
 }
 
 void Engine::step() {
   if (!initialized_) initialize();
   ++global_step_;
   if (!meter_) {
-    for (Problem* leaf : leaves_) step_problem(*leaf);
+    for (detail::ScheduleNode* leaf : schedule_->leaves()) step_problem(*leaf);
     return;
   }
   memory::MemoryMeter::Active metering(*meter_);
   auto scope = meter_->scope("engine", "iteration");
-  for (Problem* leaf : leaves_) step_problem(*leaf);
+  for (detail::ScheduleNode* leaf : schedule_->leaves()) step_problem(*leaf);
   last_step_peak_ = scope.close();
 }
 
@@ -273,6 +250,11 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
     problem->state_dict(sub);
     archive.write("problem." + problem->name(), sub);
   }
+  if (schedule_) {
+    torch::serialize::OutputArchive sub;
+    schedule_->save(sub);
+    archive.write("schedule", sub);
+  }
 }
 
 void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
@@ -294,6 +276,10 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
               "problem '", problem->name(), "' (saved from a different experiment?)");
     problem->load_state_dict(sub);
   }
+  torch::serialize::InputArchive schedule;
+  MLO_CHECK(archive.try_read("schedule", schedule),
+            "engine state: no schedule (saved by an older version of mlo?)");
+  schedule_->load(schedule);
 }
 
 void Engine::validate_and_maybe_stop() {

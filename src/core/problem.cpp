@@ -2,7 +2,7 @@
 
 #include "buffer_snapshot.h"
 
-#include <mlo/hypergrad/hypergradient.h>
+#include <mlo/hypergrad/path.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/precision.h>
 
@@ -75,6 +75,7 @@ torch::optim::Optimizer& Problem::optimizer() const {
 }
 
 std::vector<at::Tensor> Problem::parameters() const {
+  if (resolved_) return trainable_;
   std::vector<at::Tensor> out;
   if (!module_) return out;
   for (const auto& p : module_->parameters()) {
@@ -110,6 +111,7 @@ at::Tensor Problem::loss(const Batch& batch) {
 void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers) {
   meter_ = meter;
   trainable_ = parameters();
+  resolved_ = true;
   own_buffers_ = module().buffers();
   peer_buffers_.clear();
   for (const Problem* peer : peers) {
@@ -128,7 +130,24 @@ void Problem::train(bool on) {
   if (module_) module_->train(on);
 }
 
-void Problem::descend(const Batch* batch) {
+void Problem::step(const StepContext& context) {
+  if (context.redo) {
+    // Rewind to the state before this unroll and redo one step on the same batch, now with the
+    // updated parents.
+    const Batch batch = current_batch_;
+    restore_state();
+    descend(context.paths, &batch);
+    return;
+  }
+  if (context.unroll_start) {
+    on_inner_loop_start();
+    if (config_.roll_back()) cache_state();
+  }
+  if (training_) ++step_count_;
+  descend(context.paths);
+}
+
+void Problem::descend(const std::vector<hypergrad::Path>* paths, const Batch* batch) {
   using memory::MemoryMeter;
   using memory::Phase;
   using memory::to_string;
@@ -170,8 +189,10 @@ void Problem::descend(const Batch* batch) {
     // The forward above was this problem's own training step; the hypergradient passes that
     // follow re-run lower losses (which may read this problem's module) and must leave this
     // problem's buffers as the forward left them.
-    detail::BufferSnapshot own(paths_.empty() ? std::vector<at::Tensor>() : own_buffers_);
-    accumulate(gradients(scaled));
+    static const std::vector<hypergrad::Path> kNoPaths;
+    const auto& all = paths ? *paths : kNoPaths;
+    detail::BufferSnapshot own(all.empty() ? std::vector<at::Tensor>() : own_buffers_);
+    accumulate(gradients(scaled, all));
   }
   if (step_count_ % config_.gradient_accumulation() == 0) {
     auto scope = MemoryMeter::scope(meter_, name_, to_string(Phase::kStep));
@@ -180,19 +201,22 @@ void Problem::descend(const Batch* batch) {
   if (meter_) metrics_["mem_peak_mb"] = memory::to_mib(whole.close());
 }
 
-std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
+std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
+                                           const std::vector<hypergrad::Path>& paths) {
   const std::vector<at::Tensor>& own = trainable_;
   // One backward pass gives the direct gradient and v = dL/dw for the first lower problem of
   // every path (several paths may start with the same lower problem).
   std::vector<Problem*> lowers;
-  for (const auto& path : paths_) {
-    if (std::find(lowers.begin(), lowers.end(), path[1]) == lowers.end()) lowers.push_back(path[1]);
+  for (const auto& path : paths) {
+    if (std::find(lowers.begin(), lowers.end(), &path.first()) == lowers.end()) {
+      lowers.push_back(&path.first());
+    }
   }
   std::vector<at::Tensor> inputs = own;
   std::vector<size_t> offsets;
   for (Problem* lower : lowers) {
     offsets.push_back(inputs.size());
-    for (const auto& p : lower->trainable_) inputs.push_back(p);
+    for (const auto& p : lower->parameters()) inputs.push_back(p);
   }
   MLO_CHECK(!inputs.empty(), "problem '", name_, "' has no trainable parameters");
   std::vector<at::Tensor> grads;
@@ -208,25 +232,23 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss) {
   std::vector<at::Tensor> total(grads.begin(), grads.begin() + static_cast<long>(own.size()));
   auto scope =
       memory::MemoryMeter::scope(meter_, name_, memory::to_string(memory::Phase::kHypergradient));
-  for (const auto& path : paths_) {
-    const size_t index =
-        static_cast<size_t>(std::find(lowers.begin(), lowers.end(), path[1]) - lowers.begin());
+  for (const auto& path : paths) {
+    MLO_INTERNAL_ASSERT(&path.last() == this, "path ", path.describe(), " does not return to ",
+                        name_);
+    const size_t index = static_cast<size_t>(
+        std::find(lowers.begin(), lowers.end(), &path.first()) - lowers.begin());
     const auto begin = grads.begin() + static_cast<long>(offsets[index]);
-    std::vector<at::Tensor> v(begin, begin + static_cast<long>(path[1]->trainable_.size()));
+    std::vector<at::Tensor> v(begin, begin + static_cast<long>(path.first().parameters().size()));
     if (!all_finite(v)) {
       // An overflow of the (scaled) loss: no method can use this vector. The whole accumulation
       // window is skipped at the optimizer step, where the loss scaler backs off and counts it.
       MLO_CHECK(scaler_, "problem '", name_, "': the gradient of its loss with respect to the ",
-                "parameters of problem '", path[1]->name(), "' is not finite (loss ", last_loss_,
-                "); lower the learning rate, or enable loss scaling to skip such steps");
+                "parameters of problem '", path.first().name(), "' is not finite (loss ",
+                last_loss_, "); lower the learning rate, or enable loss scaling to skip such steps");
       nonfinite_window_ = true;
       break;
     }
-    for (size_t i = 1; i + 1 < path.size(); ++i) {
-      Problem& curr = *path[i];
-      MLO_INTERNAL_ASSERT(curr.hypergradient_, "no hypergradient method for ", curr.name());
-      v = curr.hypergradient_->apply(v, curr, *path[i + 1]);
-    }
+    v = path.propagate(std::move(v));
     MLO_INTERNAL_ASSERT(v.size() == total.size(), "hypergradient size mismatch for ", name_);
     for (size_t i = 0; i < total.size(); ++i) total[i] = total[i] + v[i];
   }
@@ -309,7 +331,6 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   }
   archive.write("step_count", c10::IValue(step_count_));
   archive.write("optimizer_steps", c10::IValue(optimizer_steps_));
-  archive.write("inner_loop_start", c10::IValue(inner_loop_start_));
   // The latest step's metrics, so logs after a resume read as without the interruption.
   std::string names;
   std::vector<double> values;
@@ -320,9 +341,6 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   archive.write("metric_names", c10::IValue(names));
   archive.write("metric_values", c10::IValue(values));
   archive.write("last_loss", c10::IValue(last_loss_));
-  // Readiness of each child (a parent can be saved between its children's unrolls).
-  std::vector<int64_t> ready(ready_.begin(), ready_.end());
-  archive.write("ready", c10::IValue(ready));
   if (scaler_) {
     torch::serialize::OutputArchive scaler_archive;
     scaler_->save(scaler_archive);
@@ -367,8 +385,6 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   step_count_ = value.toInt();
   archive.read("optimizer_steps", value);
   optimizer_steps_ = value.toInt();
-  archive.read("inner_loop_start", value);
-  inner_loop_start_ = value.toBool();
   if (archive.try_read("metric_names", value)) {
     std::istringstream names(value.toStringRef());
     c10::IValue values;
@@ -381,10 +397,6 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
     }
     archive.read("last_loss", value);
     last_loss_ = value.toDouble();
-  }
-  if (archive.try_read("ready", value)) {
-    const auto ready = value.toIntVector();
-    if (ready.size() == ready_.size()) ready_.assign(ready.begin(), ready.end());
   }
   if (scaler_) {
     torch::serialize::InputArchive scaler_archive;

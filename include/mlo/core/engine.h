@@ -16,6 +16,10 @@
 
 namespace mlo {
 
+namespace detail {
+class Schedule;
+struct ScheduleNode;
+}  // namespace detail
 namespace memory {
 class MemoryMeter;
 struct CheckpointPlan;
@@ -98,7 +102,7 @@ class Engine {
   const std::vector<ProblemPtr>& problems() const { return problems_; }
 
  private:
-  void step_problem(Problem& problem);
+  void step_problem(detail::ScheduleNode& node);
   void check_config(const Problem& problem) const;
   void validate_and_maybe_stop();
   void log_problem(const Problem& problem) const;
@@ -106,7 +110,7 @@ class Engine {
   EngineConfig config_;
   std::vector<ProblemPtr> problems_;
   Graph graph_;
-  std::vector<Problem*> leaves_;
+  std::unique_ptr<detail::Schedule> schedule_;  // who steps when; built at initialization
   std::function<Metrics()> validation_;
   std::function<bool(int64_t)> on_step_;
   bool initialized_ = false;

@@ -23,9 +23,8 @@
 
 namespace mlo {
 
-class Engine;
 namespace hypergrad {
-class Hypergradient;
+class Path;
 }
 namespace memory {
 class LossScaler;
@@ -38,6 +37,20 @@ using Metrics = std::map<std::string, double>;
 /// Learning-rate multiplier as a function of the number of optimizer steps taken (LambdaLR):
 /// the learning rate of each parameter group is `base_lr * schedule(optimizer_steps)`.
 using LrSchedule = std::function<double(int64_t optimizer_steps)>;
+
+/// What the engine tells a problem about one step (`Problem::step`). The engine owns the
+/// schedule: it decides when a problem steps, and hands it the paths its gradient follows.
+struct StepContext {
+  /// The hypergradient paths `[this, P1, ..., L, this]` (engine-owned): the step adds each
+  /// path's result to its direct gradient. Null or empty for a problem with no `u2l` edge.
+  const std::vector<hypergrad::Path>* paths = nullptr;
+  /// The first step of an unroll: `on_inner_loop_start()` runs first, and with `roll_back`
+  /// the state is snapshotted.
+  bool unroll_start = false;
+  /// Roll-back: restore the snapshot taken at the unroll's start and take one step again on the
+  /// latest batch (not counted as a new local step).
+  bool redo = false;
+};
 
 /// One level of a multilevel optimization problem. Subclass it and define `training_step`:
 ///
@@ -156,23 +169,30 @@ class Problem {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // ---- Stepping (called by the Engine). ---------------------------------------------------
+
+  /// Resolves per-level settings once, at engine initialization: device, loss scaler, memory
+  /// meter (null: not metered), the trainable parameters, and the buffers that only this
+  /// problem's own step may change (its own; those of its `peers`, restored after each step).
+  void resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers);
+  /// One local step (a micro-step under gradient accumulation): fetch a batch, compute the loss
+  /// (under the level's precision), its direct gradient plus one hypergradient per path of
+  /// `context`, accumulate, and on an accumulation boundary run the optimizer sequence (unscale,
+  /// skip on inf/nan, grad_callback, clipping, optimizer step or custom_optimizer_step, schedule,
+  /// param_callback). Counts the local step when in training mode.
+  void step(const StepContext& context);
+
   /// Writes module, optimizer, counters (and the schedule position) to `archive`.
   void state_dict(torch::serialize::OutputArchive& archive) const;
   /// Restores what `state_dict` wrote.
   void load_state_dict(torch::serialize::InputArchive& archive);
 
  private:
-  friend class Engine;
-
-  // Resolves per-level settings once, at engine initialization (device, loss scaler, meter), and
-  // lists the buffers that only this problem's own step may change (its own, its `peers`').
-  void resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers);
-  // One local step (a micro-step under gradient accumulation): fetch a batch, compute the loss,
-  // direct and implicit gradients (accumulated), and step the optimizer on an accumulation
-  // boundary. `batch` re-uses a given batch (roll-back).
-  void descend(const Batch* batch = nullptr);
+  // The step without its bookkeeping; `batch` re-uses a given batch (roll-back).
+  void descend(const std::vector<hypergrad::Path>* paths, const Batch* batch = nullptr);
   // Gradients of `loss` for this problem's parameters: direct plus every hypergradient path.
-  std::vector<at::Tensor> gradients(const at::Tensor& loss);
+  std::vector<at::Tensor> gradients(const at::Tensor& loss,
+                                    const std::vector<hypergrad::Path>& paths);
   void accumulate(const std::vector<at::Tensor>& grads);
   void optimizer_step();
   void apply_schedule();
@@ -198,14 +218,8 @@ class Problem {
   Metrics metrics_;
   bool training_ = true;
 
-  // Set by the Engine at initialization.
-  std::vector<Problem*> parents_;   // problems whose loss depends on this one's parameters
-  std::vector<Problem*> children_;  // problems whose parameters enter this one's loss
-  std::vector<bool> ready_;         // per child: has it finished its unroll?
-  std::vector<std::vector<Problem*>> paths_;  // hypergradient paths [this, ..., this]
-  std::unique_ptr<hypergrad::Hypergradient> hypergradient_;  // used when this is a lower level
-  int64_t log_step_ = 0;
-  bool inner_loop_start_ = true;
+  // Set at engine initialization (resolve).
+  bool resolved_ = false;
   std::shared_ptr<std::stringstream> cached_state_;  // roll-back snapshot (saved with the state)
   // Set when a hypergradient path met a non-finite incoming vector during the current
   // accumulation window; the optimizer step then skips and the loss scaler backs off.

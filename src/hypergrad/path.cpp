@@ -1,0 +1,34 @@
+#include <mlo/hypergrad/path.h>
+
+#include <mlo/core/error.h>
+#include <mlo/core/problem.h>
+#include <mlo/hypergrad/hypergradient.h>
+
+#include <utility>
+
+namespace mlo {
+namespace hypergrad {
+
+Path::Path(std::vector<Hop> hops) : hops_(std::move(hops)) {
+  MLO_INTERNAL_ASSERT(!hops_.empty(), "a hypergradient path needs at least one hop");
+  for (size_t i = 0; i < hops_.size(); ++i) {
+    MLO_INTERNAL_ASSERT(hops_[i].curr && hops_[i].prev && hops_[i].method, "hop ", i,
+                        " of a hypergradient path is incomplete");
+    MLO_INTERNAL_ASSERT(i + 1 == hops_.size() || hops_[i].prev == hops_[i + 1].curr, "hop ", i,
+                        " of a hypergradient path does not chain to the next");
+  }
+}
+
+std::vector<at::Tensor> Path::propagate(std::vector<at::Tensor> v) const {
+  for (const Hop& hop : hops_) v = hop.method->apply(v, *hop.curr, *hop.prev);
+  return v;
+}
+
+std::string Path::describe() const {
+  std::string out = last().name();
+  for (const Hop& hop : hops_) out += " -> " + hop.curr->name();
+  return out + " -> " + last().name();
+}
+
+}  // namespace hypergrad
+}  // namespace mlo
