@@ -12,16 +12,6 @@ namespace mlo {
 namespace cli {
 namespace {
 
-Checkpointing strategy_of(const std::string& name) {
-  if (name == "none") return Checkpointing::kNone;
-  if (name == "uniform") return Checkpointing::kUniform;
-  if (name == "sqrt") return Checkpointing::kSqrt;
-  if (name == "optimal") return Checkpointing::kOptimal;
-  MLO_CHECK(name == "min_memory", "unknown checkpointing strategy '", name,
-            "' (none, uniform, sqrt, optimal, min_memory)");
-  return Checkpointing::kMinMemory;
-}
-
 // "40%" -> fraction; "512M", "2G", "123456" -> bytes.
 void apply_budget(const std::string& text, memory::CheckpointOptions& options) {
   MLO_CHECK(!text.empty(), "--budget: empty value");
@@ -60,7 +50,8 @@ std::string plan_command(const run::RunConfig& config, const PlanOptions& option
   // The problem's resolved settings, then what the command line changes.
   memory::CheckpointOptions plan_options(problem->config().checkpointing());
   const bool configured = plan_options.strategy() != Checkpointing::kNone;
-  if (!options.strategy.empty()) plan_options.strategy(strategy_of(options.strategy));
+  if (!options.strategy.empty())
+    plan_options.strategy(from_string<Checkpointing>(options.strategy, "--strategy"));
   if (options.max_overhead >= 0) plan_options.max_overhead(options.max_overhead);
   if (!options.budget.empty()) {
     apply_budget(options.budget, plan_options);

@@ -61,16 +61,21 @@ void write_file(const fs::path& path, const std::string& text) {
   fs::rename(temporary, path);
 }
 
-std::string results_json(const Metrics& test, int64_t steps, bool synthetic) {
+// {"steps": N, "synthetic": b, "test": {...}, "valid": {...}}: the test metrics (the number to
+// report) and the final validation metrics (the number to choose hyperparameters by).
+std::string results_json(const Metrics& test, const Metrics& valid, int64_t steps, bool synthetic) {
   std::ostringstream out;
-  out << "{\"steps\":" << steps << ",\"synthetic\":" << (synthetic ? "true" : "false")
-      << ",\"test\":{";
-  bool first = true;
-  for (const auto& [name, value] : test) {
-    out << (first ? "" : ",") << "\"" << name << "\":" << value;
-    first = false;
+  out << "{\"steps\":" << steps << ",\"synthetic\":" << (synthetic ? "true" : "false");
+  for (const auto* metrics : {&test, &valid}) {
+    out << ",\"" << (metrics == &test ? "test" : "valid") << "\":{";
+    bool first = true;
+    for (const auto& [name, value] : *metrics) {
+      out << (first ? "" : ",") << "\"" << name << "\":" << value;
+      first = false;
+    }
+    out << "}";
   }
-  out << "}}\n";
+  out << "}\n";
   return out.str();
 }
 
@@ -135,12 +140,16 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   io::MetricsWriter metrics(out.string(), options.resume ? start : -1);
   Progress progress(config.engine.train_iters, start, terminal, config.engine.log_step);
 
+  // Validation (and early stopping) sees only the validation set held out of the training data;
+  // the test set is evaluated once, after training.
   engine.validation([&] {
-    Metrics m = experiment.evaluate();
+    Metrics m = experiment.evaluate(run::EvalSet::kValid);
     metrics.write(engine.global_step(), "validation", m);
     char line[160];
-    std::snprintf(line, sizeof(line), "[validation] step %lld: acc %.4f, balanced acc %.4f",
-                  static_cast<long long>(engine.global_step()), m.at("acc"), m.at("balanced_acc"));
+    std::snprintf(line, sizeof(line),
+                  "[validation] step %lld: valid acc %.4f, valid balanced acc %.4f",
+                  static_cast<long long>(engine.global_step()), m.at("valid/acc"),
+                  m.at("valid/balanced_acc"));
     if (terminal) progress.println(line);  // the engine logs the full line too
     return m;
   });
@@ -190,13 +199,18 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     return result;
   }
   io::save_state(state_path.string(), engine);
-  result.test = experiment.evaluate();
+  result.valid = experiment.evaluate(run::EvalSet::kValid);
+  result.test = experiment.evaluate(run::EvalSet::kTest);
   metrics.write(result.steps, "test", result.test);
-  write_file(out / "results.json", results_json(result.test, result.steps, experiment.synthetic()));
+  write_file(out / "results.json",
+             results_json(result.test, result.valid, result.steps, experiment.synthetic()));
   std::cout << (experiment.synthetic() ? "Test accuracy (SYNTHETIC data)\n" : "Test accuracy\n")
             << accuracy_table(experiment, result.test) << "results in " << out.string() << "\n";
-  spdlog::info("test: acc {:.4f}, balanced acc {:.4f}; results in {}", result.test.at("acc"),
-               result.test.at("balanced_acc"), out.string());
+  spdlog::info(
+      "test: acc {:.4f}, balanced acc {:.4f} (final validation: balanced acc {:.4f}); "
+      "results in {}",
+      result.test.at("acc"), result.test.at("balanced_acc"), result.valid.at("valid/balanced_acc"),
+      out.string());
   restore_logging();
   return result;
 }

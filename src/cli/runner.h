@@ -24,6 +24,7 @@ struct RunOptions {
 
 struct RunResult {
   Metrics test;              ///< final test metrics (empty when interrupted)
+  Metrics valid;             ///< final validation metrics, "valid/..." (empty when interrupted)
   int64_t steps = 0;         ///< global steps done
   bool interrupted = false;  ///< stopped by Ctrl-C or `stop_at` (state saved)
   std::string out_dir;

@@ -41,6 +41,11 @@ LongTailSplit long_tail_split(const at::Tensor& labels_in, const LongTailOptions
   MLO_CHECK(meta_size >= 0 && meta_size % c == 0, "long-tail split: meta_size must be a multiple",
             " of num_classes (", c, ") and >= 0, got ", meta_size);
   const int64_t meta_per_class = meta_size / c;
+  const int64_t valid_size = options.valid_size();
+  MLO_CHECK(valid_size >= 0 && valid_size % c == 0, "long-tail split: valid_size must be a ",
+            "multiple of num_classes (", c, ") and >= 0, got ", valid_size);
+  const int64_t valid_per_class = valid_size / c;
+  const int64_t held_out = meta_per_class + valid_per_class;
   const auto labels = labels_in.to(torch::kCPU);
 
   auto gen = at::make_generator<at::CPUGeneratorImpl>(options.seed());
@@ -52,18 +57,19 @@ LongTailSplit long_tail_split(const at::Tensor& labels_in, const LongTailOptions
     for (int64_t k = 0; k < c; ++k) order[static_cast<size_t>(k)] = k;
   }
 
-  std::vector<at::Tensor> meta, rest;
+  std::vector<at::Tensor> meta, valid, rest;
   int64_t n_max = 0;
   for (int64_t k = 0; k < c; ++k) {
     const auto idx = (labels == k).nonzero().select(1, 0);
     const int64_t n = idx.size(0);
-    MLO_CHECK(n >= meta_per_class, "long-tail split: class ", k, " has ", n,
-              " samples, fewer than the ", meta_per_class, " its meta set needs (meta_size ",
-              meta_size, " / ", c, " classes)");
+    MLO_CHECK(n >= held_out, "long-tail split: class ", k, " has ", n, " samples, fewer than the ",
+              held_out, " its meta set (", meta_per_class, " = meta_size / ", c,
+              ") and validation set (", valid_per_class, " = valid_size / ", c, ") need");
     const auto shuffled = idx.index_select(0, torch::randperm(n, gen, torch::kLong));
     meta.push_back(shuffled.narrow(0, 0, meta_per_class));
-    rest.push_back(shuffled.narrow(0, meta_per_class, n - meta_per_class));
-    n_max = std::max(n_max, n - meta_per_class);
+    valid.push_back(shuffled.narrow(0, meta_per_class, valid_per_class));
+    rest.push_back(shuffled.narrow(0, held_out, n - held_out));
+    n_max = std::max(n_max, n - held_out);
   }
 
   LongTailSplit split;
@@ -81,6 +87,7 @@ LongTailSplit long_tail_split(const at::Tensor& labels_in, const LongTailOptions
     train.push_back(rest[static_cast<size_t>(k)].narrow(0, 0, split.train_counts[k]));
   }
   split.meta_indices = torch::cat(meta);
+  split.valid_indices = torch::cat(valid);
   split.train_indices = torch::cat(train);
   return split;
 }

@@ -4,6 +4,7 @@
 // `v.section(key, fn)` for every nested mapping and `v.map(key, member, fn)` for mappings keyed by
 // user names. Checks return an empty string when the value is fine, else what is wrong.
 
+#include <mlo/core/config.h>
 #include <mlo/run/config.h>
 
 #include <algorithm>
@@ -69,13 +70,13 @@ inline Check<std::string> one_of(std::vector<std::string> choices) {
 
 template <typename V>
 void visit(V& v, run::ModelConfig& c) {
-  v("name", c.name, one_of({"cnn", "resnet32", "resnet50", "mwn"}));
+  v("name", c.name, one_of(run::model_names()));
   v("hidden", c.hidden, at_least<int64_t>(1));
 }
 
 template <typename V>
 void visit(V& v, run::OptimizerConfig& c) {
-  v("name", c.name, one_of({"sgd", "adam", "adamw"}));
+  v("name", c.name, one_of(run::optimizer_names()));
   v("lr", c.lr, positive());
   v("momentum", c.momentum, in_range(0, 1));
   v("weight_decay", c.weight_decay, non_negative());
@@ -87,7 +88,7 @@ void visit(V& v, run::OptimizerConfig& c) {
 
 template <typename V>
 void visit(V& v, run::SchedulerConfig& c) {
-  v("name", c.name, one_of({"none", "multistep", "cosine"}));
+  v("name", c.name, one_of(run::scheduler_names()));
   v("milestones", c.milestones);
   v("gamma", c.gamma, positive());
   v("t_max", c.t_max, at_least<int64_t>(0));
@@ -104,16 +105,15 @@ void visit(V& v, run::ProblemSettings& c) {
   v("roll_back", c.roll_back);
   v("gradient_clipping", c.gradient_clipping, non_negative());
   v("gradient_accumulation", c.gradient_accumulation, at_least<int64_t>(1));
-  v("precision", c.precision, one_of({"fp32", "bf16", "fp16"}));
+  v("precision", c.precision, one_of(enum_names<Precision>()));
   v.section("checkpointing", [&](V& s) {
-    s("strategy", c.checkpointing.strategy,
-      one_of({"none", "uniform", "sqrt", "optimal", "min_memory"}));
+    s("strategy", c.checkpointing.strategy, one_of(enum_names<Checkpointing>()));
     s("segments", c.checkpointing.segments, at_least<int64_t>(1));
     s("budget_bytes", c.checkpointing.budget_bytes, at_least<int64_t>(0));
     s("budget_fraction", c.checkpointing.budget_fraction, in_range(1e-6, 1));
     s("max_overhead", c.checkpointing.max_overhead, non_negative());
   });
-  v("method", c.method, one_of({"darts", "neumann", "cg"}));
+  v("method", c.method, one_of(enum_names<Method>()));
   v.section("darts", [&](V& s) { s("alpha", c.darts_alpha, positive()); });
   v.section("neumann", [&](V& s) {
     s("iterations", c.neumann_iterations, at_least<int64_t>(0));
@@ -128,12 +128,14 @@ void visit(V& v, run::ProblemSettings& c) {
 
 template <typename V>
 void visit(V& v, run::DataConfig& c) {
-  v("dataset", c.dataset, one_of({"fashion_mnist", "cifar10", "synthetic"}));
+  v("dataset", c.dataset, one_of(run::dataset_names()));
   v("root", c.root);
   v("imbalance", c.imbalance, [](const double& x) {
     return x >= 1 ? std::string() : "must be >= 1 (1 = balanced), got " + std::to_string(x);
   });
   v("meta_size", c.meta_size, at_least<int64_t>(1));
+  v("valid_size", c.valid_size, at_least<int64_t>(0));
+  v("shuffle_classes", c.shuffle_classes);
   v("batch_size", c.batch_size, at_least<int64_t>(1));
   v("meta_batch_size", c.meta_batch_size, at_least<int64_t>(1));
   v("test_batch_size", c.test_batch_size, at_least<int64_t>(1));
@@ -153,7 +155,7 @@ void visit(V& v, run::EngineSettings& c) {
   v.section("early_stopping", [&](V& s) {
     s("enabled", c.early_stopping.enabled);
     s("metric", c.early_stopping.metric);
-    s("mode", c.early_stopping.mode, one_of({"min", "max"}));
+    s("mode", c.early_stopping.mode, one_of(enum_names<Mode>()));
     s("tolerance", c.early_stopping.tolerance, at_least<int64_t>(1));
     s("min_delta", c.early_stopping.min_delta, non_negative());
   });

@@ -1,5 +1,6 @@
 #include <mlo/core/error.h>
 #include <mlo/io/yaml.h>
+#include <mlo/run/config.h>
 
 #include "schema.h"
 
@@ -273,11 +274,53 @@ void check_experiment(const run::RunConfig& c, const Context& ctx) {
       }
     }
     const int64_t classes = 10;
-    if (c.data.meta_size % classes != 0) {
-      fail(where("data.meta_size"), "data.meta_size",
-           "must be a multiple of the number of classes (" + std::to_string(classes) + "), got " +
-               std::to_string(c.data.meta_size));
+    for (const auto& [key, size] :
+         {std::pair<std::string, int64_t>{"data.meta_size", c.data.meta_size},
+          std::pair<std::string, int64_t>{"data.valid_size", c.data.valid_size}}) {
+      if (size % classes != 0) {
+        fail(where(key), key,
+             "must be a multiple of the number of classes (" + std::to_string(classes) + "), got " +
+                 std::to_string(size));
+      }
     }
+    if (c.engine.valid_step > 0 && c.data.valid_size == 0) {
+      fail(where("data.valid_size"), "data.valid_size",
+           "is 0 (no validation set) while engine.valid_step is " +
+               std::to_string(c.engine.valid_step) +
+               ": validation would have nothing to evaluate; set engine.valid_step: 0 or a "
+               "validation set size > 0");
+    }
+    // Validation metrics are "valid/<name>" (run::Experiment::evaluate).
+    const std::string& metric = c.engine.early_stopping.metric;
+    const std::string bare = metric.rfind("valid/", 0) == 0 ? metric.substr(6) : metric;
+    if (metric.rfind("valid/", 0) != 0 || !(bare == "acc" || bare == "balanced_acc" ||
+                                            bare == "loss" || bare.rfind("acc/", 0) == 0)) {
+      fail(where("engine.early_stopping.metric"), "engine.early_stopping.metric",
+           "must be a validation metric: valid/acc, valid/balanced_acc, valid/loss or "
+           "valid/acc/<class>; got '" +
+               metric + "'");
+    }
+  }
+  // A setting that acts only on a lower problem, on a problem with nothing above it, would be
+  // accepted and silently ignored: refuse it, naming where it was set.
+  const run::DependencyConfig graph = run::resolved_dependencies(c);
+  for (const auto& [name, p] : c.problems) {
+    const std::string key = run::lower_only_setting(p);
+    if (key.empty() || !run::parents_of(graph, name).empty()) continue;
+    const std::string path = "problems." + name + "." + key;
+    // "neumann.iterations" is recorded under its own path; fall back to its section, the problem.
+    std::string at = where(path);
+    if (at == ctx.source) at = where("problems." + name + "." + key.substr(0, key.find('.')));
+    if (at == ctx.source) at = where("problems." + name);
+    std::string why;
+    if (c.experiment == "reweighting" && c.dependencies.u2l.empty() && c.dependencies.l2u.empty()) {
+      why = name == "classifier" ? " (no reweighter is configured: the baseline)"
+                                 : " (it is the top level)";
+    }
+    fail(at, path,
+         "acts only on a lower problem (one with a problem above it), and '" + name +
+             "' has no problem above it in the dependency graph" + why +
+             ", so it would have no effect; remove it");
   }
   for (const auto* edges : {&c.dependencies.u2l, &c.dependencies.l2u}) {
     const std::string kind = edges == &c.dependencies.u2l ? "u2l" : "l2u";

@@ -14,8 +14,18 @@ namespace mlo {
 namespace run {
 namespace detail {
 
+void check_name(const std::string& name, const std::vector<std::string>& valid,
+                const std::string& what, const std::string& key) {
+  if (std::find(valid.begin(), valid.end(), name) != valid.end()) return;
+  std::string names;
+  for (const auto& v : valid) names += (names.empty() ? "" : ", ") + v;
+  throw Error(key + ": unknown " + what + " '" + name + "'; valid names: " + names);
+}
+
 std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c,
-                                                        torch::nn::Module& module) {
+                                                        torch::nn::Module& module,
+                                                        const std::string& key) {
+  check_name(c.name, optimizer_names(), "optimizer", key + ".optimizer.name");
   std::vector<at::Tensor> params;
   for (const auto& p : module.parameters()) {
     if (p.requires_grad()) params.push_back(p);
@@ -32,14 +42,15 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
                                                             .eps(c.eps)
                                                             .weight_decay(c.weight_decay));
   }
-  MLO_CHECK(c.name == "adamw", "unknown optimizer '", c.name, "'");
+  MLO_INTERNAL_ASSERT(c.name == "adamw", "optimizer '", c.name, "' has no builder");
   return std::make_shared<torch::optim::AdamW>(params, torch::optim::AdamWOptions(c.lr)
                                                            .betas({c.beta1, c.beta2})
                                                            .eps(c.eps)
                                                            .weight_decay(c.weight_decay));
 }
 
-LrSchedule make_schedule(const SchedulerConfig& c, int64_t total_steps) {
+LrSchedule make_schedule(const SchedulerConfig& c, int64_t total_steps, const std::string& key) {
+  check_name(c.name, scheduler_names(), "scheduler", key + ".scheduler.name");
   if (c.name == "multistep") {
     std::vector<int64_t> milestones = c.milestones;
     std::sort(milestones.begin(), milestones.end());
@@ -58,10 +69,11 @@ LrSchedule make_schedule(const SchedulerConfig& c, int64_t total_steps) {
       return floor + (1.0 - floor) * 0.5 * (1.0 + std::cos(M_PI * t));
     };
   }
+  MLO_INTERNAL_ASSERT(c.name == "none", "scheduler '", c.name, "' has no builder");
   return nullptr;
 }
 
-ProblemConfig make_problem_config(const ProblemSettings& s) {
+ProblemConfig make_problem_config(const ProblemSettings& s, const std::string& key) {
   ProblemConfig c;
   c.unroll_steps(s.unroll_steps)
       .warmup_steps(s.warmup_steps)
@@ -69,15 +81,9 @@ ProblemConfig make_problem_config(const ProblemSettings& s) {
       .gradient_clipping(s.gradient_clipping)
       .gradient_accumulation(s.gradient_accumulation)
       .log_step(s.log_step);
-  c.precision(s.precision == "bf16"   ? Precision::kBF16
-              : s.precision == "fp16" ? Precision::kFP16
-                                      : Precision::kFP32);
-  const std::string& k = s.checkpointing.strategy;
-  c.checkpointing(CheckpointingOptions(k == "uniform"      ? Checkpointing::kUniform
-                                       : k == "sqrt"       ? Checkpointing::kSqrt
-                                       : k == "optimal"    ? Checkpointing::kOptimal
-                                       : k == "min_memory" ? Checkpointing::kMinMemory
-                                                           : Checkpointing::kNone)
+  c.precision(from_string<Precision>(s.precision, key + ".precision"));
+  c.checkpointing(CheckpointingOptions(from_string<Checkpointing>(s.checkpointing.strategy,
+                                                                  key + ".checkpointing.strategy"))
                       .segments(s.checkpointing.segments)
                       .budget_bytes(s.checkpointing.budget_bytes)
                       .budget_fraction(s.checkpointing.budget_fraction)
@@ -86,14 +92,14 @@ ProblemConfig make_problem_config(const ProblemSettings& s) {
   c.method(DartsOptions().alpha(s.darts_alpha));
   c.method(NeumannOptions().iterations(s.neumann_iterations).alpha(s.neumann_alpha));
   c.method(CGOptions().iterations(s.cg_iterations).alpha(s.cg_alpha));
-  c.method(s.method == "neumann" ? Method::kNeumann
-           : s.method == "cg"    ? Method::kCG
-                                 : Method::kDarts);
+  c.method(from_string<Method>(s.method, key + ".method"));
   return c;
 }
 
 std::shared_ptr<torch::nn::Module> make_model(const ModelConfig& c, int64_t channels,
-                                              int64_t image_size, int64_t num_classes) {
+                                              int64_t image_size, int64_t num_classes,
+                                              const std::string& key) {
+  check_name(c.name, model_names(), "model", key + ".model.name");
   if (c.name == "mwn") return mlo::nn::MWN(mlo::nn::MWNOptions(c.hidden)).ptr();
   if (c.name == "cnn") {
     return mlo::nn::cnn(mlo::nn::CNNOptions()
@@ -102,6 +108,8 @@ std::shared_ptr<torch::nn::Module> make_model(const ModelConfig& c, int64_t chan
                             .num_classes(num_classes))
         .ptr();
   }
+  MLO_INTERNAL_ASSERT(c.name == "resnet32" || c.name == "resnet50", "model '", c.name,
+                      "' has no builder");
   auto options = c.name == "resnet50" ? mlo::nn::resnet50_options(num_classes)
                                       : mlo::nn::resnet32_options(num_classes);
   return mlo::nn::resnet(options.in_channels(channels)).ptr();

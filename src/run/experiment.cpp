@@ -105,13 +105,18 @@ void Experiment::load_data() {
     dataset_name_ = "synthetic CIFAR-shaped data (not real data)";
     synthetic_ = true;
   }
+  // Meta and validation sets are held out first (balanced), then the rest is made long-tailed.
   const auto split =
       data::long_tail_split(targets, data::LongTailOptions(kClasses, d.imbalance, d.meta_size)
+                                         .valid_size(d.valid_size)
+                                         .shuffle_classes(d.shuffle_classes)
                                          .seed(static_cast<uint64_t>(config_.seed)));
   train_images_ = images.index_select(0, split.train_indices);
   train_targets_ = targets.index_select(0, split.train_indices);
   meta_images_ = images.index_select(0, split.meta_indices);
   meta_targets_ = targets.index_select(0, split.meta_indices);
+  valid_images_ = images.index_select(0, split.valid_indices);
+  valid_targets_ = targets.index_select(0, split.valid_indices);
   train_counts_ = split.train_counts;
 }
 
@@ -122,11 +127,25 @@ void Experiment::build_problems() {
   const int64_t size = train_images_.size(2);
   const ProblemSettings& cs = config_.problems.at("classifier");
 
-  classifier_ = std::make_shared<Classifier>("classifier", detail::make_problem_config(cs));
-  classifier_->module(detail::make_model(cs.model, channels, size, kClasses));
-  classifier_->optimizer(detail::make_optimizer(cs.optimizer, classifier_->module()));
+  // A setting that acts only on a lower problem, set on a problem with no parent, would be
+  // silently ignored: refuse it (the YAML reader says so too, with the file and line).
+  const DependencyConfig graph = resolved_dependencies(config_);
+  for (const auto& [name, settings] : config_.problems) {
+    const std::string key = lower_only_setting(settings);
+    MLO_CHECK(key.empty() || !parents_of(graph, name).empty(), "problems.", name, ".", key,
+              ": acts only on a lower problem, and '", name,
+              "' has no problem above it in the dependency graph; remove it");
+  }
+
+  classifier_ = std::make_shared<Classifier>(
+      "classifier", detail::make_problem_config(cs, "problems.classifier"));
+  classifier_->module(
+      detail::make_model(cs.model, channels, size, kClasses, "problems.classifier"));
+  classifier_->optimizer(
+      detail::make_optimizer(cs.optimizer, classifier_->module(), "problems.classifier"));
   const int64_t classifier_steps = config_.engine.train_iters / cs.gradient_accumulation;
-  if (auto schedule = detail::make_schedule(cs.scheduler, classifier_steps)) {
+  if (auto schedule =
+          detail::make_schedule(cs.scheduler, classifier_steps, "problems.classifier")) {
     classifier_->scheduler(schedule);
   }
   train_stream_ = std::make_shared<data::LoaderStream>(
@@ -143,7 +162,7 @@ void Experiment::build_problems() {
     const auto& e = config_.engine.early_stopping;
     engine_config.early_stopping(EarlyStopping()
                                      .metric(e.metric)
-                                     .mode(e.mode == "min" ? Mode::kMin : Mode::kMax)
+                                     .mode(from_string<Mode>(e.mode, "engine.early_stopping.mode"))
                                      .tolerance(e.tolerance)
                                      .min_delta(e.min_delta));
   }
@@ -153,11 +172,15 @@ void Experiment::build_problems() {
   const auto found = config_.problems.find("reweighter");
   if (found == config_.problems.end()) return;  // the baseline: plain training
   const ProblemSettings& rs = found->second;
-  reweighter_ = std::make_shared<Reweighter>("reweighter", detail::make_problem_config(rs));
-  reweighter_->module(detail::make_model(rs.model, channels, size, kClasses));
-  reweighter_->optimizer(detail::make_optimizer(rs.optimizer, reweighter_->module()));
+  reweighter_ = std::make_shared<Reweighter>(
+      "reweighter", detail::make_problem_config(rs, "problems.reweighter"));
+  reweighter_->module(
+      detail::make_model(rs.model, channels, size, kClasses, "problems.reweighter"));
+  reweighter_->optimizer(
+      detail::make_optimizer(rs.optimizer, reweighter_->module(), "problems.reweighter"));
   const int64_t reweighter_steps = classifier_steps / cs.unroll_steps / rs.gradient_accumulation;
-  if (auto schedule = detail::make_schedule(rs.scheduler, reweighter_steps)) {
+  if (auto schedule =
+          detail::make_schedule(rs.scheduler, reweighter_steps, "problems.reweighter")) {
     reweighter_->scheduler(schedule);
   }
   reweighter_->data(std::make_shared<data::LoaderStream>(
@@ -168,11 +191,7 @@ void Experiment::build_problems() {
   reweighter_->classifier = classifier_;
   engine_->add(reweighter_);
 
-  const DependencyConfig& deps = config_.dependencies;
-  if (deps.u2l.empty() && deps.l2u.empty()) {
-    engine_->link(/*upper=*/reweighter_, /*lower=*/classifier_);
-    return;
-  }
+  const DependencyConfig& deps = graph;
   auto by_name = [&](const std::string& name) -> ProblemPtr {
     if (name == "classifier") return classifier_;
     return reweighter_;
@@ -193,7 +212,14 @@ std::shared_ptr<Problem> Experiment::problem(const std::string& name) const {
 
 Batch Experiment::sample_batch() { return train_stream_->next(); }
 
-Metrics Experiment::evaluate() {
+std::vector<int64_t> Experiment::valid_counts() const {
+  return data::class_counts(valid_targets_, kClasses);
+}
+
+Metrics Experiment::evaluate(EvalSet set) {
+  const at::Tensor& images = set == EvalSet::kValid ? valid_images_ : test_images_;
+  const at::Tensor& targets = set == EvalSet::kValid ? valid_targets_ : test_targets_;
+  const std::string prefix = set == EvalSet::kValid ? "valid/" : "";
   torch::NoGradGuard no_grad;
   const bool was_training = classifier_->is_training();
   classifier_->eval();
@@ -201,11 +227,11 @@ Metrics Experiment::evaluate() {
   at::Generator generator = at::detail::createCPUGenerator(0);
   std::vector<int64_t> correct(kClasses, 0), total(kClasses, 0);
   double loss_sum = 0;
-  const int64_t n = test_images_.size(0);
+  const int64_t n = images.size(0);
   for (int64_t begin = 0; begin < n; begin += config_.data.test_batch_size) {
     const int64_t end = std::min(n, begin + config_.data.test_batch_size);
-    const at::Tensor x = normalize(test_images_.slice(0, begin, end), generator);
-    const at::Tensor y = test_targets_.slice(0, begin, end);
+    const at::Tensor x = normalize(images.slice(0, begin, end), generator);
+    const at::Tensor y = targets.slice(0, begin, end);
     const at::Tensor logits = classifier_->logits(x).to(at::kFloat);
     loss_sum +=
         torch::nn::functional::cross_entropy(
@@ -228,13 +254,13 @@ Metrics Experiment::evaluate() {
     all += total[c];
     if (total[c] == 0) continue;
     const double acc = static_cast<double>(correct[c]) / static_cast<double>(total[c]);
-    out["acc/" + class_names_[static_cast<size_t>(c)]] = acc;
+    out[prefix + "acc/" + class_names_[static_cast<size_t>(c)]] = acc;
     balanced += acc;
     ++present;
   }
-  out["acc"] = all ? static_cast<double>(all_correct) / static_cast<double>(all) : 0.0;
-  out["balanced_acc"] = present ? balanced / static_cast<double>(present) : 0.0;
-  out["loss"] = all ? loss_sum / static_cast<double>(all) : 0.0;
+  out[prefix + "acc"] = all ? static_cast<double>(all_correct) / static_cast<double>(all) : 0.0;
+  out[prefix + "balanced_acc"] = present ? balanced / static_cast<double>(present) : 0.0;
+  out[prefix + "loss"] = all ? loss_sum / static_cast<double>(all) : 0.0;
   return out;
 }
 
@@ -242,13 +268,16 @@ std::string Experiment::describe() const {
   std::ostringstream out;
   out << "data: " << dataset_name_ << "; long-tailed training set of " << train_images_.size(0)
       << " images (imbalance " << config_.data.imbalance << "), balanced meta set of "
-      << meta_images_.size(0) << ", test set of " << test_images_.size(0) << "\n";
+      << meta_images_.size(0) << ", balanced validation set of " << valid_images_.size(0)
+      << " (held out of the training data; validation and early stopping), test set of "
+      << test_images_.size(0) << " (final report only)\n";
   out << "training images per class:";
   for (size_t c = 0; c < train_counts_.size(); ++c) {
     out << " " << class_names_[c] << "=" << train_counts_[c];
   }
   out << "\nclassifier: " << config_.problems.at("classifier").model.name
-      << (reweighter_ ? ", reweighter: mwn (" + config_.problems.at("reweighter").method + ")"
+      << (reweighter_ ? ", reweighter: mwn (hypergradient: " +
+                            config_.problems.at("classifier").method + ")"
                       : std::string(", no reweighter (baseline)"));
   return out.str();
 }

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace fs = std::filesystem;
@@ -20,9 +21,9 @@ const char* kTiny = R"(experiment: reweighting
 name: tiny
 seed: 3
 threads: 1
-engine: {train_iters: 12, valid_step: 0, log_step: 1, save_step: 4}
+engine: {train_iters: 12, valid_step: 4, log_step: 1, save_step: 4}
 data: {dataset: synthetic, synthetic_size: 30, synthetic_test_size: 5, imbalance: 10,
-       meta_size: 20, batch_size: 16, meta_batch_size: 10, test_batch_size: 50}
+       meta_size: 20, valid_size: 50, batch_size: 16, meta_batch_size: 10, test_batch_size: 50}
 problems:
   classifier:
     model: {name: cnn}
@@ -78,8 +79,12 @@ TEST_CASE("Resume: interrupted + resumed equals uninterrupted", "[cli][resume]")
     INFO("test metric " << name);
     CHECK(resumed.test.at(name) == value);  // bitwise
   }
-  // Every logged loss, weight statistic and learning rate matches, step by step; the metrics
-  // written before the interruption are kept once.
+  for (const auto& [name, value] : full.valid) {
+    INFO("validation metric " << name);
+    CHECK(resumed.valid.at(name) == value);  // bitwise
+  }
+  // Every logged loss, weight statistic, learning rate and validation metric matches, step by
+  // step; the metrics written before the interruption are kept once.
   CHECK(read(part_dir / "metrics.csv") == read(full_dir / "metrics.csv"));
 }
 
@@ -133,4 +138,49 @@ TEST_CASE("Resume: roll_back stopped mid-unroll resumes bit for bit", "[cli][res
     CHECK(resumed.test.at(name) == value);  // bitwise
   }
   CHECK(read(part_dir / "metrics.csv") == read(full_dir / "metrics.csv"));
+
+TEST_CASE("Run: validation rows come from the validation split; the test set only at the end",
+          "[cli][valid]") {
+  const auto dir = scratch("splits");
+  mlo::cli::RunOptions options;
+  options.progress = false;
+  options.out_dir = dir.string();
+  const auto config = mlo::io::parse_run_config(
+      kTiny, "tiny.yaml",
+      {"engine.early_stopping.enabled=true", "engine.early_stopping.tolerance=100"});
+  const auto result = mlo::cli::run_experiment(config, options);
+  REQUIRE(result.steps == 12);
+
+  // metrics.csv: step,source,metric,value. Validation at 4, 8, 12 with "valid/" names; the test
+  // set once, at the last step, with plain names.
+  std::stringstream csv(read(dir / "metrics.csv"));
+  std::string line;
+  std::getline(csv, line);  // header
+  std::set<int64_t> validation_steps, test_steps;
+  while (std::getline(csv, line)) {
+    std::stringstream fields(line);
+    std::string step, source, metric;
+    std::getline(fields, step, ',');
+    std::getline(fields, source, ',');
+    std::getline(fields, metric, ',');
+    INFO(line);
+    if (source == "validation") {
+      validation_steps.insert(std::stoll(step));
+      CHECK(metric.rfind("valid/", 0) == 0);
+    } else if (source == "test") {
+      test_steps.insert(std::stoll(step));
+      CHECK(metric.rfind("valid/", 0) == std::string::npos);
+    } else {
+      CHECK(metric.rfind("valid/", 0) == std::string::npos);
+    }
+  }
+  CHECK(validation_steps == std::set<int64_t>{4, 8, 12});
+  CHECK(test_steps == std::set<int64_t>{12});
+
+  // results.json reports the test set, and the final validation metrics beside it.
+  const std::string results = read(dir / "results.json");
+  CHECK_THAT(results, Catch::Matchers::Contains("\"test\":{\"acc\":"));
+  CHECK_THAT(results, Catch::Matchers::Contains("\"valid\":{\"valid/acc\":"));
+  CHECK(result.test.count("balanced_acc") == 1);
+  CHECK(result.valid.count("valid/balanced_acc") == 1);
 }

@@ -61,6 +61,60 @@ TEST_CASE("Long tail: train counts follow floor(n_max / rho^(r/(C-1))) over a sh
   for (auto i : meta) CHECK(train_set.count(i) == 0);
 }
 
+TEST_CASE("Long tail: a validation set is held out before the split, balanced and disjoint",
+          "[data][long_tail]") {
+  const int64_t c = 10, meta_size = 100, valid_size = 200;
+  const double rho = 100;
+  const auto labels = balanced_labels();
+  const auto split = mlo::data::long_tail_split(
+      labels, LongTailOptions(c, rho, meta_size).valid_size(valid_size).seed(3));
+
+  // Balanced: valid_size / C of every class, whatever the class's training count.
+  CHECK(mlo::data::class_counts(labels.index_select(0, split.valid_indices), c) ==
+        std::vector<int64_t>(c, valid_size / c));
+  CHECK(mlo::data::class_counts(labels.index_select(0, split.meta_indices), c) ==
+        std::vector<int64_t>(c, meta_size / c));
+
+  // Taken before the long tail: n_max = 500 - 10 (meta) - 20 (validation) = 470.
+  const int64_t n_max = 470;
+  std::vector<int64_t> expected(c);
+  for (int64_t r = 0; r < c; ++r) {
+    expected[split.class_order[r]] =
+        static_cast<int64_t>(std::floor(n_max / std::pow(rho, double(r) / double(c - 1))));
+  }
+  CHECK(split.train_counts == expected);
+  CHECK(mlo::data::class_counts(labels.index_select(0, split.train_indices), c) == expected);
+
+  // Disjoint from meta and train, no duplicates.
+  const auto valid = to_vector(split.valid_indices), meta = to_vector(split.meta_indices),
+             train = to_vector(split.train_indices);
+  const std::set<int64_t> valid_set(valid.begin(), valid.end()), meta_set(meta.begin(), meta.end()),
+      train_set(train.begin(), train.end());
+  CHECK(valid_set.size() == valid.size());
+  for (auto i : valid) {
+    INFO("validation index " << i);
+    CHECK(meta_set.count(i) == 0);
+    CHECK(train_set.count(i) == 0);
+  }
+
+  // Without a validation set the split is exactly the one it always was (same seed).
+  const auto none = mlo::data::long_tail_split(labels, LongTailOptions(c, rho, meta_size).seed(3));
+  const auto zero =
+      mlo::data::long_tail_split(labels, LongTailOptions(c, rho, meta_size).valid_size(0).seed(3));
+  CHECK(none.valid_indices.numel() == 0);
+  CHECK(torch::equal(none.meta_indices, zero.meta_indices));
+  CHECK(torch::equal(none.train_indices, zero.train_indices));
+  // The meta set does not move when a validation set is added.
+  CHECK(torch::equal(none.meta_indices, split.meta_indices));
+
+  REQUIRE_THROWS_WITH(
+      mlo::data::long_tail_split(labels, LongTailOptions(c, rho, meta_size).valid_size(15)),
+      Contains("valid_size must be a multiple of num_classes (10)"));
+  REQUIRE_THROWS_WITH(
+      mlo::data::long_tail_split(labels, LongTailOptions(c, rho, meta_size).valid_size(4950)),
+      Contains("class 0 has 500 samples, fewer than the 505"));
+}
+
 TEST_CASE("Long tail: CIFAR-10 sizes give the documented counts", "[data][long_tail]") {
   const auto split = mlo::data::long_tail_split(
       balanced_labels(5000), LongTailOptions(10, 100, 1000).shuffle_classes(false));

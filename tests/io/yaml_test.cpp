@@ -102,3 +102,92 @@ TEST_CASE("YAML: a missing file is named", "[io][yaml]") {
   REQUIRE_THROWS_WITH(mlo::io::load_run_config("/nonexistent/x.yaml"),
                       Contains("cannot read the configuration file '/nonexistent/x.yaml'"));
 }
+
+TEST_CASE("YAML: data.valid_size and data.shuffle_classes are keys with documented defaults",
+          "[io][yaml]") {
+  const auto defaults = parse_run_config(kValid, "tiny.yaml");
+  CHECK(defaults.data.valid_size == 1000);
+  CHECK(defaults.data.shuffle_classes);
+  const auto c =
+      parse_run_config(kValid, "tiny.yaml", {"data.valid_size=200", "data.shuffle_classes=false"});
+  CHECK(c.data.valid_size == 200);
+  CHECK_FALSE(c.data.shuffle_classes);
+  const auto again = parse_run_config(mlo::io::to_yaml(c), "resolved.yaml");
+  CHECK(again.data.valid_size == 200);
+  CHECK_FALSE(again.data.shuffle_classes);
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.valid_size=15"}),
+                      Contains("data.valid_size: must be a multiple of the number of classes"));
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.valid_size=-10"}),
+                      Contains("data.valid_size: must be >= 0"));
+  // No validation set is fine only without validation.
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.valid_size=0"}),
+                      Contains("data.valid_size: is 0 (no validation set) while "
+                               "engine.valid_step is 500"));
+  CHECK_NOTHROW(
+      parse_run_config(kValid, "tiny.yaml", {"data.valid_size=0", "engine.valid_step=0"}));
+}
+
+TEST_CASE("YAML: a lower-level setting on a problem with no parent names file, line and key",
+          "[io][yaml]") {
+  // The reweighter is the top level: nothing steps after its unroll, so these would be ignored.
+  REQUIRE_THROWS_WITH(
+      parse_run_config(std::string(kValid) + "    unroll_steps: 3\n", "x.yaml"),
+      Contains("x.yaml:14:19: problems.reweighter.unroll_steps: acts only on a lower problem") &&
+          Contains("'reweighter' has no problem above it") && Contains("top level"));
+  REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "    warmup_steps: 5\n", "x.yaml"),
+                      Contains("x.yaml:14:19: problems.reweighter.warmup_steps: acts only"));
+  REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "    roll_back: true\n", "x.yaml"),
+                      Contains("x.yaml:14:16: problems.reweighter.roll_back: acts only"));
+  REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "    method: cg\n", "x.yaml"),
+                      Contains("x.yaml:14:13: problems.reweighter.method: acts only"));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(std::string(kValid) + "    neumann: {iterations: 5}\n", "x.yaml"),
+      Contains("x.yaml:14:27: problems.reweighter.neumann.iterations: acts only"));
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.unroll_steps=2"}),
+                      Contains("tiny.yaml (--set problems.reweighter.unroll_steps=2): "
+                               "problems.reweighter.unroll_steps: acts only"));
+
+  // The baseline (no reweighter): the classifier has no parent, so its method does nothing.
+  const std::string baseline =
+      "problems:\n  classifier:\n    model: {name: cnn}\n    method: neumann\n";
+  REQUIRE_THROWS_WITH(parse_run_config(baseline, "b.yaml"),
+                      Contains("b.yaml:4:13: problems.classifier.method: acts only on a lower "
+                               "problem") &&
+                          Contains("no reweighter is configured"));
+
+  // Defaults written out (as in a resolved config.yaml) and the classifier under a reweighter
+  // are fine.
+  CHECK_NOTHROW(
+      parse_run_config(std::string(kValid) + "    unroll_steps: 1\n    method: darts\n", "x.yaml"));
+  const auto lower =
+      parse_run_config(kValid, "tiny.yaml",
+                       {"problems.classifier.unroll_steps=5", "problems.classifier.method=neumann",
+                        "problems.classifier.roll_back=true"});
+  CHECK(lower.problems.at("classifier").unroll_steps == 5);
+  CHECK(lower.problems.at("classifier").method == "neumann");
+}
+
+TEST_CASE("YAML: enum keys take the names of the enum's table, and list them when unknown",
+          "[io][yaml]") {
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"problems.classifier.precision=fp8"}),
+                      Contains("problems.classifier.precision: must be one of fp32, bf16, fp16; "
+                               "got 'fp8'"));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(std::string(kValid) + "    checkpointing: {strategy: full}\n", "x.yaml"),
+      Contains("x.yaml:14:31: problems.reweighter.checkpointing.strategy: must be one of none, "
+               "uniform, sqrt, optimal, min_memory; got 'full'"));
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.mode=up"}),
+                      Contains("engine.early_stopping.mode: must be one of min, max"));
+}
+
+TEST_CASE("YAML: early stopping watches a validation metric", "[io][yaml]") {
+  const auto c = parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.enabled=true"});
+  CHECK(c.engine.early_stopping.metric == "valid/balanced_acc");
+  CHECK_NOTHROW(parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.metric=valid/loss"}));
+  CHECK_NOTHROW(
+      parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.metric=valid/acc/class3"}));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.metric=balanced_acc"}),
+      Contains("engine.early_stopping.metric: must be a validation metric: valid/acc, "
+               "valid/balanced_acc"));
+}

@@ -3,11 +3,15 @@
 /// Options structs for problems and the engine: plain values with chained setters.
 /// Derived settings and cross-field rules are checked once, when the Engine initializes.
 
+#include <mlo/core/error.h>
+
 #include <torch/arg.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mlo {
 
@@ -27,11 +31,89 @@ enum class Checkpointing { kNone, kUniform, kSqrt, kOptimal, kMinMemory };
 /// Whether a larger or a smaller validation metric is better.
 enum class Mode { kMin, kMax };
 
+/// The one name table of each enum above: every value with the name configs, YAML validation,
+/// builders and logs use for it. `to_string`, `from_string` and `enum_names` read only these.
+template <typename E>
+struct EnumNames;
+template <>
+struct EnumNames<Method> {
+  static constexpr const char* kWhat = "hypergradient method";
+  static constexpr std::pair<Method, const char*> kTable[] = {
+      {Method::kDarts, "darts"}, {Method::kNeumann, "neumann"}, {Method::kCG, "cg"}};
+};
+template <>
+struct EnumNames<Precision> {
+  static constexpr const char* kWhat = "precision";
+  static constexpr std::pair<Precision, const char*> kTable[] = {
+      {Precision::kFP32, "fp32"}, {Precision::kBF16, "bf16"}, {Precision::kFP16, "fp16"}};
+};
+template <>
+struct EnumNames<Checkpointing> {
+  static constexpr const char* kWhat = "checkpointing strategy";
+  static constexpr std::pair<Checkpointing, const char*> kTable[] = {
+      {Checkpointing::kNone, "none"},
+      {Checkpointing::kUniform, "uniform"},
+      {Checkpointing::kSqrt, "sqrt"},
+      {Checkpointing::kOptimal, "optimal"},
+      {Checkpointing::kMinMemory, "min_memory"}};
+};
+template <>
+struct EnumNames<Mode> {
+  static constexpr const char* kWhat = "mode";
+  static constexpr std::pair<Mode, const char*> kTable[] = {{Mode::kMin, "min"},
+                                                            {Mode::kMax, "max"}};
+};
+
+/// The valid names of `E`, in declaration order. Example: `enum_names<Precision>()` is
+/// {"fp32", "bf16", "fp16"}.
+template <typename E>
+std::vector<std::string> enum_names() {
+  std::vector<std::string> out;
+  for (const auto& entry : EnumNames<E>::kTable) out.emplace_back(entry.second);
+  return out;
+}
+
+/// The value of `E` called `name`, or nullopt when no value has that name.
+template <typename E>
+std::optional<E> try_from_string(const std::string& name) {
+  for (const auto& entry : EnumNames<E>::kTable) {
+    if (name == entry.second) return entry.first;
+  }
+  return std::nullopt;
+}
+
+/// The value of `E` called `name`; an unknown name throws `mlo::Error` listing the valid ones,
+/// after `key` when given. Example: `from_string<Precision>("bf16")` is `Precision::kBF16`;
+/// `from_string<Precision>("fp8", "problems.classifier.precision")` throws
+/// "problems.classifier.precision: unknown precision 'fp8'; valid names: fp32, bf16, fp16".
+template <typename E>
+E from_string(const std::string& name, const std::string& key = "") {
+  if (const auto value = try_from_string<E>(name)) return *value;
+  std::string valid;
+  for (const auto& entry : EnumNames<E>::kTable) {
+    valid += (valid.empty() ? "" : ", ") + std::string(entry.second);
+  }
+  throw Error((key.empty() ? "" : key + ": ") + "unknown " + EnumNames<E>::kWhat + " '" + name +
+              "'; valid names: " + valid);
+}
+
+namespace detail {
+template <typename E>
+const char* enum_name(E value) {
+  for (const auto& entry : EnumNames<E>::kTable) {
+    if (entry.first == value) return entry.second;
+  }
+  return "unknown";
+}
+}  // namespace detail
+
 /// Name of an enum value as written in configs and logs ("darts", "bf16", ...).
-const char* to_string(Method method);
-const char* to_string(Precision precision);
-const char* to_string(Checkpointing checkpointing);
-const char* to_string(Mode mode);
+inline const char* to_string(Method method) { return detail::enum_name(method); }
+inline const char* to_string(Precision precision) { return detail::enum_name(precision); }
+inline const char* to_string(Checkpointing checkpointing) {
+  return detail::enum_name(checkpointing);
+}
+inline const char* to_string(Mode mode) { return detail::enum_name(mode); }
 
 /// DARTS: eps = alpha / ||v||; result (grad_lambda L(w - eps v) - grad_lambda L(w + eps v)) / 2eps.
 struct DartsOptions {

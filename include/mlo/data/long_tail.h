@@ -23,6 +23,9 @@ struct LongTailOptions {
   TORCH_ARG(double, imbalance);
   /// Size of the balanced meta set; a multiple of `num_classes` (meta_size / C per class).
   TORCH_ARG(int64_t, meta_size);
+  /// Size of a balanced validation set held out of the training data before the long-tailed
+  /// split; a multiple of `num_classes` (valid_size / C per class); 0: none.
+  TORCH_ARG(int64_t, valid_size) = 0;
   /// Seeds the per-class shuffles and the class order.
   TORCH_ARG(uint64_t, seed) = 0;
   /// Shuffle which class gets which count (false: class 0 is the largest, C-1 the rarest).
@@ -33,7 +36,11 @@ struct LongTailOptions {
 struct LongTailSplit {
   /// Balanced meta set, meta_size / C samples of every class (int64, grouped by class).
   at::Tensor meta_indices;
-  /// Long-tailed training set, disjoint from the meta set (int64, grouped by class).
+  /// Balanced validation set, valid_size / C samples of every class, disjoint from the meta and
+  /// the training sets (int64, grouped by class; empty when valid_size is 0).
+  at::Tensor valid_indices;
+  /// Long-tailed training set, disjoint from the meta and validation sets (int64, grouped by
+  /// class).
   at::Tensor train_indices;
   /// Training samples of each class, by label.
   std::vector<int64_t> train_counts;
@@ -41,10 +48,12 @@ struct LongTailSplit {
   std::vector<int64_t> class_order;
 };
 
-/// Splits a labelled dataset into a balanced meta set and a long-tailed training set.
+/// Splits a labelled dataset into a balanced meta set, a balanced validation set and a
+/// long-tailed training set.
 ///
 /// 1. Every class's indices are shuffled (seeded); the first meta_size / C of each class form the
-///    meta set. The rest of each class is what remains for training.
+///    meta set, the next valid_size / C the validation set. The rest of each class is what
+///    remains for training. (With valid_size = 0 the split is the same as without one.)
 /// 2. With n_max the number of remaining samples of the largest class, the class of rank
 ///    r = 0 .. C-1 keeps
 ///        n_r = floor(n_max / rho^(r / (C - 1)))
@@ -52,8 +61,9 @@ struct LongTailSplit {
 ///    with fewer remaining samples keeps them all. Which class gets rank r follows a seeded shuffle
 ///    of the class order (`shuffle_classes`), so which class is rare depends on the seed.
 ///
-/// For CIFAR-10 train (5000 per class), rho = 100 and meta_size = 1000: n_max = 4900, counts
-/// 4900, 2937, 1760, 1055, ..., 81, 49. Same labels, options and seed give the same split.
+/// For CIFAR-10 train (5000 per class), rho = 100, meta_size = 1000 and no validation set:
+/// n_max = 4900, counts 4900, 2937, 1760, 1055, ..., 81, 49. Same labels, options and seed give the
+/// same split.
 ///
 /// Example:
 /// ```

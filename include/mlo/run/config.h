@@ -12,6 +12,26 @@
 namespace mlo {
 namespace run {
 
+/// The valid values of the string-named settings below, one list each: the YAML validation
+/// (io/) and the builders (run/) both read them, so a name is either known or an error listing
+/// these.
+inline const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names{"cnn", "resnet32", "resnet50", "mwn"};
+  return names;
+}
+inline const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> names{"sgd", "adam", "adamw"};
+  return names;
+}
+inline const std::vector<std::string>& scheduler_names() {
+  static const std::vector<std::string> names{"none", "multistep", "cosine"};
+  return names;
+}
+inline const std::vector<std::string>& dataset_names() {
+  static const std::vector<std::string> names{"fashion_mnist", "cifar10", "synthetic"};
+  return names;
+}
+
 /// `model:` a network by name and its size options.
 struct ModelConfig {
   std::string name = "cnn";  ///< cnn | resnet32 | resnet50 | mwn
@@ -75,6 +95,13 @@ struct DataConfig {
   std::string root;                       ///< folder of the files ("" = dataset default)
   double imbalance = 100.0;               ///< rho: largest class / smallest class
   int64_t meta_size = 100;                ///< balanced meta set (meta_size / classes per class)
+  /// Balanced validation set (valid_size / classes per class), held out of the training data
+  /// before the long-tailed split, disjoint from train and meta. Validation and early stopping
+  /// use it; the test set is evaluated only once, at the end.
+  int64_t valid_size = 1000;
+  /// Shuffle which class gets which training count (false: class 0 is the largest, the last
+  /// class the rarest, the conventional long-tailed split).
+  bool shuffle_classes = true;
   int64_t batch_size = 100;
   int64_t meta_batch_size = 100;
   int64_t test_batch_size = 1000;
@@ -88,7 +115,8 @@ struct DataConfig {
 /// `early_stopping:` (optional).
 struct EarlyStoppingConfig {
   bool enabled = false;
-  std::string metric = "balanced_acc";
+  /// A validation metric ("valid/<name>", see Experiment::evaluate).
+  std::string metric = "valid/balanced_acc";
   std::string mode = "max";  ///< min | max
   int64_t tolerance = 5;
   double min_delta = 0.0;
@@ -131,6 +159,19 @@ struct RunConfig {
   /// Where the YAML came from (for messages); not a YAML key.
   std::string source;
 };
+
+/// The dependency graph `config` runs with: `config.dependencies` when it names any edge, else
+/// the experiment's default (reweighting: reweighter above classifier, when a reweighter exists).
+DependencyConfig resolved_dependencies(const RunConfig& config);
+
+/// The problems above `name` in `graph` (its `l2u` targets): the problems its unroll feeds.
+std::vector<std::string> parents_of(const DependencyConfig& graph, const std::string& name);
+
+/// The settings of a problem that act only when it is a lower problem (it has a parent):
+/// `unroll_steps`, `warmup_steps`, `roll_back`, `method` and the method options. Returns the
+/// key (relative to the problem, e.g. "unroll_steps", "neumann.iterations") of the first one set
+/// to a value other than its default, or "" when all keep their defaults.
+std::string lower_only_setting(const ProblemSettings& settings);
 
 }  // namespace run
 }  // namespace mlo

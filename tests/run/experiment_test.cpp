@@ -1,0 +1,161 @@
+// Experiments from a configuration: the data splits they use, and settings that must act or be
+// refused (never a silent fallback to a default).
+#include <mlo/core/config.h>
+#include <mlo/core/error.h>
+#include <mlo/io/yaml.h>
+#include <mlo/run/experiment.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <functional>
+
+using Catch::Matchers::Contains;
+using mlo::run::EvalSet;
+using mlo::run::Experiment;
+
+namespace {
+
+// Small synthetic data: 60 images per class, 2 per class for meta, 5 per class for validation.
+const char* kTiny = R"(experiment: reweighting
+name: tiny
+seed: 2
+threads: 1
+engine: {train_iters: 2, valid_step: 0, log_step: 0, save_step: 0}
+data: {dataset: synthetic, synthetic_size: 60, synthetic_test_size: 3, imbalance: 10,
+       meta_size: 20, valid_size: 50, batch_size: 8, meta_batch_size: 10, test_batch_size: 64}
+problems:
+  classifier:
+    model: {name: cnn}
+    optimizer: {name: sgd, lr: 0.05}
+  reweighter:
+    model: {name: mwn, hidden: 4}
+    optimizer: {name: adam, lr: 0.01}
+)";
+
+mlo::run::RunConfig tiny(const std::vector<std::string>& overrides = {}) {
+  return mlo::io::parse_run_config(kTiny, "tiny.yaml", overrides);
+}
+
+}  // namespace
+
+TEST_CASE("Enum name tables: to_string and from_string agree; unknown names list the valid ones",
+          "[run][config]") {
+  for (const auto& name : mlo::enum_names<mlo::Precision>()) {
+    CHECK(mlo::to_string(mlo::from_string<mlo::Precision>(name)) == name);
+  }
+  for (const auto& name : mlo::enum_names<mlo::Method>()) {
+    CHECK(mlo::to_string(mlo::from_string<mlo::Method>(name)) == name);
+  }
+  for (const auto& name : mlo::enum_names<mlo::Checkpointing>()) {
+    CHECK(mlo::to_string(mlo::from_string<mlo::Checkpointing>(name)) == name);
+  }
+  CHECK(mlo::from_string<mlo::Mode>("min") == mlo::Mode::kMin);
+  CHECK(mlo::enum_names<mlo::Precision>() == std::vector<std::string>{"fp32", "bf16", "fp16"});
+  CHECK(mlo::from_string<mlo::Checkpointing>("min_memory") == mlo::Checkpointing::kMinMemory);
+  CHECK_FALSE(mlo::try_from_string<mlo::Method>("Darts"));
+  REQUIRE_THROWS_WITH(mlo::from_string<mlo::Precision>("fp8", "problems.classifier.precision"),
+                      Contains("problems.classifier.precision: unknown precision 'fp8'; valid "
+                               "names: fp32, bf16, fp16"));
+  REQUIRE_THROWS_WITH(mlo::from_string<mlo::Method>("sgd"),
+                      Contains("unknown hypergradient method 'sgd'; valid names: darts, neumann, "
+                               "cg"));
+}
+
+TEST_CASE("Experiment: an unknown name in a config built in code is an error, not a default",
+          "[run][config]") {
+  // The YAML reader refuses these; a RunConfig filled in by a program must not fall back to
+  // fp32, none, darts, resnet32 or no schedule either.
+  struct Case {
+    std::function<void(mlo::run::RunConfig&)> edit;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& c) { c.problems["classifier"].precision = "fp8"; },
+       "problems.classifier.precision: unknown precision 'fp8'; valid names: fp32, bf16, fp16"},
+      {[](auto& c) { c.problems["classifier"].checkpointing.strategy = "full"; },
+       "problems.classifier.checkpointing.strategy: unknown checkpointing strategy 'full'; valid "
+       "names: none, uniform, sqrt, optimal, min_memory"},
+      {[](auto& c) { c.problems["classifier"].method = "implicit"; },
+       "problems.classifier.method: unknown hypergradient method 'implicit'; valid names: darts, "
+       "neumann, cg"},
+      {[](auto& c) { c.problems["classifier"].model.name = "resnet18"; },
+       "problems.classifier.model.name: unknown model 'resnet18'; valid names: cnn, resnet32, "
+       "resnet50, mwn"},
+      {[](auto& c) { c.problems["reweighter"].scheduler.name = "step"; },
+       "problems.reweighter.scheduler.name: unknown scheduler 'step'; valid names: none, "
+       "multistep, cosine"},
+      {[](auto& c) { c.problems["reweighter"].optimizer.name = "rmsprop"; },
+       "problems.reweighter.optimizer.name: unknown optimizer 'rmsprop'; valid names: sgd, adam, "
+       "adamw"},
+      {[](auto& c) {
+         c.engine.early_stopping = {true, "valid/loss", "lowest", 2, 0.0};
+       },
+       "engine.early_stopping.mode: unknown mode 'lowest'; valid names: min, max"},
+  };
+  for (const auto& test : cases) {
+    auto config = tiny({"engine.valid_step=1"});
+    test.edit(config);
+    INFO(test.message);
+    REQUIRE_THROWS_WITH(Experiment(config), Contains(test.message));
+  }
+}
+
+TEST_CASE("Experiment: a lower-level setting on the top problem is refused, not ignored",
+          "[run][config]") {
+  auto config = tiny();
+  config.problems["reweighter"].unroll_steps = 4;
+  REQUIRE_THROWS_WITH(Experiment(config),
+                      Contains("problems.reweighter.unroll_steps: acts only on a lower problem"));
+  config = tiny();
+  config.problems.erase("reweighter");
+  config.problems["classifier"].cg_iterations = 3;
+  REQUIRE_THROWS_WITH(Experiment(config),
+                      Contains("problems.classifier.cg.iterations: acts only on a lower problem"));
+  // Under a reweighter the classifier's unroll and method act.
+  config = tiny({"problems.classifier.unroll_steps=2", "problems.classifier.method=cg"});
+  Experiment experiment(config);
+  CHECK(experiment.problem("classifier")->config().unroll_steps() == 2);
+  CHECK(experiment.problem("classifier")->config().method() == mlo::Method::kCG);
+}
+
+TEST_CASE("Experiment: validation is a balanced split of the training data, not the test set",
+          "[run][data]") {
+  Experiment experiment(tiny());
+  // valid_size 50 over 10 classes: 5 each, whatever the class's long-tailed training count.
+  CHECK(experiment.valid_counts() == std::vector<int64_t>(10, 5));
+  // Taken before the long tail: the largest class keeps 60 - 2 (meta) - 5 (validation).
+  CHECK(*std::max_element(experiment.train_counts().begin(), experiment.train_counts().end()) ==
+        53);
+
+  const auto valid = experiment.evaluate(EvalSet::kValid);
+  const auto test = experiment.evaluate(EvalSet::kTest);
+  for (const auto& [name, value] : valid) {
+    INFO(name);
+    CHECK(name.rfind("valid/", 0) == 0);
+  }
+  for (const char* name : {"valid/acc", "valid/balanced_acc", "valid/loss", "valid/acc/class0"}) {
+    CHECK(valid.count(name) == 1);
+  }
+  CHECK(test.count("acc") == 1);
+  CHECK(test.count("balanced_acc") == 1);
+  CHECK(test.count("valid/acc") == 0);
+  // Different images: 50 validation vs 30 test images give different losses.
+  CHECK(valid.at("valid/loss") != test.at("loss"));
+  CHECK_THAT(experiment.describe(), Contains("balanced validation set of 50"));
+}
+
+TEST_CASE("Experiment: data.shuffle_classes false gives the conventional split, class 0 largest",
+          "[run][data]") {
+  Experiment fixed(tiny({"data.shuffle_classes=false"}));
+  const auto& counts = fixed.train_counts();
+  INFO("counts: " << counts[0] << " " << counts[1] << " ... " << counts[9]);
+  CHECK(std::is_sorted(counts.rbegin(), counts.rend()));  // non-increasing by label
+  CHECK(counts.front() == 53);
+  CHECK(counts.back() == 5);  // floor(53 / 10)
+  CHECK(counts.front() > counts[1]);
+
+  // The default shuffles which class is rare (for this seed, class 0 is not the largest).
+  Experiment shuffled(tiny());
+  CHECK(shuffled.train_counts() != counts);
+}
