@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   const auto model_costs = mm::CostModel().keep_param_grads(false);  // .grad exists already
   auto options = [&](mlo::Checkpointing strategy) {
-    return mm::CheckpointOptions(strategy).cost_model(model_costs);
+    return mlo::CheckpointingOptions(strategy).cost_model(model_costs);
   };
 
   struct Row {

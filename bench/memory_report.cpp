@@ -22,7 +22,7 @@ namespace {
 void report(const char* title, mlo::Engine& engine) {
   std::printf("== %s\n%s", title, engine.memory_meter()->table().c_str());
   std::vector<std::pair<std::string, mlo::memory::Footprint>> rows;
-  for (const auto& p : engine.problems()) rows.emplace_back(p->name(), mlo::memory::footprint(*p));
+  for (const auto& p : engine.problems()) rows.emplace_back(p->name(), p->footprint());
   std::printf("%s\n", mlo::memory::footprint_table(rows).c_str());
 }
 

@@ -4,7 +4,7 @@
 #include "plan.h"
 #include "runner.h"
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
 
 #include <CLI/CLI.hpp>

@@ -1,6 +1,6 @@
 #include "plan.h"
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/memory/planner.h>
 #include <mlo/nn/chain.h>
 #include <mlo/run/experiment.h>
@@ -13,7 +13,7 @@ namespace cli {
 namespace {
 
 // "40%" -> fraction; "512M", "2G", "123456" -> bytes.
-void apply_budget(const std::string& text, memory::CheckpointOptions& options) {
+void apply_budget(const std::string& text, CheckpointingOptions& options) {
   MLO_CHECK(!text.empty(), "--budget: empty value");
   try {
     size_t used = 0;
@@ -48,7 +48,7 @@ std::string plan_command(const run::RunConfig& config, const PlanOptions& option
   auto chain = problem->module_as<nn::ChainImpl>();
 
   // The problem's resolved settings, then what the command line changes.
-  memory::CheckpointOptions plan_options(problem->config().checkpointing());
+  CheckpointingOptions plan_options(problem->config().checkpointing());
   const bool configured = plan_options.strategy() != Checkpointing::kNone;
   if (!options.strategy.empty())
     plan_options.strategy(from_string<Checkpointing>(options.strategy, "--strategy"));

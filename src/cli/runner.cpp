@@ -3,7 +3,8 @@
 #include "progress.h"
 
 #include <mlo/core/engine.h>
-#include <mlo/core/error.h>
+#include <mlo/base/atomic_file.h>
+#include <mlo/base/error.h>
 #include <mlo/io/metrics.h>
 #include <mlo/io/state.h>
 #include <mlo/io/yaml.h>
@@ -52,13 +53,7 @@ void restore_logging() {
 }
 
 void write_file(const fs::path& path, const std::string& text) {
-  const fs::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    MLO_CHECK(out.good(), "cannot write '", temporary.string(), "'");
-    out << text;
-  }
-  fs::rename(temporary, path);
+  write_file_atomically(path.string(), [&](std::ostream& out) { out << text; });
 }
 
 // {"steps": N, "synthetic": b, "test": {...}, "valid": {...}}: the test metrics (the number to

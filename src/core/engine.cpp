@@ -2,6 +2,8 @@
 
 #include "schedule.h"
 
+#include <mlo/base/archive.h>
+#include <mlo/hypergrad/hypergradient.h>
 #include <mlo/hypergrad/path.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
@@ -90,14 +92,6 @@ void Engine::check_config(const Problem& problem) const {
   MLO_CHECK(c.gradient_clipping() >= 0, "problem '", name,
             "': gradient_clipping must be >= 0 (0 disables it), got ", c.gradient_clipping());
   MLO_CHECK(c.log_step() >= 0, "problem '", name, "': log_step must be >= 0, got ", c.log_step());
-  MLO_CHECK(c.darts().alpha() > 0, "problem '", name, "': darts alpha must be > 0, got ",
-            c.darts().alpha());
-  MLO_CHECK(c.neumann().iterations() >= 0 && c.neumann().alpha() > 0, "problem '", name,
-            "': neumann needs iterations >= 0 and alpha > 0, got iterations ",
-            c.neumann().iterations(), " and alpha ", c.neumann().alpha());
-  MLO_CHECK(c.cg().iterations() >= 1 && c.cg().alpha() > 0, "problem '", name,
-            "': cg needs iterations >= 1 and alpha > 0, got iterations ", c.cg().iterations(),
-            " and alpha ", c.cg().alpha());
   MLO_CHECK(c.gradient_accumulation() >= 1, "problem '", name,
             "': gradient_accumulation must be >= 1, got ", c.gradient_accumulation());
   MLO_CHECK(!(c.roll_back() && c.gradient_accumulation() > 1), "problem '", name,
@@ -112,15 +106,14 @@ void Engine::check_config(const Problem& problem) const {
                                               : " (needs a CUDA build of mlo)");
   // Features delivered by later work: refuse rather than silently ignore them.
   MLO_CHECK(!c.data_parallel(), "problem '", name, "': data_parallel is not supported yet");
-  const CheckpointingOptions& k = c.checkpointing();
-  MLO_CHECK(k.segments() >= 1, "problem '", name, "': checkpointing segments must be >= 1, got ",
-            k.segments());
-  MLO_CHECK(k.budget_bytes() >= 0, "problem '", name,
-            "': checkpointing budget_bytes must be >= 0, got ", k.budget_bytes());
-  MLO_CHECK(k.budget_fraction() > 0 && k.budget_fraction() <= 1, "problem '", name,
-            "': checkpointing budget_fraction must be in (0, 1], got ", k.budget_fraction());
-  MLO_CHECK(k.max_overhead() >= 0, "problem '", name,
-            "': checkpointing max_overhead must be >= 0, got ", k.max_overhead());
+  try {
+    memory::validate_options(c.checkpointing());
+    // The selected method validates its own options in its constructor; build it once here so
+    // that bad options fail at start also on a problem that is no hop of any path.
+    hypergrad::create(c);
+  } catch (const Error& e) {
+    throw Error("problem '" + name + "': " + e.what());
+  }
 }
 
 void Engine::initialize() {
@@ -259,17 +252,13 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
 
 void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   initialize();
-  c10::IValue value;
-  archive.read("global_step", value);
-  global_step_ = value.toInt();
-  archive.read("stopped_early", value);
-  stopped_early_ = value.toBool();
-  archive.read("has_best", value);
-  const bool has_best = value.toBool();
-  archive.read("best_metric", value);
-  best_metric_ = has_best ? std::optional<double>(value.toDouble()) : std::nullopt;
-  archive.read("without_improvement", value);
-  validations_without_improvement_ = value.toInt();
+  const std::string owner = "engine";
+  global_step_ = mlo::archive::read_int(archive, "global_step", owner);
+  stopped_early_ = mlo::archive::read_bool(archive, "stopped_early", owner);
+  const bool has_best = mlo::archive::read_bool(archive, "has_best", owner);
+  const double best = mlo::archive::read_double(archive, "best_metric", owner);
+  best_metric_ = has_best ? std::optional<double>(best) : std::nullopt;
+  validations_without_improvement_ = mlo::archive::read_int(archive, "without_improvement", owner);
   for (const auto& problem : problems_) {
     torch::serialize::InputArchive sub;
     MLO_CHECK(archive.try_read("problem." + problem->name(), sub), "engine state: no state for ",

@@ -2,6 +2,7 @@
 
 #include "buffer_snapshot.h"
 
+#include <mlo/base/archive.h>
 #include <mlo/hypergrad/path.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/precision.h>
@@ -123,6 +124,10 @@ void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& p
   std::optional<LossScaling> scaling = config_.loss_scaling();
   if (!scaling && config_.precision() == Precision::kFP16) scaling = LossScaling();
   scaler_ = scaling ? std::make_unique<memory::LossScaler>(*scaling) : nullptr;
+}
+
+memory::Footprint Problem::footprint() const {
+  return memory::footprint(module(), optimizer_ ? optimizer_.get() : nullptr);
 }
 
 void Problem::train(bool on) {
@@ -380,23 +385,18 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
     torch::serialize::InputArchive data_archive;
     if (archive.try_read("data", data_archive)) stream_->load(data_archive);
   }
-  c10::IValue value;
-  archive.read("step_count", value);
-  step_count_ = value.toInt();
-  archive.read("optimizer_steps", value);
-  optimizer_steps_ = value.toInt();
-  if (archive.try_read("metric_names", value)) {
-    std::istringstream names(value.toStringRef());
-    c10::IValue values;
-    archive.read("metric_values", values);
-    const auto numbers = values.toDoubleVector();
+  const std::string owner = "problem '" + name_ + "'";
+  step_count_ = mlo::archive::read_int(archive, "step_count", owner);
+  optimizer_steps_ = mlo::archive::read_int(archive, "optimizer_steps", owner);
+  {
+    std::istringstream names(mlo::archive::read_string(archive, "metric_names", owner));
+    const auto numbers = mlo::archive::read_doubles(archive, "metric_values", owner);
     metrics_.clear();
     std::string name;
     for (size_t i = 0; std::getline(names, name) && i < numbers.size(); ++i) {
       metrics_[name] = numbers[i];
     }
-    archive.read("last_loss", value);
-    last_loss_ = value.toDouble();
+    last_loss_ = mlo::archive::read_double(archive, "last_loss", owner);
   }
   if (scaler_) {
     torch::serialize::InputArchive scaler_archive;
@@ -405,8 +405,7 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   window_.clear();
   torch::serialize::InputArchive window_archive;
   if (archive.try_read("window", window_archive)) {
-    window_archive.read("size", value);
-    const int64_t size = value.toInt();
+    const int64_t size = mlo::archive::read_int(window_archive, "size", owner);
     for (int64_t i = 0; i < size; ++i) {
       const std::string key = std::to_string(i);
       Batch b;
@@ -416,7 +415,7 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
     }
     if (!window_.empty()) current_batch_ = window_.back();
   }
-  nonfinite_window_ = archive.try_read("nonfinite_window", value) && value.toBool();
+  nonfinite_window_ = mlo::archive::read_bool(archive, "nonfinite_window", owner);
   cached_state_.reset();
   at::Tensor bytes;
   if (archive.try_read("roll_back_state", bytes, /*is_buffer=*/true)) {
@@ -454,9 +453,7 @@ void Problem::restore_state() {
   torch::serialize::InputArchive optimizer_archive;
   archive.read("optimizer", optimizer_archive);
   optimizer().load(optimizer_archive);
-  c10::IValue value;
-  archive.read("optimizer_steps", value);
-  optimizer_steps_ = value.toInt();
+  optimizer_steps_ = mlo::archive::read_int(archive, "optimizer_steps", "roll-back snapshot of '" + name_ + "'");
   apply_schedule();
 }
 

@@ -1,6 +1,7 @@
 #include "schedule.h"
 
-#include <mlo/core/error.h>
+#include <mlo/base/archive.h>
+#include <mlo/base/error.h>
 #include <mlo/core/graph.h>
 #include <mlo/core/problem.h>
 #include <mlo/hypergrad/hypergradient.h>
@@ -34,7 +35,12 @@ Schedule::Schedule(const Graph& graph, int64_t engine_log_step) {
       for (size_t i = 1; i + 1 < path.size(); ++i) {
         auto& method = method_of[path[i]];
         if (!method) {
-          methods_.push_back(hypergrad::create(path[i]->config()));
+          // The method validates its own options; name the problem they belong to.
+          try {
+            methods_.push_back(hypergrad::create(path[i]->config()));
+          } catch (const Error& e) {
+            throw Error("problem '" + path[i]->name() + "': " + e.what());
+          }
           method = methods_.back().get();
         }
         hops.push_back({path[i], path[i + 1], method});
@@ -67,15 +73,13 @@ void Schedule::load(torch::serialize::InputArchive& archive) {
     torch::serialize::InputArchive sub;
     MLO_CHECK(archive.try_read(node->problem->name(), sub), "engine state: no schedule for ",
               "problem '", node->problem->name(), "' (saved from a different experiment?)");
-    c10::IValue value;
-    sub.read("ready", value);
-    const auto ready = value.toIntVector();
+    const std::string owner = "schedule of problem '" + node->problem->name() + "'";
+    const auto ready = mlo::archive::read_ints(sub, "ready", owner);
     MLO_CHECK(ready.size() == node->ready.size(), "engine state: problem '",
               node->problem->name(), "' was saved with ", ready.size(), " children, not ",
               node->ready.size(), " (saved from a different experiment?)");
     node->ready.assign(ready.begin(), ready.end());
-    sub.read("unroll_start", value);
-    node->unroll_start = value.toBool();
+    node->unroll_start = mlo::archive::read_bool(sub, "unroll_start", owner);
   }
 }
 

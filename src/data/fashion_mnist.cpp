@@ -1,4 +1,4 @@
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/data/fashion_mnist.h>
 
 #include <spdlog/spdlog.h>

@@ -1,4 +1,5 @@
-#include <mlo/core/error.h>
+#include <mlo/base/archive.h>
+#include <mlo/base/error.h>
 #include <mlo/data/sampler.h>
 
 #include <torch/serialize/archive.h>
@@ -10,6 +11,8 @@ namespace mlo {
 namespace data {
 namespace {
 
+constexpr const char* kOwner = "data sampler";
+
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -17,12 +20,6 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-int64_t read_int(torch::serialize::InputArchive& archive, const char* key) {
-  c10::IValue value;
-  MLO_CHECK(archive.try_read(key, value) && value.isInt(),
-            "data stream state: missing or invalid '", key, "'");
-  return value.toInt();
-}
 
 }  // namespace
 
@@ -80,14 +77,13 @@ void SeededSampler::save(torch::serialize::OutputArchive& archive) const {
 }
 
 void SeededSampler::load(torch::serialize::InputArchive& archive) {
-  const int64_t size = read_int(archive, "size");
+  const int64_t size = mlo::archive::read_int(archive, "size", kOwner);
   MLO_CHECK(size == static_cast<int64_t>(size_), "data stream state: saved for ", size,
             " samples, this dataset has ", size_);
-  seed_ = static_cast<uint64_t>(read_int(archive, "seed"));
-  c10::IValue shuffle;
-  if (archive.try_read("shuffle", shuffle) && shuffle.isBool()) shuffle_ = shuffle.toBool();
-  const int64_t epoch = read_int(archive, "epoch");
-  const int64_t offset = read_int(archive, "offset");
+  seed_ = static_cast<uint64_t>(mlo::archive::read_int(archive, "seed", kOwner));
+  shuffle_ = mlo::archive::read_bool(archive, "shuffle", kOwner);
+  const int64_t epoch = mlo::archive::read_int(archive, "epoch", kOwner);
+  const int64_t offset = mlo::archive::read_int(archive, "offset", kOwner);
   order_.clear();  // the seed may have changed: rebuild the order
   if (epoch < 0) {
     epoch_ = -1;

@@ -1,6 +1,8 @@
 #include <mlo/hypergrad/cg.h>
 
-#include <mlo/core/error.h>
+#include <mlo/core/config.h>
+
+#include <mlo/base/error.h>
 #include <mlo/core/problem.h>
 
 #include "vector_ops.h"
@@ -13,7 +15,9 @@
 namespace mlo {
 namespace hypergrad {
 
-CG::CG(const ProblemConfig& config) : options_(config.cg()) {
+CG::CG(const ProblemConfig& config) : CG(config.cg()) {}
+
+CG::CG(CGOptions options) : options_(std::move(options)) {
   MLO_CHECK(options_.iterations() >= 1, "cg: iterations must be >= 1, got ", options_.iterations());
   MLO_CHECK(options_.alpha() > 0, "cg: alpha must be > 0, got ", options_.alpha());
 }

@@ -1,6 +1,8 @@
 #include <mlo/hypergrad/darts.h>
 
-#include <mlo/core/error.h>
+#include <mlo/core/config.h>
+
+#include <mlo/base/error.h>
 #include <mlo/core/problem.h>
 
 #include "vector_ops.h"
@@ -44,7 +46,9 @@ void set_perturbed(const detail::TensorList& w, const detail::TensorList& w0,
 
 }  // namespace
 
-Darts::Darts(const ProblemConfig& config) : options_(config.darts()) {
+Darts::Darts(const ProblemConfig& config) : Darts(config.darts()) {}
+
+Darts::Darts(DartsOptions options) : options_(std::move(options)) {
   MLO_CHECK(options_.alpha() > 0, "darts: alpha must be > 0, got ", options_.alpha());
 }
 

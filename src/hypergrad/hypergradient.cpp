@@ -1,6 +1,7 @@
 #include <mlo/hypergrad/hypergradient.h>
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
+#include <mlo/core/config.h>
 
 #include <map>
 #include <utility>

@@ -1,6 +1,8 @@
 #include <mlo/hypergrad/neumann.h>
 
-#include <mlo/core/error.h>
+#include <mlo/core/config.h>
+
+#include <mlo/base/error.h>
 #include <mlo/core/problem.h>
 
 #include "vector_ops.h"
@@ -10,7 +12,9 @@
 namespace mlo {
 namespace hypergrad {
 
-Neumann::Neumann(const ProblemConfig& config) : options_(config.neumann()) {
+Neumann::Neumann(const ProblemConfig& config) : Neumann(config.neumann()) {}
+
+Neumann::Neumann(NeumannOptions options) : options_(std::move(options)) {
   MLO_CHECK(options_.iterations() >= 0, "neumann: iterations must be >= 0, got ",
             options_.iterations());
   MLO_CHECK(options_.alpha() > 0, "neumann: alpha must be > 0, got ", options_.alpha());

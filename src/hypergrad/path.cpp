@@ -1,6 +1,6 @@
 #include <mlo/hypergrad/path.h>
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/core/problem.h>
 #include <mlo/hypergrad/hypergradient.h>
 

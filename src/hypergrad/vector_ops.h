@@ -4,7 +4,7 @@
 // A "vector" here is a list of tensors, one per parameter (`std::vector<at::Tensor>`); the
 // helpers treat the list as one flat vector. Results are detached unless stated otherwise.
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/core/problem.h>
 
 #include <ATen/ATen.h>

@@ -1,12 +1,11 @@
 #include <mlo/core/engine.h>
-#include <mlo/core/error.h>
+#include <mlo/base/atomic_file.h>
+#include <mlo/base/error.h>
+#include <mlo/base/rng.h>
 #include <mlo/io/state.h>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize/archive.h>
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -17,14 +16,6 @@ namespace {
 
 constexpr int64_t kFormat = 1;
 
-void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 }  // namespace
 
 void save_state(const std::string& path, const Engine& engine) {
@@ -33,18 +24,11 @@ void save_state(const std::string& path, const Engine& engine) {
   torch::serialize::OutputArchive engine_archive;
   engine.state_dict(engine_archive);
   archive.write("engine", engine_archive);
-  {
-    auto generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    archive.write("cpu_rng", generator.get_state());
-  }
+  archive.write("cpu_rng", rng_state(default_cpu_generator()));
   archive.write("complete", c10::IValue(true));
 
-  const std::string temporary = path + ".tmp";
-  archive.save_to(temporary);
-  fsync_path(temporary);
-  MLO_CHECK(std::rename(temporary.c_str(), path.c_str()) == 0, "cannot move the state file '",
-            temporary, "' to '", path, "'");
+  write_path_atomically(path,
+                        [&](const std::string& temporary) { archive.save_to(temporary); });
 }
 
 int64_t load_state(const std::string& path, Engine& engine) {
@@ -66,11 +50,7 @@ int64_t load_state(const std::string& path, Engine& engine) {
   engine.load_state_dict(engine_archive);
   at::Tensor rng;
   archive.read("cpu_rng", rng);
-  {
-    auto generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(rng);
-  }
+  set_rng_state(default_cpu_generator(), rng);
   return engine.global_step();
 }
 

@@ -1,4 +1,4 @@
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
 #include <mlo/run/config.h>
 

@@ -1,7 +1,8 @@
 // Activation checkpointing (memory/checkpoint.h) and the execution of checkpointing plans
 // (apply_plan, configure_checkpointing of memory/planner.h).
 #include <mlo/build_config.h>
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
+#include <mlo/base/rng.h>
 #include <mlo/detail/torch_compat.h>
 #include <mlo/memory/checkpoint.h>
 #include <mlo/memory/planner.h>
@@ -32,15 +33,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-at::Tensor rng_state(at::Generator generator) {
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void set_rng_state(at::Generator generator, const at::Tensor& state) {
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
-}
 
 // The device generator whose state a checkpoint forks: CPU's always, a CUDA device's in CUDA
 // builds when the input lives there.
@@ -280,7 +272,7 @@ void apply_plan(nn::ChainImpl& chain, const CheckpointPlan& plan) {
 
 std::shared_ptr<const LazyPlan> configure_checkpointing(torch::nn::Module& module,
                                                         const std::string& owner,
-                                                        const CheckpointOptions& options) {
+                                                        const CheckpointingOptions& options) {
   validate_options(options);
   auto* chain = dynamic_cast<nn::ChainImpl*>(&module);
   if (options.strategy() == Checkpointing::kNone) {
@@ -290,7 +282,7 @@ std::shared_ptr<const LazyPlan> configure_checkpointing(torch::nn::Module& modul
   MLO_CHECK(chain, "problem '", owner, "': checkpointing ", to_string(options.strategy()),
             " needs a model that is an mlo::nn::Chain");
   struct Shared {
-    CheckpointOptions options;
+    CheckpointingOptions options;
     std::string owner;
     std::mutex mutex;
     std::shared_ptr<LazyPlan> lazy = std::make_shared<LazyPlan>();

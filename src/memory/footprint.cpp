@@ -1,4 +1,3 @@
-#include <mlo/core/problem.h>
 #include <mlo/memory/footprint.h>
 #include <mlo/memory/meter.h>
 
@@ -48,10 +47,6 @@ Footprint footprint(const torch::nn::Module& module, const torch::optim::Optimiz
     for (const auto& [key, state] : optimizer->state()) out.optimizer_state += state_bytes(*state);
   }
   return out;
-}
-
-Footprint footprint(const Problem& problem) {
-  return footprint(problem.module(), problem.has_optimizer() ? &problem.optimizer() : nullptr);
 }
 
 std::string footprint_table(const std::vector<std::pair<std::string, Footprint>>& rows) {

@@ -1,7 +1,8 @@
 #include <mlo/build_config.h>
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/memory/meter.h>
 
+#include <ATen/ATen.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #if MLO_WITH_CUDA
@@ -233,6 +234,19 @@ std::string MemoryMeter::json() const {
   }
   out << "]}";
   return out.str();
+}
+
+int64_t retained_bytes(const std::function<at::Tensor(const at::Tensor&)>& fn,
+                       const at::Tensor& sample) {
+  MLO_CHECK(sample.defined(), "retained_bytes: undefined sample");
+  const at::Tensor input =
+      at::randn(sample.sizes(), sample.options().dtype(at::kFloat)).requires_grad_(true);
+  MemoryMeter meter(sample.device());
+  MemoryMeter::Active on(meter);
+  at::AutoGradMode grad_mode(true);
+  const int64_t before = meter.current();
+  const at::Tensor out = fn(input);
+  return meter.current() - before;
 }
 
 }  // namespace memory

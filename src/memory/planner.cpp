@@ -1,7 +1,7 @@
 // Cost model, dynamic programs and plans of the checkpointing planner (memory/planner.h).
 // Profiling is in profile.cpp; running plans (apply_plan, configure_checkpointing) in
 // checkpoint.cpp, next to the checkpoint they run.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
 
@@ -127,7 +127,7 @@ std::vector<Segment> uniform(size_t n, int64_t k) {
 
 }  // namespace
 
-void validate_options(const CheckpointOptions& o) {
+void validate_options(const CheckpointingOptions& o) {
   MLO_CHECK(o.segments() >= 1, "checkpointing: segments must be >= 1, got ", o.segments());
   MLO_CHECK(o.budget_bytes() >= 0, "checkpointing: budget_bytes must be >= 0, got ",
             o.budget_bytes());
@@ -328,7 +328,7 @@ std::string CheckpointPlan::to_string() const {
   return out.str();
 }
 
-CheckpointPlan make_plan(const ChainProfile& profile, const CheckpointOptions& options) {
+CheckpointPlan make_plan(const ChainProfile& profile, const CheckpointingOptions& options) {
   validate_options(options);
   MLO_CHECK(profile.size() > 0, "make_plan: empty profile");
   const size_t n = profile.size();
@@ -375,7 +375,7 @@ CheckpointPlan make_plan(const ChainProfile& profile, const CheckpointOptions& o
 }
 
 CheckpointPlan plan_checkpointing(nn::ChainImpl& chain, const torch::Tensor& sample_input,
-                                  const CheckpointOptions& options) {
+                                  const CheckpointingOptions& options) {
   validate_options(options);
   return make_plan(profile_chain(chain, sample_input, options.profile()), options);
 }

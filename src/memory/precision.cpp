@@ -1,5 +1,6 @@
 #include <mlo/build_config.h>
-#include <mlo/core/error.h>
+#include <mlo/base/archive.h>
+#include <mlo/base/error.h>
 #include <mlo/detail/torch_compat.h>
 #include <mlo/memory/precision.h>
 
@@ -87,13 +88,9 @@ void LossScaler::save(torch::serialize::OutputArchive& archive) const {
 }
 
 void LossScaler::load(torch::serialize::InputArchive& archive) {
-  c10::IValue value;
-  archive.read("scale", value);
-  scale_ = value.toDouble();
-  archive.read("clean_steps", value);
-  clean_steps_ = value.toInt();
-  archive.read("skipped_steps", value);
-  skipped_steps_ = value.toInt();
+  scale_ = mlo::archive::read_double(archive, "scale", "loss scaler");
+  clean_steps_ = mlo::archive::read_int(archive, "clean_steps", "loss scaler");
+  skipped_steps_ = mlo::archive::read_int(archive, "skipped_steps", "loss scaler");
 }
 
 }  // namespace memory

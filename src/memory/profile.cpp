@@ -1,6 +1,7 @@
 // Block profiling for the checkpointing planner (memory/planner.h).
 #include <mlo/build_config.h>
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
+#include <mlo/base/rng.h>
 #include <mlo/memory/checkpoint.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
@@ -65,11 +66,11 @@ class StateRestorer {
   StateRestorer(nn::ChainImpl& chain, const c10::Device& device) : chain_(chain) {
     at::NoGradGuard no_grad;
     for (const auto& b : chain.buffers()) buffers_.push_back(b.clone());
-    cpu_rng_ = state_of(at::detail::getDefaultCPUGenerator());
+    cpu_rng_ = rng_state(at::detail::getDefaultCPUGenerator());
 #if MLO_WITH_CUDA
     if (device.is_cuda()) {
       cuda_ = at::cuda::detail::getDefaultCUDAGenerator(device.index());
-      cuda_rng_ = state_of(cuda_);
+      cuda_rng_ = rng_state(cuda_);
     }
 #else
     (void)device;
@@ -81,21 +82,13 @@ class StateRestorer {
     for (size_t i = 0; i < buffers.size() && i < buffers_.size(); ++i) {
       buffers[i].copy_(buffers_[i]);
     }
-    restore(at::detail::getDefaultCPUGenerator(), cpu_rng_);
-    if (cuda_rng_.defined()) restore(cuda_, cuda_rng_);
+    set_rng_state(at::detail::getDefaultCPUGenerator(), cpu_rng_);
+    if (cuda_rng_.defined()) set_rng_state(cuda_, cuda_rng_);
   }
   StateRestorer(const StateRestorer&) = delete;
   StateRestorer& operator=(const StateRestorer&) = delete;
 
  private:
-  static at::Tensor state_of(at::Generator generator) {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    return generator.get_state();
-  }
-  static void restore(at::Generator generator, const at::Tensor& state) {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(state);
-  }
 
   nn::ChainImpl& chain_;
   std::vector<at::Tensor> buffers_;

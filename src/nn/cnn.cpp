@@ -1,6 +1,6 @@
 #include <mlo/nn/cnn.h>
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 
 namespace mlo {
 namespace nn {

@@ -1,6 +1,6 @@
 #include <mlo/nn/mwn.h>
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 
 namespace mlo {
 namespace nn {

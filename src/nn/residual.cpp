@@ -1,6 +1,6 @@
 #include <mlo/nn/residual.h>
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 
 #include "init.h"
 

@@ -1,6 +1,6 @@
 #include "builders.h"
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/nn/cnn.h>
 #include <mlo/nn/mwn.h>
 #include <mlo/nn/resnet.h>

@@ -3,7 +3,7 @@
 #include "builders.h"
 #include "problems/reweighting/reweighting.h"
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/data/cifar10.h>
 #include <mlo/data/fashion_mnist.h>
 #include <mlo/data/long_tail.h>

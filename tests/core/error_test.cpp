@@ -1,5 +1,5 @@
 // Errors: a failed internal invariant names mlo (not LibTorch) and is told apart from user errors.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 
 #include <catch2/catch.hpp>
 

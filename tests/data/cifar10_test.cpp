@@ -1,6 +1,6 @@
 // CIFAR-10 binary reader: values read back exactly from generated files; malformed files name
 // the file and the problem.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/data/cifar10.h>
 
 #include <torch/torch.h>

@@ -1,6 +1,6 @@
 // Fashion-MNIST IDX reader: generated gzip files read back exactly; malformed files name the file;
 // the real files of Debian's dataset-fashion-mnist package when installed.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/data/fashion_mnist.h>
 
 #include <torch/torch.h>

@@ -1,5 +1,5 @@
 // Long-tailed split: class counts exactly as the formula, balanced disjoint meta set, seeded.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/data/long_tail.h>
 #include <mlo/data/subset.h>
 

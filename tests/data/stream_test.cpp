@@ -1,5 +1,5 @@
 // LoaderStream and SeededSampler: every sample once per epoch, seeded order, exact resume.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/data/sampler.h>
 #include <mlo/data/stream.h>
 #include <mlo/data/subset.h>

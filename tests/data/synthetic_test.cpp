@@ -1,5 +1,5 @@
 // Synthetic CIFAR-shaped data: labelled synthetic, deterministic, class counts as asked.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/data/long_tail.h>
 #include <mlo/data/synthetic.h>
 

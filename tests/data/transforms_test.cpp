@@ -1,6 +1,6 @@
 // Batch transforms: flip flips, crop is a shifted window of the reflect-padded image,
 // normalization is exact per channel, everything deterministic given the generator's seed.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/data/transforms.h>
 
 #include <torch/torch.h>

@@ -5,7 +5,7 @@
 //   exact = -J^T H^{-1} v,  H = d^2 L / d(w, b)^2 (4 x 4),  J = d^2 L / d(w, b) dlambda (4 x 3).
 // The lower parameters are two tensors (w: 3, b: 1), so the methods' multi-tensor paths run too.
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/hypergrad.h>
 #include <support/quadratic.h>
 

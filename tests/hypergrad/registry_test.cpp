@@ -1,6 +1,6 @@
 // Tests of the hypergradient registry: built-in methods, user methods, unregistered methods.
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/hypergrad.h>
 
 #include <catch2/catch.hpp>

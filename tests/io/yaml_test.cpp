@@ -1,5 +1,5 @@
 // Configuration from YAML: every bad input fails before training with file, line and key path.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 // Activation checkpointing is exact: gradients, Hessian-vector products, dropout, batch norm and
 // autocast through checkpointed blocks equal the plain ones.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/memory/checkpoint.h>
 #include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>

@@ -1,6 +1,6 @@
 // The planner: its dynamic programs are exact (brute force over every plan), its predicted peak
 // matches the exact meter on a ResNet, and plans run the model unchanged.
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
 #include <mlo/nn/resnet.h>
@@ -15,7 +15,7 @@
 
 using mlo::Checkpointing;
 using mlo::memory::ChainProfile;
-using mlo::memory::CheckpointOptions;
+using mlo::CheckpointingOptions;
 using mlo::memory::CostModel;
 using mlo::memory::Segment;
 
@@ -135,43 +135,43 @@ TEST_CASE("Planner: the dynamic programs equal a brute-force optimum on random c
 TEST_CASE("Planner: strategies and options", "[memory][planner]") {
   std::mt19937 rng(3);
   const ChainProfile profile = random_profile(9, rng);
-  auto plan = mlo::memory::make_plan(profile, CheckpointOptions(Checkpointing::kNone));
+  auto plan = mlo::memory::make_plan(profile, CheckpointingOptions(Checkpointing::kNone));
   REQUIRE(plan.segments.size() == 1);
   CHECK(plan.num_checkpointed() == 0);
   CHECK(plan.predicted.peak_bytes == plan.baseline.peak_bytes);
 
-  plan = mlo::memory::make_plan(profile, CheckpointOptions(Checkpointing::kSqrt));
+  plan = mlo::memory::make_plan(profile, CheckpointingOptions(Checkpointing::kSqrt));
   CHECK(plan.segments.size() == 3);  // round(sqrt(9)); the last one stored
   CHECK(plan.num_checkpointed() == 2);
   CHECK(!plan.is_checkpointed(8));
   CHECK(plan.is_checkpointed(0));
 
-  plan = mlo::memory::make_plan(profile, CheckpointOptions(Checkpointing::kUniform).segments(4));
+  plan = mlo::memory::make_plan(profile, CheckpointingOptions(Checkpointing::kUniform).segments(4));
   CHECK(plan.num_checkpointed() == 3);
 
   plan = mlo::memory::make_plan(profile,
-                                CheckpointOptions(Checkpointing::kOptimal).budget_fraction(0.6));
+                                CheckpointingOptions(Checkpointing::kOptimal).budget_fraction(0.6));
   CHECK(plan.predicted.peak_bytes <= 0.6 * plan.baseline.peak_bytes);
   plan =
-      mlo::memory::make_plan(profile, CheckpointOptions(Checkpointing::kOptimal).budget_bytes(1));
+      mlo::memory::make_plan(profile, CheckpointingOptions(Checkpointing::kOptimal).budget_bytes(1));
   CHECK(
       plan.predicted.peak_bytes ==  // below anything reachable: the smallest-memory plan
       mlo::memory::evaluate(profile, mlo::memory::solve_min_memory(profile, INFINITY)).peak_bytes);
   plan = mlo::memory::make_plan(profile,
-                                CheckpointOptions(Checkpointing::kMinMemory).max_overhead(0.2));
+                                CheckpointingOptions(Checkpointing::kMinMemory).max_overhead(0.2));
   CHECK(plan.time_overhead() <= 0.2 + 1e-12);
   CHECK(plan.to_string().find("predicted peak") != std::string::npos);
 
   CHECK_THROWS_AS(
-      mlo::memory::make_plan(profile, CheckpointOptions(Checkpointing::kUniform).segments(0)),
+      mlo::memory::make_plan(profile, CheckpointingOptions(Checkpointing::kUniform).segments(0)),
       mlo::Error);
   CHECK_THROWS_AS(mlo::memory::make_plan(
-                      profile, CheckpointOptions(Checkpointing::kOptimal).budget_fraction(1.5)),
+                      profile, CheckpointingOptions(Checkpointing::kOptimal).budget_fraction(1.5)),
                   mlo::Error);
   CHECK_THROWS_AS(mlo::memory::evaluate(profile, {Segment{0, 4, true}}), mlo::Error);
   torch::nn::Linear linear(2, 2);
   CHECK_THROWS_AS(mlo::memory::configure_checkpointing(*linear, "inner",
-                                                       CheckpointOptions(Checkpointing::kSqrt)),
+                                                       CheckpointingOptions(Checkpointing::kSqrt)),
                   mlo::Error);
   CHECK(mlo::memory::configure_checkpointing(*linear, "inner", Checkpointing::kNone) == nullptr);
 }
@@ -191,11 +191,11 @@ TEST_CASE("Planner: predicted peak within 10% of the measured one on ResNet-32, 
 
   mlo::memory::MemoryMeter meter;
   mlo::memory::MemoryMeter::Active on(meter);
-  std::vector<CheckpointOptions> options = {
-      CheckpointOptions(Checkpointing::kNone), CheckpointOptions(Checkpointing::kSqrt),
-      CheckpointOptions(Checkpointing::kOptimal).budget_fraction(0.5),
-      CheckpointOptions(Checkpointing::kOptimal).budget_fraction(0.3),
-      CheckpointOptions(Checkpointing::kMinMemory).max_overhead(0.3)};
+  std::vector<CheckpointingOptions> options = {
+      CheckpointingOptions(Checkpointing::kNone), CheckpointingOptions(Checkpointing::kSqrt),
+      CheckpointingOptions(Checkpointing::kOptimal).budget_fraction(0.5),
+      CheckpointingOptions(Checkpointing::kOptimal).budget_fraction(0.3),
+      CheckpointingOptions(Checkpointing::kMinMemory).max_overhead(0.3)};
   for (const auto& o : options) {
     const auto plan = mlo::memory::make_plan(profile, o);
     mlo::memory::apply_plan(*model, plan);
@@ -227,7 +227,7 @@ TEST_CASE("Planner: a planned ResNet computes the same loss and gradients", "[me
   };
   const auto plain = step();
   const auto lazy = mlo::memory::configure_checkpointing(
-      *model, "test", CheckpointOptions(Checkpointing::kOptimal).budget_fraction(0.4));
+      *model, "test", CheckpointingOptions(Checkpointing::kOptimal).budget_fraction(0.4));
   REQUIRE(lazy != nullptr);
   CHECK(!lazy->plan.has_value());
   const auto ckpt = step();

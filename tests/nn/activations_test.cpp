@@ -59,9 +59,9 @@ TEST_CASE("Swish: the efficient variant keeps no more memory; the module picks t
           "[nn][activations]") {
   const auto sample = torch::empty({1024});  // 4096 bytes per tensor
   for (const double beta : {1.0, 1.7}) {
-    const int64_t torch_bytes = mlo::nn::retained_bytes(
+    const int64_t torch_bytes = mlo::memory::retained_bytes(
         [beta](const torch::Tensor& x) { return reference_swish(x, beta); }, sample);
-    const int64_t custom_bytes = mlo::nn::retained_bytes(
+    const int64_t custom_bytes = mlo::memory::retained_bytes(
         [beta](const torch::Tensor& x) { return mlo::nn::swish(x, beta); }, sample);
     INFO("beta " << beta << ": torch keeps " << torch_bytes << " B, mlo::nn::swish keeps "
                  << custom_bytes << " B");

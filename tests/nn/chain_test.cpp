@@ -1,6 +1,6 @@
 // Tests of mlo::nn::Chain: block order, ranges, names and groups, executor, clone, errors.
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/nn/chain.h>
 
 #include <torch/torch.h>

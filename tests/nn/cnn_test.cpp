@@ -1,6 +1,6 @@
 // Tests of the small Fashion-MNIST CNN: shape, blocks, parameter count, chain ranges, gradients.
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/nn/cnn.h>
 
 #include <torch/torch.h>

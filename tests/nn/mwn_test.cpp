@@ -1,6 +1,6 @@
 // Tests of mlo::nn::MWN: shape, range, parameter count, gradients, input checks.
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/nn/mwn.h>
 
 #include <torch/torch.h>

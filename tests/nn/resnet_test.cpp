@@ -1,7 +1,7 @@
 // Tests of the CIFAR ResNets: shapes, block structure, parameter counts by formula, chain
 // equivalences, gradients, in-place ReLU equivalence (first and second order), clone.
 
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/nn/resnet.h>
 
 #include <torch/torch.h>

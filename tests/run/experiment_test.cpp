@@ -1,7 +1,7 @@
 // Experiments from a configuration: the data splits they use, and settings that must act or be
 // refused (never a silent fallback to a default).
 #include <mlo/core/config.h>
-#include <mlo/core/error.h>
+#include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
 #include <mlo/run/experiment.h>
 

@@ -4,9 +4,10 @@
 /// an optional learning-rate schedule and a batch stream; its single required method is
 /// `training_step`, the loss of one batch.
 
-#include <mlo/core/batch.h>
+#include <mlo/data/batch.h>
 #include <mlo/core/config.h>
-#include <mlo/core/error.h>
+#include <mlo/memory/footprint.h>
+#include <mlo/base/error.h>
 
 #include <c10/core/DeviceType.h>
 #include <torch/nn/module.h>
@@ -150,6 +151,8 @@ class Problem {
   at::Tensor current_loss(size_t micro);
   /// `training_step(batch)` under the level's precision (autocast for bf16/fp16).
   at::Tensor loss(const Batch& batch);
+  /// Bytes of this level's parameters, gradients and optimizer state (`memory::footprint`).
+  memory::Footprint footprint() const;
   /// The level's loss scaler, or null when loss scaling is off.
   const memory::LossScaler* loss_scaler() const { return scaler_.get(); }
 

@@ -5,12 +5,24 @@
 /// Paper: A. Rajeswaran, C. Finn, S. Kakade, S. Levine, "Meta-Learning with Implicit Gradients"
 /// (iMAML), NeurIPS 2019 (arXiv:1909.04630), Sec. 3.1 and Algorithm 2.
 
-#include <mlo/core/config.h>
-#include <mlo/hypergrad/hypergradient.h>
-
 #include <ATen/core/Tensor.h>
+#include <torch/arg.h>
 
 #include <vector>
+
+namespace mlo {
+
+/// Conjugate gradient: `iterations` CG steps on (alpha H) x = alpha v; the solution is H^{-1} v
+/// for every alpha > 0 (alpha only rescales the system).
+struct CGOptions {
+  TORCH_ARG(int64_t, iterations) = 1;
+  TORCH_ARG(double, alpha) = 1.0;
+};
+
+}  // namespace mlo
+
+// NOTE: after the options, which core/config.h (included at the end of hypergradient.h) needs.
+#include <mlo/hypergrad/hypergradient.h>
 
 namespace mlo {
 namespace hypergrad {
@@ -31,7 +43,9 @@ namespace hypergrad {
 /// ```
 class CG : public Hypergradient {
  public:
-  /// Reads `config.cg()`; throws `mlo::Error` if iterations < 1 or alpha <= 0.
+  /// Validates `options` (throws `mlo::Error` naming the bad value).
+  explicit CG(CGOptions options);
+  /// `CG(config.cg())`: the options of the lower problem's config.
   explicit CG(const ProblemConfig& config);
 
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.

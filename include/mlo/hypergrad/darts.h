@@ -5,12 +5,23 @@
 /// Paper: H. Liu, K. Simonyan, Y. Yang, "DARTS: Differentiable Architecture Search", ICLR 2019
 /// (arXiv:1806.09055), Sec. 2.3, Eq. (8).
 
-#include <mlo/core/config.h>
-#include <mlo/hypergrad/hypergradient.h>
-
 #include <ATen/core/Tensor.h>
+#include <torch/arg.h>
 
 #include <vector>
+
+namespace mlo {
+
+/// DARTS: eps = alpha / ||v||; result (grad_lambda L(w - eps v) - grad_lambda L(w + eps v)) / 2eps.
+struct DartsOptions {
+  /// Perturbation size, relative to ||v||.
+  TORCH_ARG(double, alpha) = 0.01;
+};
+
+}  // namespace mlo
+
+// NOTE: after the options, which core/config.h (included at the end of hypergradient.h) needs.
+#include <mlo/hypergrad/hypergradient.h>
 
 namespace mlo {
 namespace hypergrad {
@@ -31,7 +42,9 @@ namespace hypergrad {
 /// ```
 class Darts : public Hypergradient {
  public:
-  /// Reads `config.darts()`; throws `mlo::Error` if alpha is not positive.
+  /// Validates `options` (throws `mlo::Error` naming the bad value).
+  explicit Darts(DartsOptions options);
+  /// `Darts(config.darts())`: the options of the lower problem's config.
   explicit Darts(const ProblemConfig& config);
 
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.

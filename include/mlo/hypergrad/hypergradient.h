@@ -9,8 +9,6 @@
 /// Methods register themselves by `Method` value (`MLO_REGISTER_HYPERGRADIENT`); the lower
 /// problem's `ProblemConfig::method` selects one.
 
-#include <mlo/core/config.h>
-
 #include <ATen/core/Tensor.h>
 
 #include <functional>
@@ -20,6 +18,8 @@
 namespace mlo {
 
 class Problem;
+struct ProblemConfig;
+enum class Method;  // core/config.h, with its name table
 
 namespace hypergrad {
 
@@ -53,3 +53,8 @@ bool is_registered(Method method);
       [](const ::mlo::ProblemConfig& config) -> std::unique_ptr<::mlo::hypergrad::Hypergradient> { \
         return std::make_unique<Class>(config);                                                    \
       })
+
+// NOTE: included last on purpose. Users of the registry name `Method` values and receive a
+// `ProblemConfig`, so they get both from here; core/config.h in turn includes the built-in
+// methods' headers (for their options structs), which need only the declarations above.
+#include <mlo/core/config.h>

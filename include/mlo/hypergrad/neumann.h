@@ -5,12 +5,24 @@
 /// Paper: J. Lorraine, P. Vicol, D. Duvenaud, "Optimizing Millions of Hyperparameters by Implicit
 /// Differentiation", AISTATS 2020 (arXiv:1911.02590), Algorithm 3.
 
-#include <mlo/core/config.h>
-#include <mlo/hypergrad/hypergradient.h>
-
 #include <ATen/core/Tensor.h>
+#include <torch/arg.h>
 
 #include <vector>
+
+namespace mlo {
+
+/// Neumann series: H^{-1} v ~ alpha * sum_{k=0..K} (I - alpha H)^k v, K = iterations.
+/// Converges when 0 < alpha < 2 / lambda_max(H).
+struct NeumannOptions {
+  TORCH_ARG(int64_t, iterations) = 1;
+  TORCH_ARG(double, alpha) = 1.0;
+};
+
+}  // namespace mlo
+
+// NOTE: after the options, which core/config.h (included at the end of hypergradient.h) needs.
+#include <mlo/hypergrad/hypergradient.h>
 
 namespace mlo {
 namespace hypergrad {
@@ -29,7 +41,9 @@ namespace hypergrad {
 /// ```
 class Neumann : public Hypergradient {
  public:
-  /// Reads `config.neumann()`; throws `mlo::Error` if iterations < 0 or alpha <= 0.
+  /// Validates `options` (throws `mlo::Error` naming the bad value).
+  explicit Neumann(NeumannOptions options);
+  /// `Neumann(config.neumann())`: the options of the lower problem's config.
   explicit Neumann(const ProblemConfig& config);
 
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.

@@ -18,8 +18,6 @@ class Optimizer;
 
 namespace mlo {
 
-class Problem;
-
 namespace memory {
 
 /// Bytes held by a level between steps.
@@ -33,8 +31,6 @@ struct Footprint {
 /// Footprint of a module and (optionally) its optimizer. Optimizer state is counted for
 /// LibTorch's SGD, Adam, AdamW, Adagrad, RMSprop and LBFGS.
 Footprint footprint(const torch::nn::Module& module, const torch::optim::Optimizer* optimizer);
-/// Footprint of a problem's module and optimizer.
-Footprint footprint(const Problem& problem);
 
 /// A text table, one row per (name, footprint), in MiB.
 std::string footprint_table(const std::vector<std::pair<std::string, Footprint>>& rows);

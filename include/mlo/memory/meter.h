@@ -15,9 +15,11 @@
 /// spdlog::info("{}", meter.table());
 /// ```
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -131,6 +133,12 @@ class MemoryMeter {
   std::map<std::pair<std::string, std::string>, ScopeStats> stats_;
   std::shared_ptr<c10::DebugInfoBase> reporter_;  // the c10 hook object (CPU)
 };
+
+/// Bytes `fn(x)` keeps alive for backward on a float input shaped like `sample` that requires
+/// grad, output included, input excluded (exact meter, on `sample`'s device). Example:
+/// `retained_bytes([](const torch::Tensor& x) { return torch::silu(x); }, torch::randn({256}))`.
+int64_t retained_bytes(const std::function<at::Tensor(const at::Tensor&)>& fn,
+                       const at::Tensor& sample);
 
 }  // namespace memory
 }  // namespace mlo

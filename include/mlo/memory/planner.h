@@ -12,7 +12,7 @@
 /// chains: how to train deep neural networks with limited memory", 2019 (arXiv:1911.13214),
 /// with their per-block memory and time costs; docs/checkpointing.md derives the model.
 
-#include <mlo/core/config.h>
+#include <mlo/memory/options.h>
 #include <mlo/nn/chain.h>
 
 #include <torch/arg.h>
@@ -54,15 +54,6 @@ struct ChainProfile {
   std::size_t size() const { return blocks.size(); }
 };
 
-/// Options of `profile_chain`.
-struct ProfileOptions {
-  /// Timed passes over the chain; each block keeps its fastest. Memory comes from the first.
-  TORCH_ARG(int64_t, repeats) = 1;
-  /// Time with the process's CPU time instead of the wall clock: steadier on a shared CPU
-  /// machine (other processes' load does not count); for CPU runs only.
-  TORCH_ARG(bool, process_cpu_time) = false;
-};
-
 /// Runs every block of `chain` on `sample` (each block on the previous block's output) three
 /// ways: forward without grad, forward with grad, backward, metering each with an exact
 /// `MemoryMeter` and a clock. The chain's buffers (batch-norm statistics) and the random
@@ -82,14 +73,6 @@ struct Segment {
   bool operator==(const Segment& other) const {
     return begin == other.begin && end == other.end && checkpointed == other.checkpointed;
   }
-};
-
-/// How the cost model counts parameter gradients.
-struct CostModel {
-  /// true: parameter gradients are new tensors kept until the end of backward (the engine's
-  /// `torch::autograd::grad`, or `.grad` set to none before the step); false: `.grad` already
-  /// exists and backward accumulates into it in place (steady-state training loops).
-  TORCH_ARG(bool, keep_param_grads) = true;
 };
 
 /// Predicted cost of a training step (forward, backward) under a plan.
@@ -115,32 +98,6 @@ std::optional<std::vector<Segment>> solve_budget(const ChainProfile& profile, in
 /// takes longer than `max_seconds`.
 std::vector<Segment> solve_min_memory(const ChainProfile& profile, double max_seconds,
                                       const CostModel& model = CostModel());
-
-/// How to checkpoint one level's model: the strategy of `ProblemConfig::checkpointing` and its
-/// parameters, plus the planner's own knobs (cost model, profiling).
-/// Example: `CheckpointOptions(Checkpointing::kOptimal).budget_fraction(0.4)`.
-struct CheckpointOptions {
-  /* implicit */ CheckpointOptions(Checkpointing strategy = Checkpointing::kNone)
-      : strategy_(strategy) {}
-  /// The level's settings (`ProblemConfig::checkpointing()`), default planner knobs.
-  /* implicit */ CheckpointOptions(const CheckpointingOptions& settings)
-      : strategy_(settings.strategy()),
-        segments_(settings.segments()),
-        budget_bytes_(settings.budget_bytes()),
-        budget_fraction_(settings.budget_fraction()),
-        max_overhead_(settings.max_overhead()) {}
-  TORCH_ARG(Checkpointing, strategy);
-  /// kUniform: number of segments (all checkpointed but the last).
-  TORCH_ARG(int64_t, segments) = 4;
-  /// kOptimal: memory budget in bytes (peak above the step's start); 0 = use budget_fraction.
-  TORCH_ARG(int64_t, budget_bytes) = 0;
-  /// kOptimal: budget as a fraction of the predicted no-checkpoint peak.
-  TORCH_ARG(double, budget_fraction) = 0.5;
-  /// kMinMemory: largest predicted time overhead over the no-checkpoint step (0.3 = 30%).
-  TORCH_ARG(double, max_overhead) = 0.3;
-  TORCH_ARG(CostModel, cost_model) = CostModel();
-  TORCH_ARG(ProfileOptions, profile) = ProfileOptions();
-};
 
 /// A checkpointing plan with its predictions.
 struct CheckpointPlan {
@@ -169,7 +126,7 @@ std::vector<Segment> make_segments(std::size_t num_blocks,
 
 /// Throws `mlo::Error` for invalid options: segments < 1, negative budget_bytes or
 /// max_overhead, budget_fraction outside (0, 1], profile repeats < 1. (For config checks.)
-void validate_options(const CheckpointOptions& options);
+void validate_options(const CheckpointingOptions& options);
 
 /// Throws `mlo::Error` unless `segments` tile blocks [0, num_blocks) in order.
 void validate_segments(const std::vector<Segment>& segments, std::size_t num_blocks);
@@ -180,11 +137,11 @@ void validate_segments(const std::vector<Segment>& segments, std::size_t num_blo
 /// with a warning, when the budget is below what any plan reaches); kMinMemory:
 /// `solve_min_memory` with a cap of (1 + max_overhead) times the no-checkpoint time.
 /// Throws `mlo::Error` for invalid options (see `validate_options`).
-CheckpointPlan make_plan(const ChainProfile& profile, const CheckpointOptions& options);
+CheckpointPlan make_plan(const ChainProfile& profile, const CheckpointingOptions& options);
 
 /// `make_plan(profile_chain(chain, sample_input, options.profile()), options)`.
 CheckpointPlan plan_checkpointing(nn::ChainImpl& chain, const torch::Tensor& sample_input,
-                                  const CheckpointOptions& options);
+                                  const CheckpointingOptions& options);
 
 /// Installs the plan as the chain's executor: `chain.forward(x)` then runs stored segments with
 /// `forward_range` and checkpointed ones with `checkpoint_range`. A plan without checkpointed
@@ -206,13 +163,13 @@ struct LazyPlan {
 /// ```
 /// mlo::nn::Chain model = mlo::nn::resnet50();
 /// auto lazy = mlo::memory::configure_checkpointing(*model, "inner",
-///     mlo::memory::CheckpointOptions(mlo::Checkpointing::kMinMemory).max_overhead(0.3));
+///     mlo::memory::CheckpointingOptions(mlo::Checkpointing::kMinMemory).max_overhead(0.3));
 /// auto logits = model->forward(batch);  // profiles and plans, then runs the plan
 /// spdlog::info("{}", lazy->plan->to_string());
 /// ```
 std::shared_ptr<const LazyPlan> configure_checkpointing(torch::nn::Module& module,
                                                         const std::string& owner,
-                                                        const CheckpointOptions& options);
+                                                        const CheckpointingOptions& options);
 
 }  // namespace memory
 }  // namespace mlo

@@ -3,7 +3,7 @@
 /// Mixed precision per level: an autocast guard for a level's forward and loss, and a dynamic
 /// loss scaler for fp16 (portable: ordinary ops only, so it also runs on CPU).
 
-#include <mlo/core/config.h>
+#include <mlo/memory/options.h>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>

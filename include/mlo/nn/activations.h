@@ -27,7 +27,7 @@ torch::Tensor swish(const torch::Tensor& x, double beta = 1.0);
 
 /// Which implementation `Swish` runs.
 enum class SwishBackend {
-  kAuto,    ///< whichever of the two keeps fewer bytes for backward (measured; ties: kTorch)
+  kAuto,    ///< whichever of the two keeps fewer bytes for backward (`resolve_swish_backend`)
   kTorch,   ///< torch::silu for beta = 1, else x * torch::sigmoid(beta * x)
   kCustom,  ///< mlo::nn::swish
 };
@@ -60,14 +60,9 @@ class SwishImpl : public torch::nn::Cloneable<SwishImpl> {
 };
 TORCH_MODULE(Swish);
 
-/// Bytes `fn(x)` keeps alive for backward on a float input shaped like `sample` that requires
-/// grad, output included, input excluded (exact meter). Example:
-/// `retained_bytes([](const torch::Tensor& x) { return torch::silu(x); }, torch::randn({256}))`.
-int64_t retained_bytes(const std::function<torch::Tensor(const torch::Tensor&)>& fn,
-                       const torch::Tensor& sample);
-
-/// What `SwishBackend::kAuto` resolves to for `beta`: measures both backends once per process
-/// and beta with `retained_bytes` and returns the one that keeps less (kTorch on a tie).
+/// What `SwishBackend::kAuto` resolves to for `beta`: the backend that keeps less for backward,
+/// by a fixed rule (kTorch for beta = 1, where LibTorch's fused silu keeps only its input;
+/// kCustom otherwise). The rule is checked with the exact meter in the tests.
 SwishBackend resolve_swish_backend(double beta);
 
 /// ReLU applied in place (`relu_`): no new tensor, and nothing extra kept for backward, since

@@ -1,5 +1,6 @@
-#include <mlo/core/batch.h>
-#include <mlo/core/error.h>
+#include <mlo/data/batch.h>
+#include <mlo/base/archive.h>
+#include <mlo/base/error.h>
 
 #include <torch/serialize/archive.h>
 
@@ -23,9 +24,8 @@ void VectorStream::save(torch::serialize::OutputArchive& archive) const {
 }
 
 void VectorStream::load(torch::serialize::InputArchive& archive) {
-  c10::IValue position;
-  archive.read("position", position);
-  position_ = position.toInt() % static_cast<int64_t>(batches_.size());
+  position_ = mlo::archive::read_int(archive, "position", "batch stream") %
+              static_cast<int64_t>(batches_.size());
 }
 
 FunctionStream::FunctionStream(std::function<Batch()> fn) : fn_(std::move(fn)) {

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Errors: `MLO_CHECK` for mistakes a user can make (bad config, bad graph, bad input),
+/// Errors, in the base layer (every area may use it; it depends on nothing else of mlo):
+/// `MLO_CHECK` for mistakes a user can make (bad config, bad graph, bad input),
 /// `MLO_INTERNAL_ASSERT` for invariants of mlo itself.
 
 #include <c10/util/Exception.h>

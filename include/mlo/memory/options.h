@@ -1,0 +1,97 @@
+#pragma once
+/// \file
+/// The memory knobs of one level, as plain options (no LibTorch beyond `torch/arg.h`): its
+/// precision, loss scaling and activation checkpointing. `ProblemConfig` holds them; the memory
+/// area (precision.h, planner.h) implements them.
+
+#include <mlo/base/enum_names.h>
+
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace mlo {
+
+/// Numeric precision of a level's forward and loss.
+enum class Precision { kFP32, kBF16, kFP16 };
+
+/// Activation checkpointing strategy of a level's model.
+enum class Checkpointing { kNone, kUniform, kSqrt, kOptimal, kMinMemory };
+
+template <>
+struct EnumNames<Precision> {
+  static constexpr const char* kWhat = "precision";
+  static constexpr std::pair<Precision, const char*> kTable[] = {
+      {Precision::kFP32, "fp32"}, {Precision::kBF16, "bf16"}, {Precision::kFP16, "fp16"}};
+};
+template <>
+struct EnumNames<Checkpointing> {
+  static constexpr const char* kWhat = "checkpointing strategy";
+  static constexpr std::pair<Checkpointing, const char*> kTable[] = {
+      {Checkpointing::kNone, "none"},
+      {Checkpointing::kUniform, "uniform"},
+      {Checkpointing::kSqrt, "sqrt"},
+      {Checkpointing::kOptimal, "optimal"},
+      {Checkpointing::kMinMemory, "min_memory"}};
+};
+
+/// Name of a precision or strategy as written in configs and logs ("bf16", "min_memory").
+inline const char* to_string(Precision precision) { return detail::enum_name(precision); }
+inline const char* to_string(Checkpointing checkpointing) {
+  return detail::enum_name(checkpointing);
+}
+
+/// Dynamic loss scaling (fp16 turns it on by default; any precision may ask for it).
+struct LossScaling {
+  TORCH_ARG(double, init_scale) = 65536.0;
+  TORCH_ARG(double, growth_factor) = 2.0;
+  TORCH_ARG(double, backoff_factor) = 0.5;
+  /// Clean optimizer steps in a row before the scale grows.
+  TORCH_ARG(int64_t, growth_interval) = 2000;
+};
+
+namespace memory {
+
+/// How the checkpointing planner profiles a chain (`profile_chain`).
+struct ProfileOptions {
+  /// Timed passes over the chain; each block keeps its fastest. Memory comes from the first.
+  TORCH_ARG(int64_t, repeats) = 1;
+  /// Time with the process's CPU time instead of the wall clock: steadier on a shared CPU
+  /// machine (other processes' load does not count); for CPU runs only.
+  TORCH_ARG(bool, process_cpu_time) = false;
+};
+
+/// How the planner's cost model counts parameter gradients.
+struct CostModel {
+  /// true: parameter gradients are new tensors kept until the end of backward (the engine's
+  /// `torch::autograd::grad`, or `.grad` set to none before the step); false: `.grad` already
+  /// exists and backward accumulates into it in place (steady-state training loops).
+  TORCH_ARG(bool, keep_param_grads) = true;
+};
+
+}  // namespace memory
+
+/// Activation checkpointing of a level's model (an `mlo::nn::Chain`): the strategy, its
+/// parameters and the planner's knobs. The one options struct for checkpointing: the engine,
+/// the planner, `mlo plan` and YAML all use it; `memory::validate_options` checks it once,
+/// where it enters (engine initialization, `mlo plan`, the YAML reader).
+/// Example: `CheckpointingOptions(Checkpointing::kMinMemory).max_overhead(0.3)`.
+struct CheckpointingOptions {
+  /* implicit */ CheckpointingOptions(Checkpointing strategy = Checkpointing::kNone)
+      : strategy_(strategy) {}
+  TORCH_ARG(Checkpointing, strategy);
+  /// kUniform: number of segments (all checkpointed but the last).
+  TORCH_ARG(int64_t, segments) = 4;
+  /// kOptimal: memory budget in bytes (peak above the step's start); 0 uses `budget_fraction`.
+  TORCH_ARG(int64_t, budget_bytes) = 0;
+  /// kOptimal: budget as a fraction of the predicted no-checkpoint peak.
+  TORCH_ARG(double, budget_fraction) = 0.5;
+  /// kMinMemory: largest predicted time overhead over the no-checkpoint step (0.3 = 30%).
+  TORCH_ARG(double, max_overhead) = 0.3;
+  /// The planner's cost model and profiling (defaults suit training steps).
+  TORCH_ARG(memory::CostModel, cost_model) = memory::CostModel();
+  TORCH_ARG(memory::ProfileOptions, profile) = memory::ProfileOptions();
+};
+
+}  // namespace mlo
