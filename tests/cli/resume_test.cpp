@@ -4,6 +4,7 @@
 
 #include <mlo/io/state.h>
 #include <mlo/io/yaml.h>
+#include <mlo/run/experiment.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -133,4 +134,18 @@ TEST_CASE("Resume: roll_back stopped mid-unroll resumes bit for bit", "[cli][res
     CHECK(resumed.test.at(name) == value);  // bitwise
   }
   CHECK(read(part_dir / "metrics.csv") == read(full_dir / "metrics.csv"));
+}
+
+TEST_CASE("Experiment: its problems are freed with it", "[cli][run]") {
+  // The classifier and reweighter hold handles to each other; a cycle left in place kept both,
+  // with their models and data, alive after the experiment (found by LeakSanitizer).
+  std::weak_ptr<mlo::Problem> classifier, reweighter;
+  {
+    mlo::run::Experiment experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"));
+    classifier = experiment.problem("classifier");
+    reweighter = experiment.problem("reweighter");
+    REQUIRE_FALSE(classifier.expired());
+  }
+  REQUIRE(classifier.expired());
+  REQUIRE(reweighter.expired());
 }
