@@ -31,7 +31,7 @@ if [ "${sanitize}" = "1" ]; then
   build_dir="${MLO_BUILD_DIR:-build-asan}"
   # -O1 keeps the tests' training loops fast enough while stack traces stay exact; -g1 gives
   # line numbers in reports at a fraction of full debug info's build time.
-  configure_args+=(-DMLO_SANITIZE=address,undefined "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1"
+  configure_args+=("-DMLO_SANITIZE=address,undefined" "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1"
     -DMLO_BUILD_EXAMPLES=OFF -DMLO_BUILD_BENCH=OFF)
   # Any report fails the test: halt_on_error with -fno-sanitize-recover=all (CMakeLists.txt)
   # turns every UBSan finding into a non-zero exit, with a stack trace to read.
