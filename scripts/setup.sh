@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs mlo's dependencies from Debian 12 and builds mlo (Release) into build/.
 #
-# Usage: scripts/setup.sh [--skip-apt] [--deps-only] [extra cmake configure arguments...]
+# Usage: scripts/setup.sh [--skip-apt] [--deps-only] [--check-tools] [extra cmake arguments...]
 #   --skip-apt       do not install packages (also: MLO_SKIP_APT=1), e.g. when building
 #                    against your own LibTorch: scripts/setup.sh --skip-apt -DCMAKE_PREFIX_PATH=/opt/libtorch
 #   --deps-only      install the packages, do not build
+#   --check-tools    also install what scripts/fuzz.sh needs (clang, libFuzzer); CI uses it
 # Environment: MLO_BUILD_DIR (default: build), MLO_JOBS (default: nproc).
 #
 # Safe to run again: packages already installed are not fetched again, and the build is incremental.
@@ -19,6 +20,9 @@ PACKAGES=(
   libyaml-cpp-dev libspdlog-dev catch2 libcli11-dev libgloo-dev zlib1g-dev
   dataset-fashion-mnist
 )
+# For scripts/fuzz.sh (libFuzzer ships in clang's runtime package); GCC's sanitizers, used by
+# scripts/test.sh --sanitize, come with build-essential.
+CHECK_PACKAGES=(clang libclang-rt-14-dev)
 
 skip_apt="${MLO_SKIP_APT:-0}"
 deps_only=0
@@ -27,8 +31,9 @@ for arg in "$@"; do
   case "${arg}" in
     --skip-apt) skip_apt=1 ;;
     --deps-only) deps_only=1 ;;
+    --check-tools) PACKAGES+=("${CHECK_PACKAGES[@]}") ;;
     -h | --help)
-      sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) cmake_args+=("${arg}") ;;

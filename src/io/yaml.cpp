@@ -6,11 +6,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace mlo {
 namespace io {
@@ -39,6 +41,13 @@ std::string location(const Context& ctx, const std::string& path, const YAML::Ma
 
 [[noreturn]] void fail(const std::string& where, const std::string& path, const std::string& what) {
   throw Error(where + ": " + (path.empty() ? std::string("(top level)") : path) + ": " + what);
+}
+
+// A mapping key as text. Keys must be plain scalars: `[a, b]: 1` or `{a: 1}: 2` is valid YAML
+// but names nothing here.
+std::string key_text(const Context& ctx, const std::string& path, const YAML::Node& key) {
+  if (!key.IsScalar()) fail(location(ctx, path, key.Mark()), path, "keys must be plain names");
+  return key.Scalar();
 }
 
 // Edit distance, for "did you mean" on unknown keys.
@@ -121,7 +130,7 @@ class Reader {
     const std::string path = join(path_, key);
     if (!child->IsMap()) fail(location(ctx_, path, child->Mark()), path, "must be a mapping");
     for (const auto& entry : *child) {
-      const std::string name = entry.first.as<std::string>();
+      const std::string name = key_text(ctx_, path, entry.first);
       const std::string entry_path = join(path, name);
       ctx_.where[entry_path] = location(ctx_, entry_path, entry.second.Mark());
       Reader sub(entry.second, entry_path, ctx_);
@@ -134,7 +143,7 @@ class Reader {
   void finish() const {
     if (!has_map_) return;
     for (const auto& entry : node_) {
-      const std::string key = entry.first.as<std::string>();
+      const std::string key = key_text(ctx_, path_, entry.first);
       if (used_.count(key)) continue;
       std::string hint;
       size_t best = 3;
@@ -172,6 +181,11 @@ class Reader {
     } catch (const YAML::Exception&) {
       fail(where, path, std::string("must be ") + type_name<T>() + ", got '" + node.Scalar() + "'");
     }
+    if constexpr (std::is_same_v<T, double>) {
+      // NOTE: .inf and .nan are YAML numbers, but no setting means them, and the writer could
+      // not give them back.
+      if (!std::isfinite(value)) fail(where, path, "must be a finite number, got " + node.Scalar());
+    }
   }
 
   void read_value(const YAML::Node& node, const std::string& where, const std::string& path,
@@ -196,13 +210,20 @@ class Reader {
     if (!node.IsMap()) fail(where, path, "must map problem names to lists of problem names");
     value.clear();
     for (const auto& entry : node) {
-      const std::string key = entry.first.as<std::string>();
+      const std::string key = key_text(ctx_, path, entry.first);
+      const std::string entry_path = join(path, key);
       if (entry.second.IsScalar()) {
-        value[key] = {entry.second.as<std::string>()};
+        value[key] = {entry.second.Scalar()};
       } else if (entry.second.IsSequence()) {
-        for (const auto& item : entry.second) value[key].push_back(item.as<std::string>());
+        for (const auto& item : entry.second) {
+          if (!item.IsScalar()) {
+            fail(location(ctx_, entry_path, item.Mark()), entry_path,
+                 "must be a list of problem names");
+          }
+          value[key].push_back(item.Scalar());
+        }
       } else {
-        fail(where, join(path, key), "must be a problem name or a list of names");
+        fail(where, entry_path, "must be a problem name or a list of names");
       }
     }
   }
@@ -354,11 +375,14 @@ run::RunConfig parse_run_config(const std::string& yaml, const std::string& sour
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
-  } catch (const YAML::ParserException& e) {
-    throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" +
-                std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw Error(location(ctx, "", e.mark) + ": YAML syntax error: " + e.msg);
   }
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  // Checked before the overrides, which index into the top-level mapping.
+  if (!root.IsMap()) {
+    fail(location(ctx, "", root.Mark()), "", "must be a mapping (key: value lines)");
+  }
   for (const auto& text : overrides) apply_override(root, text, ctx);
 
   run::RunConfig config;

@@ -35,8 +35,10 @@ class Reporter : public c10::MemoryReportingInfoBase {
 // (current, peak-since-last-reset) allocated bytes of a CUDA device.
 std::pair<int64_t, int64_t> cuda_stats(const c10::Device& device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-  const auto& allocated = stats.allocated_bytes[static_cast<size_t>(
-      c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)];
+  // NOTE: element 0 is StatType::AGGREGATE (all pools) in every LibTorch; the enum itself moved
+  // out of c10::cuda::CUDACachingAllocator in 2.x (to c10::CachingDeviceAllocator, then
+  // c10::CachingAllocator), so it is not named here.
+  const auto& allocated = stats.allocated_bytes[0];
   return {allocated.current, allocated.peak};
 }
 #endif

@@ -4,6 +4,7 @@
 
 #include <mlo/io/state.h>
 #include <mlo/io/yaml.h>
+#include <mlo/run/experiment.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -184,4 +185,17 @@ TEST_CASE("Run: validation rows come from the validation split; the test set onl
   CHECK_THAT(results, Catch::Matchers::Contains("\"valid\":{\"valid/acc\":"));
   CHECK(result.test.count("balanced_acc") == 1);
   CHECK(result.valid.count("valid/balanced_acc") == 1);
+
+TEST_CASE("Experiment: its problems are freed with it", "[cli][run]") {
+  // The classifier and reweighter hold handles to each other; a cycle left in place kept both,
+  // with their models and data, alive after the experiment (found by LeakSanitizer).
+  std::weak_ptr<mlo::Problem> classifier, reweighter;
+  {
+    mlo::run::Experiment experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"));
+    classifier = experiment.problem("classifier");
+    reweighter = experiment.problem("reweighter");
+    REQUIRE_FALSE(classifier.expired());
+  }
+  REQUIRE(classifier.expired());
+  REQUIRE(reweighter.expired());
 }
