@@ -138,6 +138,7 @@ TEST_CASE("Resume: roll_back stopped mid-unroll resumes bit for bit", "[cli][res
     CHECK(resumed.test.at(name) == value);  // bitwise
   }
   CHECK(read(part_dir / "metrics.csv") == read(full_dir / "metrics.csv"));
+}
 
 TEST_CASE("Run: validation rows come from the validation split; the test set only at the end",
           "[cli][valid]") {
