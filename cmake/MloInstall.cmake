@@ -2,8 +2,10 @@
 #
 #   find_package(mlo REQUIRED)          # also finds the LibTorch mlo was built against
 #   target_link_libraries(app PRIVATE mlo::mlo)
+#   target_link_libraries(app PRIVATE mlo::cli)   # the `mlo` command line: mlo::cli::main
 #
-# spdlog is a PRIVATE dependency of the shared library and is not needed by consumers.
+# spdlog, CLI11 and nlohmann_json are PRIVATE dependencies of the shared libraries and are not
+# needed by consumers.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -13,7 +15,7 @@ target_compile_features(mlo PUBLIC cxx_std_17)
 # directories (e.g. a LibTorch 2.x unpacked under /opt), so it loads without LD_LIBRARY_PATH.
 set_target_properties(mlo PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 
-install(TARGETS mlo EXPORT mloTargets
+install(TARGETS mlo mlo_cli EXPORT mloTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

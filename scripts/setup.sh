@@ -17,7 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PACKAGES=(
   build-essential cmake git pkg-config
   libtorch-dev
-  libyaml-cpp-dev libspdlog-dev catch2 libcli11-dev libgloo-dev zlib1g-dev
+  libyaml-cpp-dev libspdlog-dev catch2 libcli11-dev libgloo-dev zlib1g-dev nlohmann-json3-dev
   dataset-fashion-mnist
 )
 # For scripts/fuzz.sh (libFuzzer ships in clang's runtime package); GCC's sanitizers, used by

@@ -42,15 +42,24 @@ void LogRegOuter::param_callback() {
 
 at::Tensor LogRegOuter::weights() const { return module_as<L2WeightsImpl>()->weights; }
 
-LogRegData make_logreg_data(int64_t samples, int64_t features, double noise, uint64_t seed) {
+LogRegData make_logreg_data(int64_t samples, int64_t features, double noise, uint64_t seed,
+                            int64_t test_samples) {
   MLO_CHECK(samples >= 2, "make_logreg_data: samples must be >= 2, got ", samples);
+  MLO_CHECK(test_samples >= 0, "make_logreg_data: test_samples must be >= 0, got ", test_samples);
   torch::manual_seed(seed);
   const at::Tensor w_true = torch::randn({features});
   const at::Tensor x = torch::randn({samples, features});
   const at::Tensor y = ((x.matmul(w_true) + noise * torch::randn({samples})) > 0).to(torch::kFloat);
   const int64_t half = samples / 2;
-  return {Batch(x.slice(0, 0, half), y.slice(0, 0, half)),
-          Batch(x.slice(0, half), y.slice(0, half))};
+  LogRegData data{Batch(x.slice(0, 0, half), y.slice(0, 0, half)),
+                  Batch(x.slice(0, half), y.slice(0, half)), Batch()};
+  if (test_samples > 0) {
+    const at::Tensor x_test = torch::randn({test_samples, features});
+    const at::Tensor y_test =
+        ((x_test.matmul(w_true) + noise * torch::randn({test_samples})) > 0).to(torch::kFloat);
+    data.test = Batch(x_test, y_test);
+  }
+  return data;
 }
 
 LogRegHpo make_logreg_hpo(const LogRegData& data, ProblemConfig inner_config,

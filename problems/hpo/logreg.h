@@ -58,10 +58,13 @@ class LogRegOuter : public Problem {
 struct LogRegData {
   Batch train;
   Batch valid;
+  Batch test;  ///< held-out points of the same distribution (empty unless asked for)
 };
-/// `samples` points split half train / half validation, seeded.
+/// `samples` points split half train / half validation, seeded; plus `test_samples` more points
+/// of the same distribution for a test set (drawn after the others, so train and validation do
+/// not depend on it).
 LogRegData make_logreg_data(int64_t samples = 1000, int64_t features = 20, double noise = 0.1,
-                            uint64_t seed = 0);
+                            uint64_t seed = 0, int64_t test_samples = 0);
 
 /// Options of the HPO pair (defaults: the scenario of the test suite and the benchmark).
 struct LogRegHpoOptions {

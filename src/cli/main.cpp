@@ -1,41 +1,49 @@
-// The `mlo` command-line tool:
+// The `mlo` command line, as a library entry point (mlo/cli/main.h):
 //   mlo run CONFIG [--set key=value]... [--out DIR] [--resume] [--stop-at STEP]
 //   mlo plan CONFIG [--budget 40%] [--strategy optimal|min_memory|...] [--problem NAME]
+//   mlo experiments
+#include <mlo/cli/main.h>
+
 #include "plan.h"
 #include "runner.h"
 
 #include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
+#include <mlo/run/experiment.h>
 
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
+namespace mlo {
+namespace cli {
+
 int main(int argc, char** argv) {
   CLI::App app{"mlo: multilevel optimization on LibTorch"};
   app.require_subcommand(1);
 
-  auto* run = app.add_subcommand("run", "Run an experiment described by a YAML file");
+  auto* run_cmd = app.add_subcommand("run", "Run an experiment described by a YAML file");
   std::string config_path;
   std::vector<std::string> overrides;
-  mlo::cli::RunOptions options;
+  RunOptions options;
   bool no_progress = false;
-  run->add_option("config", config_path, "experiment YAML (see configs/)")->required();
-  run->add_option("--set", overrides, "override a key: --set engine.train_iters=100 (repeatable)");
-  run->add_option("--out", options.out_dir, "output folder (default runs/<name>)");
-  run->add_flag("--resume", options.resume, "continue from <out>/state.pt");
-  run->add_flag("--no-progress", no_progress, "plain progress lines even on a terminal");
-  run->add_option("--stop-at", options.stop_at,
+  run_cmd->add_option("config", config_path, "experiment YAML (see configs/)")->required();
+  run_cmd->add_option("--set", overrides, "override a key: --set engine.train_iters=100 (repeatable)");
+  run_cmd->add_option("--out", options.out_dir, "output folder (default runs/<name>)");
+  run_cmd->add_flag("--resume", options.resume, "continue from <out>/state.pt");
+  run_cmd->add_flag("--no-progress", no_progress, "plain progress lines even on a terminal");
+  run_cmd->add_option("--stop-at", options.stop_at,
                   "save the state and stop after this global step (continue with --resume)");
 
   auto* plan = app.add_subcommand(
       "plan", "Print the activation-checkpointing plan of an experiment's model");
   std::string plan_config;
   std::vector<std::string> plan_overrides;
-  mlo::cli::PlanOptions plan_options;
+  PlanOptions plan_options;
   plan->add_option("config", plan_config, "experiment YAML")->required();
   plan->add_option("--set", plan_overrides, "override a key (repeatable)");
-  plan->add_option("--problem", plan_options.problem, "which problem's model (default classifier)");
+  plan->add_option("--problem", plan_options.problem,
+                   "which problem's model (default: the experiment's default problem)");
   plan->add_option("--strategy", plan_options.strategy,
                    "none, uniform, sqrt, optimal or min_memory (default: as configured)");
   plan->add_option("--budget", plan_options.budget,
@@ -43,19 +51,26 @@ int main(int argc, char** argv) {
   plan->add_option("--max-overhead", plan_options.max_overhead,
                    "min_memory: largest time overhead, e.g. 0.3");
 
+  auto* experiments =
+      app.add_subcommand("experiments", "List the experiments this program can run");
+
   CLI11_PARSE(app, argc, argv);
   try {
-    if (run->parsed()) {
+    if (run_cmd->parsed()) {
       if (no_progress) options.progress = false;
-      const auto config = mlo::io::load_run_config(config_path, overrides);
-      const auto result = mlo::cli::run_experiment(config, options);
+      const auto config = io::load_run_config(config_path, overrides);
+      const auto result = run_experiment(config, options);
       return result.interrupted && options.stop_at != result.steps ? 130 : 0;
     }
-    if (plan->parsed()) {
-      mlo::cli::plan_command(mlo::io::load_run_config(plan_config, plan_overrides), plan_options);
+    if (experiments->parsed()) {
+      for (const auto& name : run::experiment_names()) std::cout << name << "\n";
       return 0;
     }
-  } catch (const mlo::Error& e) {
+    if (plan->parsed()) {
+      plan_command(io::load_run_config(plan_config, plan_overrides), plan_options);
+      return 0;
+    }
+  } catch (const Error& e) {
     std::cerr << "mlo: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
@@ -64,3 +79,6 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace cli
+}  // namespace mlo

@@ -43,9 +43,13 @@ void apply_budget(const std::string& text, CheckpointingOptions& options) {
 }  // namespace
 
 std::string plan_command(const run::RunConfig& config, const PlanOptions& options) {
-  run::Experiment experiment(config);
-  auto problem = experiment.problem(options.problem);
-  auto chain = problem->module_as<nn::ChainImpl>();
+  const auto experiment = run::make_experiment(config);
+  const std::string name =
+      options.problem.empty() ? experiment->default_problem() : options.problem;
+  auto problem = experiment->problem(name);
+  auto* chain = dynamic_cast<nn::ChainImpl*>(&problem->module());
+  MLO_CHECK(chain, "mlo plan: the model of problem '", name,
+            "' is not an mlo::nn::Chain (a chain of blocks), so it has no checkpointing plan");
 
   // The problem's resolved settings, then what the command line changes.
   CheckpointingOptions plan_options(problem->config().checkpointing());
@@ -59,12 +63,12 @@ std::string plan_command(const run::RunConfig& config, const PlanOptions& option
       plan_options.strategy(Checkpointing::kOptimal);  // a budget asks for the optimal plan
     }
   }
-  const Batch batch = experiment.sample_batch();
+  const Batch batch = experiment->sample_batch(name);
   const auto plan = memory::plan_checkpointing(*chain, batch.data, plan_options);
-  std::string text = "checkpointing plan for problem '" + options.problem + "' (" +
-                     config.problems.at(options.problem).model.name + ", batch " +
+  std::string text = "checkpointing plan for problem '" + name + "' (" +
+                     std::to_string(chain->size()) + " blocks, batch " +
                      std::to_string(batch.size()) +
-                     (experiment.synthetic() ? ", SYNTHETIC data" : "") + ")\n" + plan.to_string();
+                     (experiment->synthetic() ? ", SYNTHETIC data" : "") + ")\n" + plan.to_string();
   std::cout << text;
   return text;
 }

@@ -9,7 +9,8 @@ namespace mlo {
 namespace cli {
 
 struct PlanOptions {
-  std::string problem = "classifier";
+  /// "" = the experiment's default problem (`run::Experiment::default_problem`).
+  std::string problem;
   /// "" = the problem's configured strategy; else none|uniform|sqrt|optimal|min_memory.
   std::string strategy;
   /// "" = as configured; "40%" (of the no-checkpoint peak) or bytes with an optional K/M/G suffix.

@@ -10,12 +10,14 @@
 #include <mlo/io/yaml.h>
 #include <mlo/run/experiment.h>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <torch/optim/optimizer.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -56,41 +58,40 @@ void write_file(const fs::path& path, const std::string& text) {
   write_file_atomically(path.string(), [&](std::ostream& out) { out << text; });
 }
 
-// {"steps": N, "synthetic": b, "test": {...}, "valid": {...}}: the test metrics (the number to
-// report) and the final validation metrics (the number to choose hyperparameters by).
-std::string results_json(const Metrics& test, const Metrics& valid, int64_t steps, bool synthetic) {
-  std::ostringstream out;
-  out << "{\"steps\":" << steps << ",\"synthetic\":" << (synthetic ? "true" : "false");
-  for (const auto* metrics : {&test, &valid}) {
-    out << ",\"" << (metrics == &test ? "test" : "valid") << "\":{";
-    bool first = true;
-    for (const auto& [name, value] : *metrics) {
-      out << (first ? "" : ",") << "\"" << name << "\":" << value;
-      first = false;
-    }
-    out << "}";
-  }
-  out << "}\n";
-  return out.str();
+// A metric value as JSON: a number, or a string for NaN and the infinities (which JSON lacks).
+nlohmann::json json_value(double value) {
+  if (std::isfinite(value)) return value;
+  return std::isnan(value) ? "NaN" : (value > 0 ? "Infinity" : "-Infinity");
 }
 
-std::string accuracy_table(const run::Experiment& experiment, const Metrics& test) {
-  std::ostringstream out;
-  char line[128];
-  std::snprintf(line, sizeof(line), "%-14s %8s %10s\n", "class", "train n", "test acc");
-  out << line;
-  const auto& names = experiment.class_names();
-  for (size_t c = 0; c < names.size(); ++c) {
-    const auto it = test.find("acc/" + names[c]);
-    std::snprintf(line, sizeof(line), "%-14s %8lld %10.4f\n", names[c].c_str(),
-                  static_cast<long long>(experiment.train_counts()[c]),
-                  it == test.end() ? 0.0 : it->second);
-    out << line;
+// {"experiment": ..., "steps": N, "synthetic": b, "test": {...}, "valid": {...}}: the test
+// metrics (the number to report) and the final validation metrics (the number to choose
+// hyperparameters by).
+std::string results_json(const std::string& experiment, const Metrics& test, const Metrics& valid,
+                         int64_t steps, bool synthetic) {
+  nlohmann::json out;
+  out["experiment"] = experiment;
+  out["steps"] = steps;
+  out["synthetic"] = synthetic;
+  out["test"] = nlohmann::json::object();
+  out["valid"] = nlohmann::json::object();
+  for (const auto& [name, value] : test) out["test"][name] = json_value(value);
+  for (const auto& [name, value] : valid) out["valid"][name] = json_value(value);
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+// "valid/acc 0.8123, valid/balanced_acc 0.7012" for the experiment's headline metrics.
+std::string headline(const run::Experiment& experiment, const Metrics& metrics,
+                     const std::string& prefix) {
+  std::string out;
+  for (const auto& name : experiment.metric_names()) {
+    const auto found = metrics.find(prefix + name);
+    if (found == metrics.end()) continue;
+    char value[32];
+    std::snprintf(value, sizeof(value), "%.4f", found->second);
+    out += (out.empty() ? "" : ", ") + prefix + name + " " + value;
   }
-  std::snprintf(line, sizeof(line), "%-14s %8s %10.4f\n%-14s %8s %10.4f\n", "overall", "",
-                test.at("acc"), "balanced", "", test.at("balanced_acc"));
-  out << line;
-  return out.str();
+  return out;
 }
 
 }  // namespace
@@ -118,7 +119,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   }
   write_file(out / "config.yaml", resolved);
 
-  run::Experiment experiment(config);
+  const auto owned = run::make_experiment(config);
+  run::Experiment& experiment = *owned;
   for (std::stringstream lines(experiment.describe()); !lines.eof();) {
     std::string line;
     std::getline(lines, line);
@@ -140,11 +142,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   engine.validation([&] {
     Metrics m = experiment.evaluate(run::EvalSet::kValid);
     metrics.write(engine.global_step(), "validation", m);
-    char line[160];
-    std::snprintf(line, sizeof(line),
-                  "[validation] step %lld: valid acc %.4f, valid balanced acc %.4f",
-                  static_cast<long long>(engine.global_step()), m.at("valid/acc"),
-                  m.at("valid/balanced_acc"));
+    const std::string line = "[validation] step " + std::to_string(engine.global_step()) + ": " +
+                             headline(experiment, m, "valid/");
     if (terminal) progress.println(line);  // the engine logs the full line too
     return m;
   });
@@ -197,15 +196,13 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   result.valid = experiment.evaluate(run::EvalSet::kValid);
   result.test = experiment.evaluate(run::EvalSet::kTest);
   metrics.write(result.steps, "test", result.test);
-  write_file(out / "results.json",
-             results_json(result.test, result.valid, result.steps, experiment.synthetic()));
-  std::cout << (experiment.synthetic() ? "Test accuracy (SYNTHETIC data)\n" : "Test accuracy\n")
-            << accuracy_table(experiment, result.test) << "results in " << out.string() << "\n";
-  spdlog::info(
-      "test: acc {:.4f}, balanced acc {:.4f} (final validation: balanced acc {:.4f}); "
-      "results in {}",
-      result.test.at("acc"), result.test.at("balanced_acc"), result.valid.at("valid/balanced_acc"),
-      out.string());
+  write_file(out / "results.json", results_json(config.experiment, result.test, result.valid,
+                                                result.steps, experiment.synthetic()));
+  std::cout << experiment.report(result.test, result.valid) << "results in " << out.string()
+            << "\n";
+  spdlog::info("test: {} (final validation: {}); results in {}",
+               headline(experiment, result.test, ""), headline(experiment, result.valid, "valid/"),
+               out.string());
   restore_logging();
   return result;
 }

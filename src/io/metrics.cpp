@@ -1,6 +1,8 @@
 #include <mlo/base/error.h>
 #include <mlo/io/metrics.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -41,14 +43,6 @@ std::string number(double value) {
   return buffer;
 }
 
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -67,15 +61,20 @@ MetricsWriter::MetricsWriter(const std::string& dir, int64_t resume_step)
 }
 
 void MetricsWriter::write(int64_t step, const std::string& source, const Metrics& metrics) {
-  std::ostringstream json;
-  json << "{\"step\":" << step << ",\"source\":" << quoted(source);
+  // NOTE: ordered, so "step" leads every line (resuming truncates by the first number).
+  nlohmann::ordered_json json;
+  json["step"] = step;
+  json["source"] = source;
   for (const auto& [name, value] : metrics) {
     csv_ << step << ',' << source << ',' << name << ',' << number(value) << '\n';
-    json << ',' << quoted(name) << ':'
-         << (std::isfinite(value) ? number(value) : quoted(number(value)));
+    // JSON has no NaN or infinity: those are written as strings ("NaN", "Infinity").
+    if (std::isfinite(value)) {
+      json[name] = value;
+    } else {
+      json[name] = number(value);
+    }
   }
-  json << "}\n";
-  jsonl_ << json.str();
+  jsonl_ << json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
   csv_.flush();
   jsonl_.flush();
 }

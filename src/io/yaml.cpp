@@ -1,6 +1,7 @@
 #include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
 #include <mlo/run/config.h>
+#include <mlo/run/experiment.h>
 
 #include "schema.h"
 
@@ -86,7 +87,7 @@ const char* type_name<std::string>() {
 }
 
 // Reads one mapping of the schema from a YAML node, remembering which keys it used.
-class Reader {
+class Reader : public run::Fields {
  public:
   // `node` may be absent (nullopt) or null: then every key keeps its default.
   Reader(std::optional<YAML::Node> node, std::string path, Context& ctx)
@@ -99,22 +100,25 @@ class Reader {
     has_map_ = true;
   }
 
-  template <typename T>
-  void operator()(const char* key, T& value,
-                  const schema::Check<typename schema::Id<T>::type>& check = nullptr) {
-    const std::optional<YAML::Node> child = lookup(key);
-    if (!child) return;
-    const std::string path = join(path_, key);
-    const std::string where = location(ctx_, path, child->Mark());
-    ctx_.where[path] = where;
-    read_value(*child, where, path, value);
-    if (check) {
-      const std::string problem = check(value);
-      if (!problem.empty()) fail(where, path, problem);
-    }
+  void operator()(const char* key, int64_t& value, const run::Check<int64_t>& check) override {
+    read(key, value, check);
+  }
+  void operator()(const char* key, double& value, const run::Check<double>& check) override {
+    read(key, value, check);
+  }
+  void operator()(const char* key, bool& value) override { read<bool>(key, value, nullptr); }
+  void operator()(const char* key, std::string& value,
+                  const run::Check<std::string>& check) override {
+    read(key, value, check);
+  }
+  void operator()(const char* key, std::vector<int64_t>& value) override {
+    read<std::vector<int64_t>>(key, value, nullptr);
+  }
+  void operator()(const char* key, std::map<std::string, std::vector<std::string>>& value) override {
+    read<std::map<std::string, std::vector<std::string>>>(key, value, nullptr);
   }
 
-  void section(const char* key, const std::function<void(Reader&)>& body) {
+  void section(const char* key, const std::function<void(run::Fields&)>& body) override {
     const std::optional<YAML::Node> child = lookup(key);
     const std::string path = join(path_, key);
     if (child) ctx_.where[path] = location(ctx_, path, child->Mark());
@@ -123,18 +127,19 @@ class Reader {
     sub.finish();
   }
 
-  template <typename T, typename Body>
-  void map(const char* key, std::map<std::string, T>& out, const Body& body) {
+  void entries(const char* key, const std::vector<std::string>& /*existing*/,
+               const std::function<void(const std::string&, run::Fields&)>& body) override {
     const std::optional<YAML::Node> child = lookup(key);
     if (!child || child->IsNull()) return;
     const std::string path = join(path_, key);
+    ctx_.where[path] = location(ctx_, path, child->Mark());
     if (!child->IsMap()) fail(location(ctx_, path, child->Mark()), path, "must be a mapping");
     for (const auto& entry : *child) {
       const std::string name = key_text(ctx_, path, entry.first);
       const std::string entry_path = join(path, name);
       ctx_.where[entry_path] = location(ctx_, entry_path, entry.second.Mark());
       Reader sub(entry.second, entry_path, ctx_);
-      body(sub, out[name]);
+      body(name, sub);
       sub.finish();
     }
   }
@@ -162,6 +167,20 @@ class Reader {
   }
 
  private:
+  template <typename T>
+  void read(const char* key, T& value, const run::Check<T>& check) {
+    const std::optional<YAML::Node> child = lookup(key);
+    if (!child) return;
+    const std::string path = join(path_, key);
+    const std::string where = location(ctx_, path, child->Mark());
+    ctx_.where[path] = where;
+    read_value(*child, where, path, value);
+    if (check) {
+      const std::string problem = check(value);
+      if (!problem.empty()) fail(where, path, problem);
+    }
+  }
+
   std::optional<YAML::Node> lookup(const char* key) {
     used_or_known_.insert(key);
     if (!has_map_) return std::nullopt;
@@ -268,104 +287,6 @@ void apply_override(YAML::Node& root, const std::string& text, Context& ctx) {
   ctx.overrides[path] = "--set " + text;
 }
 
-// Rules across fields, checked once everything is read.
-void check_experiment(const run::RunConfig& c, const Context& ctx) {
-  auto where = [&](const std::string& path) {
-    const auto it = ctx.where.find(path);
-    return it == ctx.where.end() ? ctx.source : it->second;
-  };
-  if (c.experiment == "reweighting") {
-    if (!c.problems.count("classifier")) {
-      fail(where("problems"), "problems",
-           "the reweighting experiment needs a 'classifier' problem");
-    }
-    for (const auto& [name, p] : c.problems) {
-      const std::string path = "problems." + name;
-      if (name != "classifier" && name != "reweighter") {
-        fail(where(path), path,
-             "the reweighting experiment has problems 'classifier' and "
-             "(optionally) 'reweighter'");
-      }
-      const bool classifier = name == "classifier";
-      const std::string model = p.model.name;
-      if (classifier == (model == "mwn")) {
-        fail(where(path + ".model.name"), path + ".model.name",
-             classifier ? "the classifier needs cnn, resnet32 or resnet50, got '" + model + "'"
-                        : "the reweighter's model must be mwn, got '" + model + "'");
-      }
-    }
-    const int64_t classes = 10;
-    for (const auto& [key, size] :
-         {std::pair<std::string, int64_t>{"data.meta_size", c.data.meta_size},
-          std::pair<std::string, int64_t>{"data.valid_size", c.data.valid_size}}) {
-      if (size % classes != 0) {
-        fail(where(key), key,
-             "must be a multiple of the number of classes (" + std::to_string(classes) + "), got " +
-                 std::to_string(size));
-      }
-    }
-    if (c.engine.valid_step > 0 && c.data.valid_size == 0) {
-      fail(where("data.valid_size"), "data.valid_size",
-           "is 0 (no validation set) while engine.valid_step is " +
-               std::to_string(c.engine.valid_step) +
-               ": validation would have nothing to evaluate; set engine.valid_step: 0 or a "
-               "validation set size > 0");
-    }
-    // Validation metrics are "valid/<name>" (run::Experiment::evaluate).
-    const std::string& metric = c.engine.early_stopping.metric;
-    const std::string bare = metric.rfind("valid/", 0) == 0 ? metric.substr(6) : metric;
-    if (metric.rfind("valid/", 0) != 0 || !(bare == "acc" || bare == "balanced_acc" ||
-                                            bare == "loss" || bare.rfind("acc/", 0) == 0)) {
-      fail(where("engine.early_stopping.metric"), "engine.early_stopping.metric",
-           "must be a validation metric: valid/acc, valid/balanced_acc, valid/loss or "
-           "valid/acc/<class>; got '" +
-               metric + "'");
-    }
-  }
-  // A setting that acts only on a lower problem, on a problem with nothing above it, would be
-  // accepted and silently ignored: refuse it, naming where it was set.
-  const run::DependencyConfig graph = run::resolved_dependencies(c);
-  for (const auto& [name, p] : c.problems) {
-    const std::string key = run::lower_only_setting(p);
-    if (key.empty() || !run::parents_of(graph, name).empty()) continue;
-    const std::string path = "problems." + name + "." + key;
-    // "neumann.iterations" is recorded under its own path; fall back to its section, the problem.
-    std::string at = where(path);
-    if (at == ctx.source) at = where("problems." + name + "." + key.substr(0, key.find('.')));
-    if (at == ctx.source) at = where("problems." + name);
-    std::string why;
-    if (c.experiment == "reweighting" && c.dependencies.u2l.empty() && c.dependencies.l2u.empty()) {
-      why = name == "classifier" ? " (no reweighter is configured: the baseline)"
-                                 : " (it is the top level)";
-    }
-    fail(at, path,
-         "acts only on a lower problem (one with a problem above it), and '" + name +
-             "' has no problem above it in the dependency graph" + why +
-             ", so it would have no effect; remove it");
-  }
-  for (const auto* edges : {&c.dependencies.u2l, &c.dependencies.l2u}) {
-    const std::string kind = edges == &c.dependencies.u2l ? "u2l" : "l2u";
-    for (const auto& [from, tos] : *edges) {
-      for (const auto& name : std::vector<std::string>{from}) {
-        if (!c.problems.count(name)) {
-          fail(where("dependencies." + kind), "dependencies." + kind,
-               "names problem '" + name + "', which is not under problems");
-        }
-      }
-      for (const auto& name : tos) {
-        if (!c.problems.count(name)) {
-          fail(where("dependencies." + kind), "dependencies." + kind + "." + from,
-               "names problem '" + name + "', which is not under problems");
-        }
-      }
-    }
-  }
-  if (c.engine.early_stopping.enabled && c.engine.valid_step == 0) {
-    fail(where("engine.early_stopping"), "engine.early_stopping",
-         "needs engine.valid_step > 0 (validation supplies its metric)");
-  }
-}
-
 }  // namespace
 
 run::RunConfig parse_run_config(const std::string& yaml, const std::string& source,
@@ -388,9 +309,25 @@ run::RunConfig parse_run_config(const std::string& yaml, const std::string& sour
   run::RunConfig config;
   config.source = source;
   Reader reader(root, "", ctx);
-  schema::visit(reader, config);
+  // The experiment comes first: its settings describe the rest of the file.
+  reader("experiment", config.experiment, [](const std::string& name) {
+    if (run::is_experiment(name)) return std::string();
+    std::string names;
+    for (const auto& known : run::experiment_names()) names += (names.empty() ? "" : ", ") + known;
+    return "unknown experiment '" + name + "'; registered experiments: " + names;
+  });
+  if (config.experiment.empty()) {
+    std::string names;
+    for (const auto& known : run::experiment_names()) names += (names.empty() ? "" : ", ") + known;
+    fail(ctx.source, "experiment",
+         "missing: every configuration names its experiment; registered experiments: " + names);
+  }
+  config.settings = run::SettingsHolder(run::make_settings(config.experiment));
+  config.settings->defaults(config);
+  schema::visit_after_experiment(reader, config);
   reader.finish();
-  check_experiment(config, ctx);
+  config.locations = ctx.where;
+  run::check_config(config);
   return config;
 }
 

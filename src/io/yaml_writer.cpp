@@ -12,35 +12,49 @@ namespace io {
 namespace {
 
 // Writes the schema's values as YAML.
-class Writer {
+class Writer : public run::Fields {
  public:
   explicit Writer(YAML::Emitter& out) : out_(out) {}
 
-  template <typename T>
-  void operator()(const char* key, const T& value,
-                  const schema::Check<typename schema::Id<T>::type>& = nullptr) {
-    out_ << YAML::Key << key << YAML::Value;
-    write(value);
+  void operator()(const char* key, int64_t& value, const run::Check<int64_t>&) override {
+    emit(key, value);
+  }
+  void operator()(const char* key, double& value, const run::Check<double>&) override {
+    emit(key, value);
+  }
+  void operator()(const char* key, bool& value) override { emit(key, value); }
+  void operator()(const char* key, std::string& value, const run::Check<std::string>&) override {
+    emit(key, value);
+  }
+  void operator()(const char* key, std::vector<int64_t>& value) override { emit(key, value); }
+  void operator()(const char* key, std::map<std::string, std::vector<std::string>>& value) override {
+    emit(key, value);
   }
 
-  void section(const char* key, const std::function<void(Writer&)>& body) {
+  void section(const char* key, const std::function<void(run::Fields&)>& body) override {
     out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
     body(*this);
     out_ << YAML::EndMap;
   }
 
-  template <typename T, typename Body>
-  void map(const char* key, std::map<std::string, T>& values, const Body& body) {
+  void entries(const char* key, const std::vector<std::string>& existing,
+               const std::function<void(const std::string&, run::Fields&)>& body) override {
     out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
-    for (auto& [name, value] : values) {
+    for (const auto& name : existing) {
       out_ << YAML::Key << name << YAML::Value << YAML::BeginMap;
-      body(*this, value);
+      body(name, *this);
       out_ << YAML::EndMap;
     }
     out_ << YAML::EndMap;
   }
 
  private:
+  template <typename T>
+  void emit(const char* key, const T& value) {
+    out_ << YAML::Key << key << YAML::Value;
+    write(value);
+  }
+
   template <typename T>
   void write(const T& value) {
     out_ << value;
@@ -78,7 +92,10 @@ std::string to_yaml(const run::RunConfig& config) {
   out << YAML::BeginMap;
   Writer writer(out);
   run::RunConfig copy = config;
-  schema::visit(writer, copy);
+  // A config built in code may have no settings yet: write the experiment's defaults.
+  if (!copy.settings) copy.settings = run::SettingsHolder(run::make_settings(copy.experiment));
+  writer("experiment", copy.experiment, nullptr);
+  schema::visit_after_experiment(writer, copy);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

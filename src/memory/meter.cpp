@@ -3,6 +3,7 @@
 #include <mlo/memory/meter.h>
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #if MLO_WITH_CUDA
@@ -43,23 +44,6 @@ std::pair<int64_t, int64_t> cuda_stats(const c10::Device& device) {
 }
 #endif
 
-// Names are user strings: escape what JSON needs escaped.
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buffer[8];
-      std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
-      out += buffer;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -222,20 +206,21 @@ std::string MemoryMeter::table() const {
 }
 
 std::string MemoryMeter::json() const {
-  const auto all = stats();
-  std::ostringstream out;
-  out << "{\"device\":\"" << device_.str() << "\",\"peak_bytes\":" << peak()
-      << ",\"current_bytes\":" << current() << ",\"scopes\":[";
-  bool first = true;
-  for (const auto& [key, s] : all) {
-    out << (first ? "" : ",") << "{\"owner\":" << json_string(key.first)
-        << ",\"phase\":" << json_string(key.second) << ",\"count\":" << s.count
-        << ",\"peak_bytes\":" << s.peak << ",\"own_peak_bytes\":" << s.peak_delta
-        << ",\"last_peak_bytes\":" << s.last_peak << "}";
-    first = false;
+  nlohmann::ordered_json out;
+  out["device"] = device_.str();
+  out["peak_bytes"] = peak();
+  out["current_bytes"] = current();
+  out["scopes"] = nlohmann::ordered_json::array();
+  for (const auto& [key, s] : stats()) {
+    out["scopes"].push_back({{"owner", key.first},
+                             {"phase", key.second},
+                             {"count", s.count},
+                             {"peak_bytes", s.peak},
+                             {"own_peak_bytes", s.peak_delta},
+                             {"last_peak_bytes", s.last_peak}});
   }
-  out << "]}";
-  return out.str();
+  // NOTE: names are user strings; bytes that are not UTF-8 become U+FFFD instead of throwing.
+  return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 int64_t retained_bytes(const std::function<at::Tensor(const at::Tensor&)>& fn,

@@ -1,9 +1,6 @@
-#include "builders.h"
+#include <mlo/run/builders.h>
 
 #include <mlo/base/error.h>
-#include <mlo/nn/cnn.h>
-#include <mlo/nn/mwn.h>
-#include <mlo/nn/resnet.h>
 
 #include <torch/optim.h>
 
@@ -12,7 +9,6 @@
 
 namespace mlo {
 namespace run {
-namespace detail {
 
 void check_name(const std::string& name, const std::vector<std::string>& valid,
                 const std::string& what, const std::string& key) {
@@ -96,25 +92,22 @@ ProblemConfig make_problem_config(const ProblemSettings& s, const std::string& k
   return c;
 }
 
-std::shared_ptr<torch::nn::Module> make_model(const ModelConfig& c, int64_t channels,
-                                              int64_t image_size, int64_t num_classes,
-                                              const std::string& key) {
-  check_name(c.name, model_names(), "model", key + ".model.name");
-  if (c.name == "mwn") return mlo::nn::MWN(mlo::nn::MWNOptions(c.hidden)).ptr();
-  if (c.name == "cnn") {
-    return mlo::nn::cnn(mlo::nn::CNNOptions()
-                            .in_channels(channels)
-                            .image_size(image_size)
-                            .num_classes(num_classes))
-        .ptr();
+EngineConfig make_engine_config(const EngineSettings& settings) {
+  EngineConfig config = EngineConfig()
+                            .train_iters(settings.train_iters)
+                            .valid_step(settings.valid_step)
+                            .log_step(settings.log_step)
+                            .track_memory(settings.track_memory);
+  if (settings.early_stopping.enabled) {
+    const auto& e = settings.early_stopping;
+    config.early_stopping(EarlyStopping()
+                              .metric(e.metric)
+                              .mode(from_string<Mode>(e.mode, "engine.early_stopping.mode"))
+                              .tolerance(e.tolerance)
+                              .min_delta(e.min_delta));
   }
-  MLO_INTERNAL_ASSERT(c.name == "resnet32" || c.name == "resnet50", "model '", c.name,
-                      "' has no builder");
-  auto options = c.name == "resnet50" ? mlo::nn::resnet50_options(num_classes)
-                                      : mlo::nn::resnet32_options(num_classes);
-  return mlo::nn::resnet(options.in_channels(channels)).ptr();
+  return config;
 }
 
-}  // namespace detail
 }  // namespace run
 }  // namespace mlo

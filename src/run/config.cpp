@@ -1,18 +1,42 @@
+#include <mlo/base/error.h>
 #include <mlo/run/config.h>
 
 namespace mlo {
 namespace run {
 
+DependencyConfig ExperimentSettings::default_dependencies(const RunConfig& config) const {
+  (void)config;
+  return {};
+}
+
+std::string RunConfig::where(const std::string& path) const {
+  for (std::string key = path; !key.empty();) {
+    const auto found = locations.find(key);
+    if (found != locations.end()) return found->second;
+    const auto dot = key.rfind('.');
+    key = dot == std::string::npos ? std::string() : key.substr(0, dot);
+  }
+  return source.empty() ? std::string("(config)") : source;
+}
+
+void RunConfig::fail(const std::string& path, const std::string& what) const {
+  throw Error(where(path) + ": " + (path.empty() ? std::string("(top level)") : path) + ": " +
+              what);
+}
+
+void RunConfig::settings_error() const {
+  throw Error(settings ? "the settings of this configuration are not those of experiment '" +
+                             experiment + "' (was it read for another experiment?)"
+                       : "this configuration has no settings for experiment '" + experiment +
+                             "'; read it with io::load_run_config, or set them with "
+                             "run::make_settings");
+}
+
 DependencyConfig resolved_dependencies(const RunConfig& config) {
   if (!config.dependencies.u2l.empty() || !config.dependencies.l2u.empty()) {
     return config.dependencies;
   }
-  DependencyConfig graph;
-  if (config.experiment == "reweighting" && config.problems.count("reweighter")) {
-    graph.u2l["reweighter"] = {"classifier"};
-    graph.l2u["classifier"] = {"reweighter"};
-  }
-  return graph;
+  return config.settings ? config.settings->default_dependencies(config) : DependencyConfig{};
 }
 
 std::vector<std::string> parents_of(const DependencyConfig& graph, const std::string& name) {
@@ -33,6 +57,50 @@ std::string lower_only_setting(const ProblemSettings& s) {
   if (s.cg_alpha != d.cg_alpha) return "cg.alpha";
   return "";
 }
+
+void check_config(const RunConfig& c) {
+  if (c.settings) c.settings->check(c);
+  // A setting that acts only on a lower problem, on a problem with nothing above it, would be
+  // accepted and silently ignored: refuse it, naming where it was set.
+  const DependencyConfig graph = resolved_dependencies(c);
+  for (const auto& [name, p] : c.problems) {
+    const std::string key = lower_only_setting(p);
+    if (key.empty() || !parents_of(graph, name).empty()) continue;
+    bool has_children = false;
+    for (const auto& [lower, uppers] : graph.l2u) {
+      for (const auto& upper : uppers) has_children = has_children || upper == name;
+    }
+    c.fail("problems." + name + "." + key,
+           "acts only on a lower problem (one with a problem above it), and '" + name +
+               "' has no problem above it in the dependency graph" +
+               (has_children ? " (it is the top level)" : "") + ", so it would have no effect; "
+               "remove it");
+  }
+  for (const auto* edges : {&c.dependencies.u2l, &c.dependencies.l2u}) {
+    const std::string kind = edges == &c.dependencies.u2l ? "u2l" : "l2u";
+    for (const auto& [from, tos] : *edges) {
+      if (!c.problems.count(from)) {
+        c.fail("dependencies." + kind, "names problem '" + from + "', which is not under problems");
+      }
+      for (const auto& name : tos) {
+        if (!c.problems.count(name)) {
+          c.fail("dependencies." + kind + "." + from,
+                 "names problem '" + name + "', which is not under problems");
+        }
+      }
+    }
+  }
+  if (c.engine.early_stopping.enabled && c.engine.valid_step == 0) {
+    c.fail("engine.early_stopping", "needs engine.valid_step > 0 (validation supplies its metric)");
+  }
+  // Validation metrics are "valid/<name>" (Experiment::evaluate).
+  if (c.engine.early_stopping.metric.rfind("valid/", 0) != 0) {
+    c.fail("engine.early_stopping.metric",
+           "must be a validation metric, 'valid/<name>'; got '" + c.engine.early_stopping.metric +
+               "'");
+  }
+}
+
 
 }  // namespace run
 }  // namespace mlo

@@ -191,9 +191,9 @@ TEST_CASE("Experiment: its problems are freed with it", "[cli][run]") {
   // with their models and data, alive after the experiment (found by LeakSanitizer).
   std::weak_ptr<mlo::Problem> classifier, reweighter;
   {
-    mlo::run::Experiment experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"));
-    classifier = experiment.problem("classifier");
-    reweighter = experiment.problem("reweighter");
+    auto experiment = mlo::run::make_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"));
+    classifier = experiment->problem("classifier");
+    reweighter = experiment->problem("reweighter");
     REQUIRE_FALSE(classifier.expired());
   }
   REQUIRE(classifier.expired());

@@ -2,7 +2,10 @@
 # External-consumer check, run by CTest (see tests/consumer/CMakeLists.txt):
 #   1. `cmake --install` the already-built mlo into a scratch prefix;
 #   2. configure tests/consumer/project (find_package(mlo) only) against that prefix;
-#   3. build it and install its quickstart; 4. run the installed quickstart.
+#   3. build it and install its quickstart; 4. run the installed quickstart;
+#   5. build examples/custom_experiment (a user's own experiment with the `mlo` command line, its
+#      own CMake project) against the same prefix, and run it from its YAML: a run, a run stopped
+#      and resumed (bit for bit the same results), and a bad key refused with its line.
 # Usage: run.sh SOURCE_DIR BUILD_DIR WORK_DIR [CXX_COMPILER] [GENERATOR] [TORCH_DIR]
 set -euo pipefail
 
@@ -27,7 +30,10 @@ fail() {
   exit 1
 }
 
-rm -rf "${prefix}" "${consumer_build}" "${consumer_prefix}"
+custom_build="${work_dir}/custom-build"
+custom_runs="${work_dir}/custom-runs"
+
+rm -rf "${prefix}" "${consumer_build}" "${consumer_prefix}" "${custom_build}" "${custom_runs}"
 mkdir -p "${work_dir}"
 
 step "installing mlo from ${build_dir} into ${prefix}"
@@ -39,6 +45,11 @@ config="$(find "${prefix}" -name mloConfig.cmake -print -quit)"
 if grep -rlE '#include *[<"]spdlog/' "${prefix}/include" >/dev/null 2>&1; then
   grep -rlE '#include *[<"]spdlog/' "${prefix}/include" >&2
   fail "installed headers include spdlog, a private dependency of mlo"
+fi
+# nlohmann_json (JSON output) is private too.
+if grep -rlE '#include *[<"]nlohmann/' "${prefix}/include" >/dev/null 2>&1; then
+  grep -rlE '#include *[<"]nlohmann/' "${prefix}/include" >&2
+  fail "installed headers include nlohmann/json, a private dependency of mlo"
 fi
 
 configure_args=(-S "${source_dir}/tests/consumer/project" -B "${consumer_build}"
@@ -77,4 +88,61 @@ fi
 
 step "running ${quickstart}"
 "${quickstart}" || fail "the installed quickstart exited with $?"
-echo "consumer: OK (find_package(mlo), build, install and run)"
+
+# ---- A user's own experiment, launched from YAML through mlo::cli::main. ----
+custom_args=(-S "${source_dir}/examples/custom_experiment" -B "${custom_build}"
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="${prefix}")
+[ -n "${cxx}" ] && custom_args+=(-DCMAKE_CXX_COMPILER="${cxx}")
+[ -n "${generator}" ] && custom_args+=(-G "${generator}")
+[ -n "${torch_dir}" ] && custom_args+=(-DTorch_DIR="${torch_dir}")
+step "configuring examples/custom_experiment"
+cmake "${custom_args[@]}" || fail "configuring examples/custom_experiment"
+step "building examples/custom_experiment"
+cmake --build "${custom_build}" -j "$(nproc)" || fail "building examples/custom_experiment"
+custom="$(find "${custom_build}" -maxdepth 2 -type f -name custom_experiment -perm -u+x -print -quit)"
+[ -n "${custom}" ] || fail "no custom_experiment executable under ${custom_build}"
+yaml="${source_dir}/examples/custom_experiment/distill.yaml"
+
+step "its experiments: its own and the library's"
+names="$("${custom}" experiments)" || fail "custom_experiment experiments"
+echo "${names}"
+for name in distill hpo reweighting; do
+  grep -qx "${name}" <<<"${names}" || fail "'${name}' is not among the registered experiments"
+done
+
+step "running the user's experiment from YAML"
+"${custom}" run "${yaml}" --out "${custom_runs}/full" --no-progress --set engine.train_iters=200 ||
+  fail "custom_experiment run exited with $?"
+for file in config.yaml log.txt metrics.csv metrics.jsonl results.json state.pt; do
+  [ -s "${custom_runs}/full/${file}" ] || fail "the run left no ${file}"
+done
+grep -q '"experiment":"distill"' "${custom_runs}/full/results.json" ||
+  fail "results.json does not name the distill experiment: $(cat "${custom_runs}/full/results.json")"
+grep -q 'valid/teacher_mse' "${custom_runs}/full/metrics.csv" ||
+  fail "metrics.csv has no validation rows of the experiment's metrics"
+grep -q '^top:' "${custom_runs}/full/config.yaml" ||
+  fail "the resolved config.yaml lacks the experiment's own section"
+cat "${custom_runs}/full/results.json"
+
+step "stopping at step 120 and resuming"
+"${custom}" run "${yaml}" --out "${custom_runs}/part" --no-progress --set engine.train_iters=200 \
+  --stop-at 120 || fail "the stopped run exited with $?"
+[ ! -e "${custom_runs}/part/results.json" ] || fail "a stopped run must not write results.json"
+"${custom}" run "${yaml}" --out "${custom_runs}/part" --no-progress --set engine.train_iters=200 \
+  --resume || fail "the resumed run exited with $?"
+cmp "${custom_runs}/full/results.json" "${custom_runs}/part/results.json" ||
+  fail "stopped + resumed results differ from the uninterrupted run"
+cmp "${custom_runs}/full/metrics.csv" "${custom_runs}/part/metrics.csv" ||
+  fail "stopped + resumed metrics.csv differs from the uninterrupted run"
+
+step "a bad key of the experiment's own section"
+set +e
+message="$("${custom}" run "${yaml}" --out "${custom_runs}/bad" --set data.features=0 2>&1)"
+status=$?
+set -e
+echo "${message}"
+[ "${status}" -eq 2 ] || fail "a bad key must exit with status 2, got ${status}"
+grep -q 'data.features: must be >= 1, got 0' <<<"${message}" ||
+  fail "the error does not name data.features"
+
+echo "consumer: OK (find_package(mlo), build, install and run; a user's experiment from YAML)"

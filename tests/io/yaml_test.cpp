@@ -2,10 +2,13 @@
 #include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
 
+#include "problems/reweighting/experiment.h"
+
 #include <catch2/catch.hpp>
 
 using Catch::Matchers::Contains;
 using mlo::io::parse_run_config;
+using Settings = mlo::problems::reweighting::ReweightingExperiment::Settings;
 
 namespace {
 
@@ -33,6 +36,9 @@ TEST_CASE("YAML: a valid file reads with defaults filled in", "[io][yaml]") {
   CHECK(c.problems.at("classifier").optimizer.lr == 0.1);
   CHECK(c.problems.at("reweighter").optimizer.name == "adam");
   CHECK(c.problems.at("classifier").method == "darts");
+  // The experiment's own keys, in its settings.
+  CHECK(c.settings_as<Settings>().data.dataset == "synthetic");
+  CHECK(c.settings_as<Settings>().model("reweighter").name == "mwn");
 }
 
 TEST_CASE("YAML: the resolved config reads back to the same config", "[io][yaml]") {
@@ -49,26 +55,28 @@ TEST_CASE("YAML: an unknown key names file, line and path, and suggests", "[io][
   const std::string text = std::string(kValid) + "    lerning_rate: 3\n";
   REQUIRE_THROWS_WITH(parse_run_config(text, "x.yaml"),
                       Contains("x.yaml:14:5: problems.reweighter.lerning_rate: unknown key"));
-  const std::string typo = "engine:\n  train_iter: 5\n";
+  const std::string typo = "experiment: reweighting\nengine:\n  train_iter: 5\n";
   REQUIRE_THROWS_WITH(parse_run_config(typo, "t.yaml"),
-                      Contains("t.yaml:2:3: engine.train_iter: unknown key; did you mean "
+                      Contains("t.yaml:3:3: engine.train_iter: unknown key; did you mean "
                                "'train_iters'?"));
 }
 
 TEST_CASE("YAML: a wrong type names the key and the value", "[io][yaml]") {
-  const std::string text = "engine:\n  train_iters: lots\n";
+  const std::string text = "experiment: reweighting\nengine:\n  train_iters: lots\n";
   REQUIRE_THROWS_WITH(parse_run_config(text, "t.yaml"),
-                      Contains("t.yaml:2:16: engine.train_iters: must be an integer, got 'lots'"));
-  REQUIRE_THROWS_WITH(parse_run_config("data: [1, 2]\n", "t.yaml"),
-                      Contains("t.yaml:1:7: data: must be a mapping"));
+                      Contains("t.yaml:3:16: engine.train_iters: must be an integer, got 'lots'"));
+  REQUIRE_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: [1, 2]\n", "t.yaml"),
+                      Contains("t.yaml:2:7: data: must be a mapping"));
 }
 
 TEST_CASE("YAML: an out-of-range value names the key and the range", "[io][yaml]") {
-  const std::string text = "problems:\n  classifier:\n    optimizer:\n      lr: -0.1\n";
+  const std::string text =
+      "experiment: reweighting\nproblems:\n  classifier:\n    optimizer:\n      lr: -0.1\n";
   REQUIRE_THROWS_WITH(
       parse_run_config(text, "r.yaml"),
-      Contains("r.yaml:4:11: problems.classifier.optimizer.lr: must be > 0, got -0.1"));
-  REQUIRE_THROWS_WITH(parse_run_config("data: {dataset: mnist}\n", "d.yaml"),
+      Contains("r.yaml:5:11: problems.classifier.optimizer.lr: must be > 0, got -0.1"));
+  REQUIRE_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: {dataset: mnist}\n",
+                                       "d.yaml"),
                       Contains("data.dataset: must be one of fashion_mnist, cifar10, synthetic; "
                                "got 'mnist'"));
 }
@@ -76,7 +84,7 @@ TEST_CASE("YAML: an out-of-range value names the key and the range", "[io][yaml]
 TEST_CASE("YAML: --set overrides any key and its errors name the override", "[io][yaml]") {
   const auto c = parse_run_config(kValid, "tiny.yaml", {"engine.train_iters=77", "data.root=/d"});
   CHECK(c.engine.train_iters == 77);
-  CHECK(c.data.root == "/d");
+  CHECK(c.settings_as<Settings>().data.root == "/d");
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.valid_step=-1"}),
                       Contains("tiny.yaml (--set engine.valid_step=-1): engine.valid_step: must "
                                "be >= 0, got -1"));
@@ -106,15 +114,15 @@ TEST_CASE("YAML: a missing file is named", "[io][yaml]") {
 TEST_CASE("YAML: data.valid_size and data.shuffle_classes are keys with documented defaults",
           "[io][yaml]") {
   const auto defaults = parse_run_config(kValid, "tiny.yaml");
-  CHECK(defaults.data.valid_size == 1000);
-  CHECK(defaults.data.shuffle_classes);
+  CHECK(defaults.settings_as<Settings>().data.valid_size == 1000);
+  CHECK(defaults.settings_as<Settings>().data.shuffle_classes);
   const auto c =
       parse_run_config(kValid, "tiny.yaml", {"data.valid_size=200", "data.shuffle_classes=false"});
-  CHECK(c.data.valid_size == 200);
-  CHECK_FALSE(c.data.shuffle_classes);
+  CHECK(c.settings_as<Settings>().data.valid_size == 200);
+  CHECK_FALSE(c.settings_as<Settings>().data.shuffle_classes);
   const auto again = parse_run_config(mlo::io::to_yaml(c), "resolved.yaml");
-  CHECK(again.data.valid_size == 200);
-  CHECK_FALSE(again.data.shuffle_classes);
+  CHECK(again.settings_as<Settings>().data.valid_size == 200);
+  CHECK_FALSE(again.settings_as<Settings>().data.shuffle_classes);
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.valid_size=15"}),
                       Contains("data.valid_size: must be a multiple of the number of classes"));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.valid_size=-10"}),
@@ -148,10 +156,10 @@ TEST_CASE("YAML: a lower-level setting on a problem with no parent names file, l
                                "problems.reweighter.unroll_steps: acts only"));
 
   // The baseline (no reweighter): the classifier has no parent, so its method does nothing.
-  const std::string baseline =
-      "problems:\n  classifier:\n    model: {name: cnn}\n    method: neumann\n";
+  const std::string baseline = "experiment: reweighting\nproblems:\n  classifier:\n"
+                               "    model: {name: cnn}\n    method: neumann\n";
   REQUIRE_THROWS_WITH(parse_run_config(baseline, "b.yaml"),
-                      Contains("b.yaml:4:13: problems.classifier.method: acts only on a lower "
+                      Contains("b.yaml:5:13: problems.classifier.method: acts only on a lower "
                                "problem") &&
                           Contains("no reweighter is configured"));
 

@@ -5,14 +5,18 @@
 #include <mlo/io/yaml.h>
 #include <mlo/run/experiment.h>
 
+#include "problems/reweighting/experiment.h"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <functional>
 
 using Catch::Matchers::Contains;
+using mlo::problems::reweighting::ReweightingExperiment;
 using mlo::run::EvalSet;
-using mlo::run::Experiment;
+using mlo::run::make_experiment;
+using Settings = ReweightingExperiment::Settings;
 
 namespace {
 
@@ -79,7 +83,7 @@ TEST_CASE("Experiment: an unknown name in a config built in code is an error, no
       {[](auto& c) { c.problems["classifier"].method = "implicit"; },
        "problems.classifier.method: unknown hypergradient method 'implicit'; valid names: darts, "
        "neumann, cg"},
-      {[](auto& c) { c.problems["classifier"].model.name = "resnet18"; },
+      {[](auto& c) { c.template settings_as<Settings>().models["classifier"].name = "resnet18"; },
        "problems.classifier.model.name: unknown model 'resnet18'; valid names: cnn, resnet32, "
        "resnet50, mwn"},
       {[](auto& c) { c.problems["reweighter"].scheduler.name = "step"; },
@@ -97,7 +101,7 @@ TEST_CASE("Experiment: an unknown name in a config built in code is an error, no
     auto config = tiny({"engine.valid_step=1"});
     test.edit(config);
     INFO(test.message);
-    REQUIRE_THROWS_WITH(Experiment(config), Contains(test.message));
+    REQUIRE_THROWS_WITH(make_experiment(config), Contains(test.message));
   }
 }
 
@@ -105,23 +109,23 @@ TEST_CASE("Experiment: a lower-level setting on the top problem is refused, not 
           "[run][config]") {
   auto config = tiny();
   config.problems["reweighter"].unroll_steps = 4;
-  REQUIRE_THROWS_WITH(Experiment(config),
+  REQUIRE_THROWS_WITH(make_experiment(config),
                       Contains("problems.reweighter.unroll_steps: acts only on a lower problem"));
   config = tiny();
   config.problems.erase("reweighter");
   config.problems["classifier"].cg_iterations = 3;
-  REQUIRE_THROWS_WITH(Experiment(config),
+  REQUIRE_THROWS_WITH(make_experiment(config),
                       Contains("problems.classifier.cg.iterations: acts only on a lower problem"));
   // Under a reweighter the classifier's unroll and method act.
   config = tiny({"problems.classifier.unroll_steps=2", "problems.classifier.method=cg"});
-  Experiment experiment(config);
-  CHECK(experiment.problem("classifier")->config().unroll_steps() == 2);
-  CHECK(experiment.problem("classifier")->config().method() == mlo::Method::kCG);
+  const auto experiment = make_experiment(config);
+  CHECK(experiment->problem("classifier")->config().unroll_steps() == 2);
+  CHECK(experiment->problem("classifier")->config().method() == mlo::Method::kCG);
 }
 
 TEST_CASE("Experiment: validation is a balanced split of the training data, not the test set",
           "[run][data]") {
-  Experiment experiment(tiny());
+  ReweightingExperiment experiment(tiny());
   // valid_size 50 over 10 classes: 5 each, whatever the class's long-tailed training count.
   CHECK(experiment.valid_counts() == std::vector<int64_t>(10, 5));
   // Taken before the long tail: the largest class keeps 60 - 2 (meta) - 5 (validation).
@@ -147,7 +151,7 @@ TEST_CASE("Experiment: validation is a balanced split of the training data, not 
 
 TEST_CASE("Experiment: data.shuffle_classes false gives the conventional split, class 0 largest",
           "[run][data]") {
-  Experiment fixed(tiny({"data.shuffle_classes=false"}));
+  ReweightingExperiment fixed(tiny({"data.shuffle_classes=false"}));
   const auto& counts = fixed.train_counts();
   INFO("counts: " << counts[0] << " " << counts[1] << " ... " << counts[9]);
   CHECK(std::is_sorted(counts.rbegin(), counts.rend()));  // non-increasing by label
@@ -156,6 +160,6 @@ TEST_CASE("Experiment: data.shuffle_classes false gives the conventional split, 
   CHECK(counts.front() > counts[1]);
 
   // The default shuffles which class is rare (for this seed, class 0 is not the largest).
-  Experiment shuffled(tiny());
+  ReweightingExperiment shuffled(tiny());
   CHECK(shuffled.train_counts() != counts);
 }

@@ -6,19 +6,16 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mlo {
 namespace run {
 
-/// The valid values of the string-named settings below, one list each: the YAML validation
-/// (io/) and the builders (run/) both read them, so a name is either known or an error listing
-/// these.
-inline const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names{"cnn", "resnet32", "resnet50", "mwn"};
-  return names;
-}
+/// The valid values of the string-named generic settings below, one list each: the YAML
+/// validation (io/) and the builders (run/builders.h) both read them, so a name is either known
+/// or an error listing these.
 inline const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> names{"sgd", "adam", "adamw"};
   return names;
@@ -27,16 +24,6 @@ inline const std::vector<std::string>& scheduler_names() {
   static const std::vector<std::string> names{"none", "multistep", "cosine"};
   return names;
 }
-inline const std::vector<std::string>& dataset_names() {
-  static const std::vector<std::string> names{"fashion_mnist", "cifar10", "synthetic"};
-  return names;
-}
-
-/// `model:` a network by name and its size options.
-struct ModelConfig {
-  std::string name = "cnn";  ///< cnn | resnet32 | resnet50 | mwn
-  int64_t hidden = 100;      ///< mwn: hidden width
-};
 
 /// `optimizer:` sgd | adam | adamw and their options.
 struct OptimizerConfig {
@@ -68,9 +55,9 @@ struct CheckpointConfig {
   double max_overhead = 0.3;      ///< min_memory: time overhead cap
 };
 
-/// One problem (level) of the experiment.
+/// One problem (level) of the experiment: the settings every experiment shares. An experiment
+/// adds its own keys (e.g. `model:`) through `ExperimentSettings::visit_problem`.
 struct ProblemSettings {
-  ModelConfig model;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   int64_t unroll_steps = 1;
@@ -89,35 +76,13 @@ struct ProblemSettings {
   int64_t log_step = 0;
 };
 
-/// `data:` dataset, long-tailed split, batches, augmentation.
-struct DataConfig {
-  std::string dataset = "fashion_mnist";  ///< fashion_mnist | cifar10 | synthetic
-  std::string root;                       ///< folder of the files ("" = dataset default)
-  double imbalance = 100.0;               ///< rho: largest class / smallest class
-  int64_t meta_size = 100;                ///< balanced meta set (meta_size / classes per class)
-  /// Balanced validation set (valid_size / classes per class), held out of the training data
-  /// before the long-tailed split, disjoint from train and meta. Validation and early stopping
-  /// use it; the test set is evaluated only once, at the end.
-  int64_t valid_size = 1000;
-  /// Shuffle which class gets which training count (false: class 0 is the largest, the last
-  /// class the rarest, the conventional long-tailed split).
-  bool shuffle_classes = true;
-  int64_t batch_size = 100;
-  int64_t meta_batch_size = 100;
-  int64_t test_batch_size = 1000;
-  bool augment = true;
-  /// When the dataset's files are missing, use synthetic data instead (loudly) rather than fail.
-  bool synthetic_fallback = false;
-  int64_t synthetic_size = 5000;      ///< synthetic: training images per class
-  int64_t synthetic_test_size = 200;  ///< synthetic: test images per class
-};
-
 /// `early_stopping:` (optional).
 struct EarlyStoppingConfig {
   bool enabled = false;
-  /// A validation metric ("valid/<name>", see Experiment::evaluate).
-  std::string metric = "valid/balanced_acc";
-  std::string mode = "max";  ///< min | max
+  /// A validation metric ("valid/<name>", see Experiment::evaluate). The defaults here are
+  /// generic; an experiment may set its own (`ExperimentSettings::defaults`).
+  std::string metric = "valid/loss";
+  std::string mode = "min";  ///< min | max
   int64_t tolerance = 5;
   double min_delta = 0.0;
 };
@@ -138,30 +103,116 @@ struct DependencyConfig {
   std::map<std::string, std::vector<std::string>> l2u;
 };
 
-/// `reweighting:` settings of the data-reweighting experiment.
-struct ReweightingConfig {
-  /// Classifier loss sum_i w_i l_i / sum_i w_i (true) or mean_i w_i l_i (false).
-  bool normalize_weights = true;
+struct RunConfig;
+class Fields;
+
+/// What an experiment adds to the YAML: its own top-level sections (reweighting's `data:`), its
+/// own keys inside each problem (`model:`), its defaults for generic keys and its rules across
+/// keys. Registered with the experiment (`MLO_REGISTER_EXPERIMENT`, run/experiment.h), so the
+/// YAML reader validates a config completely before anything is built. Derive from
+/// `SettingsFor<YourSettings>` (it provides `clone`).
+class ExperimentSettings {
+ public:
+  virtual ~ExperimentSettings() = default;
+  /// A copy (configurations are values).
+  virtual std::unique_ptr<ExperimentSettings> clone() const = 0;
+  /// Describes the experiment's own top-level sections (`fields.section("data", ...)`).
+  virtual void visit(Fields& fields) { (void)fields; }
+  /// Describes the experiment's own keys inside `problems.<problem>`.
+  virtual void visit_problem(const std::string& problem, Fields& fields) {
+    (void)problem;
+    (void)fields;
+  }
+  /// Sets the experiment's defaults of generic keys (e.g. the early-stopping metric) before the
+  /// YAML is read; the YAML still overrides them.
+  virtual void defaults(RunConfig& config) const { (void)config; }
+  /// The dependency graph when the YAML names none (e.g. reweighter above classifier).
+  virtual DependencyConfig default_dependencies(const RunConfig& config) const;
+  /// Rules across keys (which problems exist, model names, sizes), checked once everything is
+  /// read, before the generic rules; fail with `config.fail(path, what)` so the message names
+  /// the file, line and key.
+  virtual void check(const RunConfig& config) const { (void)config; }
 };
 
-/// A whole experiment.
+/// `clone` for a settings type `Derived` (copyable).
+template <typename Derived>
+class SettingsFor : public ExperimentSettings {
+ public:
+  std::unique_ptr<ExperimentSettings> clone() const override {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+};
+
+/// The settings of an experiment with no keys of its own.
+class NoSettings : public SettingsFor<NoSettings> {};
+
+/// Holds an experiment's settings with value semantics (copying a RunConfig copies them).
+class SettingsHolder {
+ public:
+  SettingsHolder() = default;
+  explicit SettingsHolder(std::unique_ptr<ExperimentSettings> settings)
+      : settings_(std::move(settings)) {}
+  SettingsHolder(const SettingsHolder& other)
+      : settings_(other.settings_ ? other.settings_->clone() : nullptr) {}
+  SettingsHolder& operator=(const SettingsHolder& other) {
+    if (this != &other) settings_ = other.settings_ ? other.settings_->clone() : nullptr;
+    return *this;
+  }
+  SettingsHolder(SettingsHolder&&) = default;
+  SettingsHolder& operator=(SettingsHolder&&) = default;
+
+  explicit operator bool() const { return settings_ != nullptr; }
+  ExperimentSettings* get() const { return settings_.get(); }
+  ExperimentSettings* operator->() const { return settings_.get(); }
+
+ private:
+  std::unique_ptr<ExperimentSettings> settings_;
+};
+
+/// A whole experiment: the generic keys, plus the experiment's own settings.
 struct RunConfig {
-  std::string experiment = "reweighting";  ///< reweighting
-  std::string name = "experiment";         ///< used in logs and as the default output folder
+  /// A registered experiment (`run::experiment_names()`); required in YAML.
+  std::string experiment;
+  std::string name = "experiment";  ///< used in logs and as the default output folder
   int64_t seed = 0;
   int64_t threads = 0;  ///< intra-op threads (0: LibTorch's default)
   EngineSettings engine;
-  DataConfig data;
-  /// By name; the reweighting experiment has "classifier" and, optionally, "reweighter".
+  /// By name; which names an experiment accepts is its own rule (`ExperimentSettings::check`).
   std::map<std::string, ProblemSettings> problems;
   DependencyConfig dependencies;
-  ReweightingConfig reweighting;
+  /// The experiment's own settings, of the type registered with it (null for a config built in
+  /// code: `run::make_experiment` then uses the registered defaults).
+  SettingsHolder settings;
   /// Where the YAML came from (for messages); not a YAML key.
   std::string source;
+  /// Where each key was read: key path -> "file:line:col" (or "file (--set a.b=c)"); not a key.
+  std::map<std::string, std::string> locations;
+
+  /// The experiment's settings as `S`; throws `mlo::Error` if they are absent or of another type.
+  template <typename S>
+  const S& settings_as() const {
+    const S* typed = dynamic_cast<const S*>(settings.get());
+    if (!typed) settings_error();
+    return *typed;
+  }
+  template <typename S>
+  S& settings_as() {
+    S* typed = dynamic_cast<S*>(settings.get());
+    if (!typed) settings_error();
+    return *typed;
+  }
+  /// Where key `path` ("problems.inner.method") was set: its own location, else the nearest
+  /// enclosing key's, else `source`.
+  std::string where(const std::string& path) const;
+  /// Throws `mlo::Error` "<where(path)>: <path>: <what>", the form of every config error.
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const;
+
+ private:
+  [[noreturn]] void settings_error() const;
 };
 
 /// The dependency graph `config` runs with: `config.dependencies` when it names any edge, else
-/// the experiment's default (reweighting: reweighter above classifier, when a reweighter exists).
+/// the experiment's default (`ExperimentSettings::default_dependencies`).
 DependencyConfig resolved_dependencies(const RunConfig& config);
 
 /// The problems above `name` in `graph` (its `l2u` targets): the problems its unroll feeds.
@@ -172,6 +223,12 @@ std::vector<std::string> parents_of(const DependencyConfig& graph, const std::st
 /// key (relative to the problem, e.g. "unroll_steps", "neumann.iterations") of the first one set
 /// to a value other than its default, or "" when all keep their defaults.
 std::string lower_only_setting(const ProblemSettings& settings);
+
+/// The rules across keys: the experiment's own (`ExperimentSettings::check`), then the generic
+/// ones: no lower-only setting on a problem with nothing above it, dependencies naming existing
+/// problems, early stopping on a "valid/" metric with validation on. Throws `mlo::Error` naming
+/// the file, line and key (`RunConfig::fail`). The YAML reader and `make_experiment` call it.
+void check_config(const RunConfig& config);
 
 }  // namespace run
 }  // namespace mlo

@@ -1,80 +1,137 @@
 #pragma once
 /// \file
-/// Assembles an experiment from its configuration: data (with the long-tailed split), models,
-/// optimizers, schedules, problems and the engine; and evaluates it on the validation set (during
-/// training) or on the test set (once, at the end).
+/// `run::Experiment`: what `mlo run` and `mlo plan` launch from a YAML file. An experiment
+/// builds its problems and the engine from a `RunConfig`, evaluates them on the validation split
+/// (during training) and on the test split (once, at the end), and describes itself. Its own YAML
+/// keys are described and validated by its settings type (`ExperimentSettings`, run/config.h).
+///
+/// Experiments register by name, like hypergradient methods:
+///
+/// ```
+/// class MyExperiment : public mlo::run::Experiment {
+///  public:
+///   struct Settings : mlo::run::SettingsFor<Settings> { ... };   // optional: own YAML keys
+///   explicit MyExperiment(const mlo::run::RunConfig& config);
+///   ...
+/// };
+/// MLO_REGISTER_EXPERIMENT("mine", MyExperiment);   // `experiment: mine` in YAML
+/// ```
+///
+/// The ready-made ones: `reweighting` (problems/reweighting/experiment.h) and `hpo`
+/// (problems/hpo/experiment.h).
 
+#include <mlo/data/batch.h>
 #include <mlo/core/engine.h>
+#include <mlo/core/problem.h>
 #include <mlo/run/config.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace mlo {
-namespace problems {
-namespace reweighting {
-class Classifier;
-class Reweighter;
-}  // namespace reweighting
-}  // namespace problems
-
 namespace run {
 
-/// Which held-out images `Experiment::evaluate` uses.
+/// Which held-out data `Experiment::evaluate` uses.
 enum class EvalSet {
-  kValid,  ///< the balanced validation set held out of the training data (`data.valid_size`)
-  kTest,   ///< the dataset's test split
+  kValid,  ///< the validation split: validation during training, early stopping
+  kTest,   ///< the test split: the final report only
 };
 
-/// The data-reweighting experiment (`experiment: reweighting`): a classifier on a long-tailed
-/// training set and, when configured, a reweighter trained on the balanced meta set.
+/// One experiment, built from a configuration. Subclasses build everything in their
+/// constructor `(const RunConfig&)` and throw `mlo::Error` naming the key of a bad setting.
 class Experiment {
  public:
-  /// Loads the data and builds everything; throws `mlo::Error` naming the key of a bad setting.
-  explicit Experiment(const RunConfig& config);
-  ~Experiment();
+  virtual ~Experiment() = default;
 
-  Engine& engine() { return *engine_; }
-  const RunConfig& config() const { return config_; }
-  /// Metrics of the classifier on `set`: "acc", "balanced_acc" (mean of per-class accuracies),
-  /// "loss" and "acc/<class name>" for every class; on the validation set every name is prefixed
-  /// "valid/" ("valid/balanced_acc"), so a number says which split it comes from. Validation and
-  /// early stopping use kValid; the test set is for the final report only.
-  Metrics evaluate(EvalSet set);
-  /// Names of the classes, by label.
-  const std::vector<std::string>& class_names() const { return class_names_; }
-  /// Training samples per class after the long-tailed split.
-  const std::vector<int64_t>& train_counts() const { return train_counts_; }
-  /// Validation samples per class (balanced: data.valid_size / classes each).
-  std::vector<int64_t> valid_counts() const;
-  /// A few lines describing data (real or synthetic), split and models, for logs.
-  std::string describe() const;
-  /// Whether the data is synthetic (then every report says so).
-  bool synthetic() const { return synthetic_; }
-  /// The problem called `name` ("classifier" or "reweighter"); throws `mlo::Error` if absent.
-  std::shared_ptr<Problem> problem(const std::string& name) const;
-  /// A training batch of the classifier, as its stream gives them (e.g. to plan checkpointing);
-  /// advances that stream.
-  Batch sample_batch();
+  /// The engine, with every problem added and linked.
+  virtual Engine& engine() = 0;
+  /// Metrics on `set`. On the validation split every name is prefixed "valid/"
+  /// ("valid/loss"), so a number says which split it comes from; test metrics have plain names.
+  virtual Metrics evaluate(EvalSet set) = 0;
+  /// The headline metrics of `evaluate`, without the "valid/" prefix, most important first
+  /// (reweighting: "acc", "balanced_acc"): what the runner prints after each validation and
+  /// in the final summary.
+  virtual std::vector<std::string> metric_names() const = 0;
+  /// A few lines describing data, problems and models, for logs.
+  virtual std::string describe() const = 0;
+  /// The problem `mlo plan` profiles when no `--problem` is given.
+  virtual std::string default_problem() const = 0;
 
- private:
-  void load_data();
-  void build_problems();
-
-  RunConfig config_;
-  std::vector<std::string> class_names_;
-  std::vector<int64_t> train_counts_;
-  bool synthetic_ = false;
-  std::string dataset_;       // the dataset in use ("synthetic" after a fallback)
-  std::string dataset_name_;  // for logs
-  at::Tensor train_images_, train_targets_, meta_images_, meta_targets_, valid_images_,
-      valid_targets_, test_images_, test_targets_;
-  std::shared_ptr<problems::reweighting::Classifier> classifier_;
-  std::shared_ptr<problems::reweighting::Reweighter> reweighter_;
-  std::unique_ptr<Engine> engine_;
-  std::shared_ptr<BatchStream> train_stream_;
+  /// The problem called `name`; throws `mlo::Error` listing the problems if there is none.
+  virtual std::shared_ptr<Problem> problem(const std::string& name);
+  /// One training batch of problem `name`, as its data would give it (for `mlo plan`). The
+  /// default throws: an experiment that supports `mlo plan` overrides it.
+  virtual Batch sample_batch(const std::string& name);
+  /// Whether the data is synthetic (every report then says so).
+  virtual bool synthetic() const { return false; }
+  /// The final report printed after training, from the test metrics and the final validation
+  /// metrics ("valid/..."). The default lists `metric_names()` on both, one per line.
+  virtual std::string report(const Metrics& test, const Metrics& valid) const;
 };
 
+/// Builds an experiment from a configuration (the registered class's constructor).
+using ExperimentFactory = std::function<std::unique_ptr<Experiment>(const RunConfig&)>;
+/// Builds an experiment's settings with their defaults.
+using SettingsFactory = std::function<std::unique_ptr<ExperimentSettings>()>;
+
+/// Registers an experiment under `name`; `file` and `line` say where (for messages). Returns
+/// true (for static registration). Registering a name twice makes that name an error naming
+/// both places.
+bool register_experiment(const std::string& name, ExperimentFactory create,
+                         SettingsFactory settings, const char* file, int line);
+/// The registered names, sorted.
+std::vector<std::string> experiment_names();
+/// Whether `name` is registered.
+bool is_experiment(const std::string& name);
+/// The default settings of experiment `name`. Throws `mlo::Error` listing the registered
+/// experiments if `name` is not one.
+std::unique_ptr<ExperimentSettings> make_settings(const std::string& name);
+/// Builds the experiment `config.experiment` names (with its default settings when
+/// `config.settings` is empty). Throws `mlo::Error` listing the registered experiments if none
+/// has that name.
+std::unique_ptr<Experiment> make_experiment(const RunConfig& config);
+
+namespace detail {
+
+template <typename T, typename = void>
+struct SettingsOf {
+  using type = NoSettings;
+};
+template <typename T>
+struct SettingsOf<T, std::void_t<typename T::Settings>> {
+  using type = typename T::Settings;
+};
+
+template <typename Class>
+bool register_experiment_class(const char* name, const char* file, int line) {
+  using S = typename SettingsOf<Class>::type;
+  static_assert(std::is_base_of<Experiment, Class>::value,
+                "MLO_REGISTER_EXPERIMENT: the class must derive from mlo::run::Experiment");
+  static_assert(std::is_base_of<ExperimentSettings, S>::value,
+                "MLO_REGISTER_EXPERIMENT: Class::Settings must derive from "
+                "mlo::run::SettingsFor<Settings>");
+  return register_experiment(
+      name,
+      [](const RunConfig& config) -> std::unique_ptr<Experiment> {
+        return std::make_unique<Class>(config);
+      },
+      []() -> std::unique_ptr<ExperimentSettings> { return std::make_unique<S>(); }, file, line);
+}
+
+}  // namespace detail
 }  // namespace run
 }  // namespace mlo
+
+#define MLO_EXPERIMENT_CONCAT_(a, b) a##b
+#define MLO_EXPERIMENT_CONCAT(a, b) MLO_EXPERIMENT_CONCAT_(a, b)
+
+/// Registers `Class` (derived from `mlo::run::Experiment`, constructible from
+/// `const mlo::run::RunConfig&`, with an optional nested `Settings` type for its own YAML keys)
+/// as the experiment `NAME` (`experiment: NAME` in YAML), at load time. Use it at namespace
+/// scope in a source file.
+#define MLO_REGISTER_EXPERIMENT(NAME, Class)                                         \
+  static const bool MLO_EXPERIMENT_CONCAT(mlo_registered_experiment_, __LINE__) = \
+      ::mlo::run::detail::register_experiment_class<Class>(NAME, __FILE__, __LINE__)

@@ -1,7 +1,11 @@
 #pragma once
-// Builders from configuration structs to LibTorch objects (internal to src/run).
+/// \file
+/// Builders from the generic configuration structs to LibTorch and engine objects, for every
+/// experiment (the ready-made ones and a user's own): optimizers, learning-rate schedules and a
+/// problem's engine-side configuration.
 
 #include <mlo/core/config.h>
+#include <mlo/core/engine.h>
 #include <mlo/core/problem.h>
 #include <mlo/run/config.h>
 
@@ -14,7 +18,6 @@
 
 namespace mlo {
 namespace run {
-namespace detail {
 
 // Every builder takes `key`, the YAML path of what it builds ("problems.classifier"), and
 // throws `mlo::Error` naming `key.<field>` and the valid names for a name it does not know:
@@ -30,19 +33,17 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
 LrSchedule make_schedule(const SchedulerConfig& config, int64_t total_steps,
                          const std::string& key);
 
-/// The engine-side configuration of a problem.
+/// The engine-side configuration of a problem (unroll, warmup, roll-back, clipping,
+/// accumulation, precision, checkpointing, the method and every method's options).
 ProblemConfig make_problem_config(const ProblemSettings& settings, const std::string& key);
 
-/// The model `config` names; `channels` and `image_size` describe the input images.
-std::shared_ptr<torch::nn::Module> make_model(const ModelConfig& config, int64_t channels,
-                                              int64_t image_size, int64_t num_classes,
-                                              const std::string& key);
+/// The engine's configuration from `engine:` (schedule, memory tracking, early stopping).
+EngineConfig make_engine_config(const EngineSettings& settings);
 
 /// Throws `mlo::Error` "key: unknown <what> 'name'; valid names: a, b" unless `name` is one of
 /// `valid`.
 void check_name(const std::string& name, const std::vector<std::string>& valid,
                 const std::string& what, const std::string& key);
 
-}  // namespace detail
 }  // namespace run
 }  // namespace mlo

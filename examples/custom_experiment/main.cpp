@@ -1,0 +1,211 @@
+// Your own experiment, launched from YAML with the whole `mlo` command line.
+//
+// Three levels in a chain (as in examples/three_level.cpp), linear regression throughout:
+//   student (lowest):  fits the teacher's predictions on unlabeled inputs
+//   teacher (middle):  fits the labeled data with an L2 penalty of strength exp(top's value), and
+//                      wants the student to do well on a validation set
+//   top:               picks the teacher's L2 strength for a second validation set
+//
+// The experiment class builds these problems from the YAML (distill.yaml): the generic keys
+// (engine, optimizers, unroll steps, hypergradient methods, ...) come from mlo, its own keys
+// (`data:`, `top:`) it describes itself, with the same file:line:col errors. Registered under
+// the name "distill"; main() hands the command line to mlo:
+//
+//   ./custom_experiment run distill.yaml --set problems.teacher.method=cg
+//   ./custom_experiment run distill.yaml --stop-at 100 && ./custom_experiment run distill.yaml --resume
+#include <mlo/cli/main.h>
+#include <mlo/mlo.h>
+#include <mlo/run/builders.h>
+#include <mlo/run/experiment.h>
+#include <mlo/run/fields.h>
+
+#include <torch/torch.h>
+
+#include <sstream>
+
+namespace {
+
+torch::Tensor mse(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).pow(2).mean(); }
+
+struct Teacher;
+struct Top;
+
+struct Student : mlo::Problem {
+  using mlo::Problem::Problem;
+  std::shared_ptr<Teacher> teacher;
+  torch::Tensor predict(const torch::Tensor& x) const {
+    return module_as<torch::nn::LinearImpl>()->forward(x);
+  }
+  torch::Tensor training_step(const mlo::Batch& b) override;
+};
+
+struct Teacher : mlo::Problem {
+  using mlo::Problem::Problem;
+  std::shared_ptr<Student> student;
+  std::shared_ptr<Top> top;
+  mlo::Batch student_valid;
+  torch::Tensor predict(const torch::Tensor& x) const {
+    return module_as<torch::nn::LinearImpl>()->forward(x);
+  }
+  torch::Tensor training_step(const mlo::Batch& b) override;
+};
+
+struct Top : mlo::Problem {
+  using mlo::Problem::Problem;
+  std::shared_ptr<Teacher> teacher;
+  torch::Tensor log_strength() const { return module().parameters()[0]; }
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    return mse(teacher->predict(b.data), b.target);
+  }
+};
+
+torch::Tensor Student::training_step(const mlo::Batch& b) {
+  return mse(predict(b.data), teacher->predict(b.data));
+}
+
+torch::Tensor Teacher::training_step(const mlo::Batch& b) {
+  const auto& w = module_as<torch::nn::LinearImpl>()->weight;
+  return mse(predict(b.data), b.target) + top->log_strength().exp().sum() * w.pow(2).sum() +
+         mse(student->predict(student_valid.data), student_valid.target);
+}
+
+// The experiment: builds the three problems and the engine from the configuration.
+class DistillExperiment : public mlo::run::Experiment {
+ public:
+  // The experiment's own YAML keys: `data:` and `top:`, and its rules.
+  struct Settings : mlo::run::SettingsFor<Settings> {
+    int64_t features = 10;
+    int64_t labeled = 40;
+    int64_t unlabeled = 400;
+    int64_t valid = 200;
+    int64_t test = 1000;
+    double noise = 0.5;
+    double initial_log_strength = -2.0;
+
+    void visit(mlo::run::Fields& f) override {
+      f.section("data", [&](mlo::run::Fields& s) {
+        s("features", features, mlo::run::at_least(1));
+        s("labeled", labeled, mlo::run::at_least(1));
+        s("unlabeled", unlabeled, mlo::run::at_least(1));
+        s("valid", valid, mlo::run::at_least(1));
+        s("test", test, mlo::run::at_least(1));
+        s("noise", noise, mlo::run::non_negative());
+      });
+      f.section("top", [&](mlo::run::Fields& s) {
+        s("initial_log_strength", initial_log_strength);
+      });
+    }
+    // student -> teacher -> top, unless the YAML says otherwise.
+    mlo::run::DependencyConfig default_dependencies(const mlo::run::RunConfig&) const override {
+      mlo::run::DependencyConfig graph;
+      graph.u2l["top"] = {"teacher"};
+      graph.u2l["teacher"] = {"student"};
+      graph.l2u["student"] = {"teacher"};
+      graph.l2u["teacher"] = {"top"};
+      return graph;
+    }
+    void check(const mlo::run::RunConfig& config) const override {
+      for (const char* name : {"student", "teacher", "top"}) {
+        if (!config.problems.count(name)) {
+          config.fail("problems", std::string("the distill experiment needs problems student, "
+                                              "teacher and top; '") + name + "' is missing");
+        }
+      }
+      if (config.problems.size() != 3) {
+        config.fail("problems", "the distill experiment has exactly student, teacher and top");
+      }
+    }
+  };
+
+  explicit DistillExperiment(const mlo::run::RunConfig& config)
+      : engine_(mlo::run::make_engine_config(config.engine)) {
+    const auto& s = config.settings_as<Settings>();
+    if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
+    torch::manual_seed(static_cast<uint64_t>(config.seed));
+    const int64_t d = s.features;
+    const auto w_true = torch::randn({d, 1});
+    auto make = [&](int64_t n) {
+      const auto x = torch::randn({n, d});
+      return mlo::Batch(x, x.matmul(w_true) + s.noise * torch::randn({n, 1}));
+    };
+    const mlo::Batch labeled = make(s.labeled);
+    const mlo::Batch unlabeled(torch::randn({s.unlabeled, d}));
+    valid_mid_ = make(s.valid);
+    valid_top_ = make(s.valid);
+    test_ = make(s.test);
+
+    // Each problem: its generic settings (method, unroll, ...) and optimizer from the YAML.
+    auto settings = [&](const std::string& name) { return config.problems.at(name); };
+    auto problem_config = [&](const std::string& name) {
+      return mlo::run::make_problem_config(settings(name), "problems." + name);
+    };
+    student_ = std::make_shared<Student>("student", problem_config("student"));
+    student_->module(torch::nn::Linear(d, 1)).data(std::vector<mlo::Batch>{unlabeled});
+    teacher_ = std::make_shared<Teacher>("teacher", problem_config("teacher"));
+    teacher_->module(torch::nn::Linear(d, 1)).data(std::vector<mlo::Batch>{labeled});
+    teacher_->student_valid = valid_mid_;
+    top_ = std::make_shared<Top>("top", problem_config("top"));
+    top_->module(torch::nn::Linear(torch::nn::LinearOptions(1, 1).bias(false)));
+    {
+      torch::NoGradGuard no_grad;
+      top_->log_strength().fill_(s.initial_log_strength);
+    }
+    top_->data(std::vector<mlo::Batch>{valid_top_});
+    for (const auto& p : std::vector<mlo::ProblemPtr>{student_, teacher_, top_}) {
+      p->optimizer(mlo::run::make_optimizer(settings(p->name()).optimizer, p->module(),
+                                            "problems." + p->name()));
+    }
+    student_->teacher = teacher_;
+    teacher_->student = student_;
+    teacher_->top = top_;
+    top_->teacher = teacher_;
+
+    engine_.add(top_).add(teacher_).add(student_);
+    auto by_name = [&](const std::string& name) -> mlo::ProblemPtr {
+      return name == "student" ? mlo::ProblemPtr(student_)
+                               : name == "teacher" ? mlo::ProblemPtr(teacher_) : top_;
+    };
+    const auto graph = mlo::run::resolved_dependencies(config);
+    for (const auto& [upper, lowers] : graph.u2l) {
+      for (const auto& lower : lowers) engine_.u2l(by_name(upper), by_name(lower));
+    }
+    for (const auto& [lower, uppers] : graph.l2u) {
+      for (const auto& upper : uppers) engine_.l2u(by_name(lower), by_name(upper));
+    }
+  }
+
+  mlo::Engine& engine() override { return engine_; }
+
+  mlo::Metrics evaluate(mlo::run::EvalSet set) override {
+    torch::NoGradGuard no_grad;
+    const bool valid = set == mlo::run::EvalSet::kValid;
+    const mlo::Batch& b = valid ? valid_top_ : test_;
+    const std::string prefix = valid ? "valid/" : "";
+    return {{prefix + "teacher_mse", mse(teacher_->predict(b.data), b.target).item<double>()},
+            {prefix + "student_mse", mse(student_->predict(b.data), b.target).item<double>()},
+            {prefix + "l2_strength", top_->log_strength().exp().item<double>()}};
+  }
+  std::vector<std::string> metric_names() const override {
+    return {"teacher_mse", "student_mse", "l2_strength"};
+  }
+  std::string describe() const override {
+    std::ostringstream out;
+    out << "distill: student <- teacher <- top (L2 strength of the teacher), linear regression on "
+        << valid_top_.data.size(1) << " features";
+    return out.str();
+  }
+  std::string default_problem() const override { return "teacher"; }
+
+ private:
+  mlo::Engine engine_;
+  std::shared_ptr<Student> student_;
+  std::shared_ptr<Teacher> teacher_;
+  std::shared_ptr<Top> top_;
+  mlo::Batch valid_mid_, valid_top_, test_;
+};
+
+}  // namespace
+
+MLO_REGISTER_EXPERIMENT("distill", DistillExperiment);
+
+int main(int argc, char** argv) { return mlo::cli::main(argc, argv); }

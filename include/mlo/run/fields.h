@@ -1,0 +1,82 @@
+#pragma once
+/// \file
+/// `run::Fields`: one description of a configuration section's keys, used both to read it from
+/// YAML (with validation) and to write it back (the resolved `config.yaml`). The generic keys
+/// (engine, optimizers, methods, ...) are described in io/; an experiment describes its own
+/// sections and per-problem keys the same way (`ExperimentSettings::visit`), so its errors read
+/// like every other one:
+///
+///   configs/x.yaml:12:9: problems.classifier.model.name: must be one of cnn, resnet32; got 'vgg'
+///
+/// ```
+/// void visit(mlo::run::Fields& f) override {
+///   f.section("data", [&](mlo::run::Fields& s) {
+///     s("samples", samples, mlo::run::at_least(2));
+///     s("noise", noise, mlo::run::non_negative());
+///   });
+/// }
+/// ```
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlo {
+namespace run {
+
+/// A check of one value: returns "" when it is fine, else what is wrong ("must be > 0, got -1").
+template <typename T>
+using Check = std::function<std::string(const T&)>;
+
+/// `value >= low`.
+Check<int64_t> at_least(int64_t low);
+/// `value > 0`.
+Check<double> positive();
+/// `value >= 0`.
+Check<double> non_negative();
+/// `low <= value <= high`.
+Check<double> in_range(double low, double high);
+/// One of `choices` (the message lists them).
+Check<std::string> one_of(std::vector<std::string> choices);
+
+/// A visitor over the keys of one YAML mapping. The reader fills each member from the YAML (a
+/// key that is absent keeps the member's value, its default) and fails with
+/// `file:line:col path.key: what` on a wrong type, a failed check or a key no visit named; the
+/// writer emits every key with its value.
+class Fields {
+ public:
+  virtual ~Fields() = default;
+
+  /// A scalar key (or a list of integers, or a map from names to lists of names).
+  virtual void operator()(const char* key, int64_t& value,
+                          const Check<int64_t>& check = nullptr) = 0;
+  virtual void operator()(const char* key, double& value,
+                          const Check<double>& check = nullptr) = 0;
+  virtual void operator()(const char* key, bool& value) = 0;
+  virtual void operator()(const char* key, std::string& value,
+                          const Check<std::string>& check = nullptr) = 0;
+  virtual void operator()(const char* key, std::vector<int64_t>& value) = 0;
+  virtual void operator()(const char* key,
+                          std::map<std::string, std::vector<std::string>>& value) = 0;
+
+  /// A nested mapping `key: {...}`; `body` visits its keys.
+  virtual void section(const char* key, const std::function<void(Fields&)>& body) = 0;
+
+  /// A mapping keyed by user names (`problems: {inner: {...}, outer: {...}}`): `body(name, f)`
+  /// runs for each entry, `existing` lists the entries to write (the reader takes the YAML's).
+  virtual void entries(const char* key, const std::vector<std::string>& existing,
+                       const std::function<void(const std::string& name, Fields&)>& body) = 0;
+
+  /// `entries` over a `std::map<std::string, T>`: `body(f, map[name])` for each entry.
+  template <typename T, typename Body>
+  void map(const char* key, std::map<std::string, T>& values, const Body& body) {
+    std::vector<std::string> names;
+    for (const auto& entry : values) names.push_back(entry.first);
+    entries(key, names, [&](const std::string& name, Fields& f) { body(f, values[name]); });
+  }
+};
+
+}  // namespace run
+}  // namespace mlo

@@ -1,0 +1,217 @@
+#include "problems/hpo/experiment.h"
+
+#include <mlo/base/error.h>
+#include <mlo/run/builders.h>
+
+#include <spdlog/spdlog.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
+#include <cstdio>
+#include <sstream>
+
+namespace mlo {
+namespace run {
+namespace detail {
+// Referenced by the registry: keeps this file's registration in a static link.
+void link_hpo_experiment() {}
+}  // namespace detail
+}  // namespace run
+
+namespace problems {
+namespace hpo {
+namespace {
+
+// Builds the pair from the configuration: the inner and outer problems' generic settings
+// (optimizer, scheduler, method, ...), the data, and the initial weight. With `frozen` the
+// weights' optimizer is SGD with learning rate 0, so they never move (the baseline).
+LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings& settings,
+                     const LogRegData& data, bool frozen) {
+  const run::ProblemSettings& is = config.problems.at("inner");
+  const run::ProblemSettings& os = config.problems.at("outer");
+  const int64_t features = data.train.data.size(1);
+  LogRegHpo pair;
+  pair.inner = std::make_shared<LogRegInner>("inner", run::make_problem_config(is, "problems.inner"));
+  pair.outer = std::make_shared<LogRegOuter>("outer", run::make_problem_config(os, "problems.outer"));
+  pair.inner->module(torch::nn::Linear(features, 1));
+  pair.inner->optimizer(run::make_optimizer(is.optimizer, pair.inner->module(), "problems.inner"));
+  const int64_t inner_steps = config.engine.train_iters / is.gradient_accumulation;
+  if (auto schedule = run::make_schedule(is.scheduler, inner_steps, "problems.inner")) {
+    pair.inner->scheduler(schedule);
+  }
+  pair.inner->data(std::vector<Batch>{data.train});
+  pair.outer->module(L2Weights(features, settings.hpo.initial_weight));
+  if (frozen) {
+    pair.outer->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0));
+  } else {
+    pair.outer->optimizer(
+        run::make_optimizer(os.optimizer, pair.outer->module(), "problems.outer"));
+    const int64_t outer_steps = inner_steps / is.unroll_steps / os.gradient_accumulation;
+    if (auto schedule = run::make_schedule(os.scheduler, outer_steps, "problems.outer")) {
+      pair.outer->scheduler(schedule);
+    }
+  }
+  pair.outer->data(std::vector<Batch>{data.valid});
+  pair.inner->outer = pair.outer;
+  pair.outer->inner = pair.inner;
+  return pair;
+}
+
+// Adds the pair to `engine` with the configuration's dependency graph.
+void add_pair(Engine& engine, const LogRegHpo& pair, const run::RunConfig& config) {
+  engine.add(pair.outer).add(pair.inner);
+  auto by_name = [&](const std::string& name) -> ProblemPtr {
+    if (name == "inner") return pair.inner;
+    MLO_CHECK(name == "outer", "dependencies: the hpo experiment has no problem '", name, "'");
+    return pair.outer;
+  };
+  const run::DependencyConfig graph = run::resolved_dependencies(config);
+  for (const auto& [upper, lowers] : graph.u2l) {
+    for (const auto& lower : lowers) engine.u2l(by_name(upper), by_name(lower));
+  }
+  for (const auto& [lower, uppers] : graph.l2u) {
+    for (const auto& upper : uppers) engine.l2u(by_name(lower), by_name(upper));
+  }
+}
+
+// (mean binary cross-entropy, accuracy) of the inner model on `batch`.
+std::pair<double, double> loss_and_accuracy(const LogRegInner& inner, const Batch& batch) {
+  torch::NoGradGuard no_grad;
+  const at::Tensor logits = inner.logits(batch.data);
+  const double loss =
+      torch::nn::functional::binary_cross_entropy_with_logits(logits, batch.target).item<double>();
+  const double accuracy =
+      logits.gt(0).to(torch::kFloat).eq(batch.target).to(torch::kDouble).mean().item<double>();
+  return {loss, accuracy};
+}
+
+}  // namespace
+
+void HpoExperiment::Settings::visit(run::Fields& v) {
+  v.section("data", [&](run::Fields& s) {
+    s("samples", data.samples, run::at_least(2));
+    s("test_samples", data.test_samples, run::at_least(1));
+    s("features", data.features, run::at_least(1));
+    s("noise", data.noise, run::non_negative());
+  });
+  v.section("hpo", [&](run::Fields& s) {
+    s("initial_weight", hpo.initial_weight, [](const double& w) {
+      return w >= LogRegOuter::kMinWeight
+                 ? std::string()
+                 : "must be >= " + std::to_string(LogRegOuter::kMinWeight) + " (the weights " +
+                       "are kept positive), got " + std::to_string(w);
+    });
+  });
+}
+
+run::DependencyConfig HpoExperiment::Settings::default_dependencies(
+    const run::RunConfig& config) const {
+  (void)config;
+  run::DependencyConfig graph;
+  graph.u2l["outer"] = {"inner"};
+  graph.l2u["inner"] = {"outer"};
+  return graph;
+}
+
+void HpoExperiment::Settings::check(const run::RunConfig& c) const {
+  for (const char* name : {"inner", "outer"}) {
+    if (!c.problems.count(name)) {
+      c.fail("problems", std::string("the hpo experiment needs problems 'inner' (logistic "
+                                     "regression) and 'outer' (its L2 weights); '") +
+                             name + "' is missing");
+    }
+  }
+  for (const auto& [name, p] : c.problems) {
+    if (name != "inner" && name != "outer") {
+      c.fail("problems." + name,
+             "the hpo experiment has problems 'inner' and 'outer' only, not '" + name + "'");
+    }
+  }
+}
+
+HpoExperiment::HpoExperiment(const run::RunConfig& config)
+    : config_(config), settings_(config.settings_as<Settings>()) {
+  if (config_.threads > 0) torch::set_num_threads(static_cast<int>(config_.threads));
+  const HpoDataConfig& d = settings_.data;
+  data_ = make_logreg_data(d.samples, d.features, d.noise, static_cast<uint64_t>(config_.seed),
+                           d.test_samples);
+  torch::manual_seed(static_cast<uint64_t>(config_.seed));
+
+  // The baseline first, to completion: the same schedule with the weights frozen.
+  spdlog::info("hpo: training the baseline with the L2 weights frozen at {} ({} steps)",
+               settings_.hpo.initial_weight, config_.engine.train_iters);
+  frozen_ = build_pair(config_, settings_, data_, /*frozen=*/true);
+  {
+    run::EngineSettings plain = config_.engine;
+    plain.valid_step = 0;
+    plain.log_step = 0;
+    plain.track_memory = false;
+    plain.early_stopping.enabled = false;
+    Engine baseline(run::make_engine_config(plain));
+    add_pair(baseline, frozen_, config_);
+    baseline.run();
+  }
+
+  learned_ = build_pair(config_, settings_, data_, /*frozen=*/false);
+  engine_ = std::make_unique<Engine>(run::make_engine_config(config_.engine));
+  add_pair(*engine_, learned_, config_);
+}
+
+Metrics HpoExperiment::evaluate(run::EvalSet set) {
+  const bool valid = set == run::EvalSet::kValid;
+  const Batch& batch = valid ? data_.valid : data_.test;
+  const std::string prefix = valid ? "valid/" : "";
+  const auto [loss, acc] = loss_and_accuracy(*learned_.inner, batch);
+  const auto [frozen_loss, frozen_acc] = loss_and_accuracy(*frozen_.inner, batch);
+  return {{prefix + "loss", loss},
+          {prefix + "acc", acc},
+          {prefix + "frozen_loss", frozen_loss},
+          {prefix + "frozen_acc", frozen_acc}};
+}
+
+std::string HpoExperiment::describe() const {
+  const HpoDataConfig& d = settings_.data;
+  std::ostringstream out;
+  out << "data: synthetic logistic regression, " << d.features << " features, noise " << d.noise
+      << "; training set of " << data_.train.size() << " (inner), validation set of "
+      << data_.valid.size() << " (outer: the L2 weights learn on it), test set of "
+      << data_.test.size() << " (final report only)\n";
+  out << "inner: logistic regression (hypergradient: " << config_.problems.at("inner").method
+      << ", unroll " << config_.problems.at("inner").unroll_steps
+      << "), outer: one L2 weight per feature from " << settings_.hpo.initial_weight
+      << "; baseline: the same training with the weights frozen (trained already)";
+  return out.str();
+}
+
+Batch HpoExperiment::sample_batch(const std::string& name) {
+  if (name == "outer") return data_.valid;
+  MLO_CHECK(name == "inner", "the hpo experiment has no problem '", name,
+            "' (its problems: inner, outer)");
+  return data_.train;
+}
+
+std::string HpoExperiment::report(const Metrics& test, const Metrics& valid) const {
+  std::ostringstream out;
+  char line[160];
+  std::snprintf(line, sizeof(line), "%-22s %14s %14s\n", "", "learned L2", "frozen L2");
+  out << "L2-regularized logistic regression: learned vs frozen weights\n" << line;
+  const auto row = [&](const char* label, const Metrics& m, const std::string& prefix,
+                       const std::string& name) {
+    std::snprintf(line, sizeof(line), "%-22s %14.6f %14.6f\n", label, m.at(prefix + name),
+                  m.at(prefix + "frozen_" + name));
+    out << line;
+  };
+  row("validation loss", valid, "valid/", "loss");
+  row("validation accuracy", valid, "valid/", "acc");
+  row("test loss", test, "", "loss");
+  row("test accuracy", test, "", "acc");
+  return out.str();
+}
+
+}  // namespace hpo
+}  // namespace problems
+
+MLO_REGISTER_EXPERIMENT("hpo", problems::hpo::HpoExperiment);
+
+}  // namespace mlo

@@ -1,0 +1,140 @@
+#pragma once
+/// \file
+/// The data-reweighting experiment (`experiment: reweighting`): a classifier on a long-tailed
+/// training set and, when configured, a reweighter (Meta-Weight-Net) trained on a balanced meta
+/// set (problems/reweighting/reweighting.h). Its own YAML keys: the `data:` and `reweighting:`
+/// sections and each problem's `model:` (docs/config-reference.md).
+
+#include "problems/reweighting/reweighting.h"
+
+#include <mlo/data/stream.h>
+#include <mlo/run/experiment.h>
+#include <mlo/run/fields.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlo {
+namespace problems {
+namespace reweighting {
+
+/// The valid values of `problems.<name>.model.name` and `data.dataset`.
+const std::vector<std::string>& model_names();
+const std::vector<std::string>& dataset_names();
+
+/// `model:` a network by name and its size options.
+struct ModelConfig {
+  std::string name = "cnn";  ///< cnn | resnet32 | resnet50 (classifier) | mwn (reweighter)
+  int64_t hidden = 100;      ///< mwn: hidden width
+};
+
+/// `data:` dataset, long-tailed split, batches, augmentation.
+struct DataConfig {
+  std::string dataset = "fashion_mnist";  ///< fashion_mnist | cifar10 | synthetic
+  std::string root;                       ///< folder of the files ("" = dataset default)
+  double imbalance = 100.0;               ///< rho: largest class / smallest class
+  int64_t meta_size = 100;                ///< balanced meta set (meta_size / classes per class)
+  /// Balanced validation set (valid_size / classes per class), held out of the training data
+  /// before the long-tailed split, disjoint from train and meta. Validation and early stopping
+  /// use it; the test set is evaluated only once, at the end.
+  int64_t valid_size = 1000;
+  /// Shuffle which class gets which training count (false: class 0 is the largest, the last
+  /// class the rarest, the conventional long-tailed split).
+  bool shuffle_classes = true;
+  int64_t batch_size = 100;
+  int64_t meta_batch_size = 100;
+  int64_t test_batch_size = 1000;
+  bool augment = true;
+  /// When the dataset's files are missing, use synthetic data instead (loudly) rather than fail.
+  bool synthetic_fallback = false;
+  int64_t synthetic_size = 5000;      ///< synthetic: training images per class
+  int64_t synthetic_test_size = 200;  ///< synthetic: test images per class
+};
+
+/// `reweighting:` settings of the loss.
+struct ReweightingConfig {
+  /// Classifier loss sum_i w_i l_i / sum_i w_i (true) or mean_i w_i l_i (false).
+  bool normalize_weights = true;
+};
+
+/// The experiment. Problems: "classifier" (required) and "reweighter" (optional: without it,
+/// the baseline, plain training on the long-tailed set).
+class ReweightingExperiment : public run::Experiment {
+ public:
+  /// Every dataset has this many classes.
+  static constexpr int64_t kClasses = 10;
+
+  /// The experiment's own YAML keys and rules.
+  struct Settings : run::SettingsFor<Settings> {
+    DataConfig data;
+    ReweightingConfig reweighting;
+    /// `problems.<name>.model`, by problem name.
+    std::map<std::string, ModelConfig> models;
+
+    /// The model of `problem` (the default one if it has none).
+    ModelConfig model(const std::string& problem) const;
+
+    void visit(run::Fields& fields) override;
+    void visit_problem(const std::string& problem, run::Fields& fields) override;
+    /// Early stopping watches "valid/balanced_acc" (max) unless the YAML says otherwise.
+    void defaults(run::RunConfig& config) const override;
+    /// The reweighter above the classifier, when there is a reweighter.
+    run::DependencyConfig default_dependencies(const run::RunConfig& config) const override;
+    /// Problems named classifier (required) and reweighter; models that fit each; meta and
+    /// validation sizes multiples of the class count; a validation set when validating; an
+    /// early-stopping metric the experiment reports.
+    void check(const run::RunConfig& config) const override;
+  };
+
+  /// Loads the data and builds everything; throws `mlo::Error` naming the key of a bad setting.
+  explicit ReweightingExperiment(const run::RunConfig& config);
+  ~ReweightingExperiment() override;
+
+  Engine& engine() override { return *engine_; }
+  /// Metrics of the classifier on `set`: "acc", "balanced_acc" (mean of per-class accuracies),
+  /// "loss" and "acc/<class name>" for every class; on the validation set prefixed "valid/".
+  Metrics evaluate(run::EvalSet set) override;
+  /// "acc", "balanced_acc".
+  std::vector<std::string> metric_names() const override { return {"acc", "balanced_acc"}; }
+  std::string describe() const override;
+  /// "classifier".
+  std::string default_problem() const override { return "classifier"; }
+  /// A training batch of the classifier, or a meta batch of the reweighter.
+  Batch sample_batch(const std::string& name) override;
+  bool synthetic() const override { return synthetic_; }
+  /// The per-class test accuracy table, with training counts.
+  std::string report(const Metrics& test, const Metrics& valid) const override;
+
+  /// Names of the classes, by label.
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  /// Training samples per class after the long-tailed split.
+  const std::vector<int64_t>& train_counts() const { return train_counts_; }
+  /// Validation samples per class (balanced: data.valid_size / classes each).
+  std::vector<int64_t> valid_counts() const;
+
+ private:
+  void load_data();
+  void build_problems();
+
+  run::RunConfig config_;
+  Settings settings_;
+  std::vector<std::string> class_names_;
+  std::vector<int64_t> train_counts_;
+  bool synthetic_ = false;
+  std::string dataset_;       // the dataset in use ("synthetic" after a fallback)
+  std::string dataset_name_;  // for logs
+  at::Tensor train_images_, train_targets_, meta_images_, meta_targets_, valid_images_,
+      valid_targets_, test_images_, test_targets_;
+  std::shared_ptr<Classifier> classifier_;
+  std::shared_ptr<Reweighter> reweighter_;
+  std::unique_ptr<Engine> engine_;
+  std::shared_ptr<BatchStream> train_stream_;
+  std::shared_ptr<BatchStream> meta_stream_;
+};
+
+}  // namespace reweighting
+}  // namespace problems
+}  // namespace mlo
