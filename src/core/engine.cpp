@@ -172,13 +172,16 @@ void Engine::step_problem(detail::ScheduleNode& node) {
   p.step(context);
   if (node.log_step > 0 && p.step_count() % node.log_step == 0) log_problem(p);
 
-  if (p.is_training() && p.step_count() % node.period == 0 && p.step_count() > c.warmup_steps()) {
+  const bool boundary = p.is_training() && p.step_count() % node.period == 0;
+  // An unroll ends at every period boundary, also during warmup: the next step starts a new one
+  // (and takes the roll-back snapshot), so a redo never rewinds into the warmup.
+  if (boundary) node.unroll_start = true;
+  if (boundary && p.step_count() > c.warmup_steps()) {
     for (detail::ScheduleNode* parent : node.parents) {
       const auto it = std::find(parent->children.begin(), parent->children.end(), &node);
       parent->ready[static_cast<size_t>(it - parent->children.begin())] = true;
       step_problem(*parent);
     }
-    node.unroll_start = true;
     if (c.roll_back()) {
       StepContext redo;
       redo.paths = &node.paths;

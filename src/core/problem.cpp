@@ -117,7 +117,14 @@ void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& p
   peer_buffers_.clear();
   for (const Problem* peer : peers) {
     if (peer == this || !peer->module_) continue;
-    for (const auto& b : peer->module_->buffers()) peer_buffers_.push_back(b);
+    for (const auto& b : peer->module_->buffers()) {
+      // A buffer this problem shares with a peer (a shared backbone) is its own: its own step
+      // updates it.
+      const bool shared = std::any_of(own_buffers_.begin(), own_buffers_.end(), [&](const at::Tensor& o) {
+        return o.unsafeGetTensorImpl() == b.unsafeGetTensorImpl();
+      });
+      if (!shared) peer_buffers_.push_back(b);
+    }
   }
   const auto params = module().parameters();
   device_type_ = params.empty() ? c10::kCPU : params.front().device().type();
@@ -255,6 +262,14 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     }
     v = path.propagate(std::move(v));
     MLO_INTERNAL_ASSERT(v.size() == total.size(), "hypergradient size mismatch for ", name_);
+    if (!all_finite(v)) {
+      // A hop overflowed on the way (e.g. a low-precision re-evaluation): the same rule.
+      MLO_CHECK(scaler_, "problem '", name_, "': the hypergradient along ", path.describe(),
+                " is not finite; lower the learning rate, or enable loss scaling to skip such "
+                "steps");
+      nonfinite_window_ = true;
+      break;
+    }
     for (size_t i = 0; i < total.size(); ++i) total[i] = total[i] + v[i];
   }
   return total;
@@ -362,6 +377,13 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   }
   archive.write("window", window_archive);
   archive.write("nonfinite_window", c10::IValue(nonfinite_window_));
+  // The gradients accumulated so far in the window (a run saved between two micro-steps).
+  torch::serialize::OutputArchive grad_archive;
+  for (size_t i = 0; i < trainable_.size(); ++i) {
+    const at::Tensor& grad = trainable_[i].grad();
+    if (grad.defined()) grad_archive.write(std::to_string(i), grad, /*is_buffer=*/true);
+  }
+  archive.write("accumulated_grads", grad_archive);
   // The roll-back snapshot taken at the start of the current unroll.
   if (cached_state_) {
     const std::string bytes = cached_state_->str();
@@ -416,6 +438,14 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
     if (!window_.empty()) current_batch_ = window_.back();
   }
   nonfinite_window_ = mlo::archive::read_bool(archive, "nonfinite_window", owner);
+  torch::serialize::InputArchive grad_archive;
+  MLO_CHECK(archive.try_read("accumulated_grads", grad_archive), owner,
+            ": the saved state has no 'accumulated_grads' (saved by another version?)");
+  for (size_t i = 0; i < trainable_.size(); ++i) {
+    at::Tensor grad;
+    trainable_[i].mutable_grad() =
+        grad_archive.try_read(std::to_string(i), grad, /*is_buffer=*/true) ? grad : at::Tensor();
+  }
   cached_state_.reset();
   at::Tensor bytes;
   if (archive.try_read("roll_back_state", bytes, /*is_buffer=*/true)) {

@@ -10,6 +10,7 @@
 #include <torch/autograd.h>
 
 #include <cmath>
+#include <limits>
 #include <cstddef>
 
 namespace mlo {
@@ -63,8 +64,13 @@ std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Proble
   if (v_norm == 0.0 || lambda.empty()) {
     return detail::zeros_like(lambda);
   }
-  MLO_CHECK(std::isfinite(v_norm), "darts: the incoming vector of problem '", curr.name(),
-            "' is not finite (norm ", v_norm, ")");
+  if (!std::isfinite(v_norm)) {
+    // NOTE: no finite difference exists; hand back a non-finite result, which the stepping
+    // problem treats like any other overflow (skip under loss scaling, else an error).
+    detail::TensorList result = detail::zeros_like(lambda);
+    for (auto& t : result) t.fill_(std::numeric_limits<double>::quiet_NaN());
+    return result;
+  }
   const double eps = options_.alpha() / v_norm;
 
   // NOTE: the original values are copied and written back, rather than subtracting eps * v

@@ -29,7 +29,9 @@ inline double dot(const TensorList& a, const TensorList& b) {
   MLO_INTERNAL_ASSERT(a.size() == b.size(), "dot: ", a.size(), " vs ", b.size(), " tensors");
   double sum = 0.0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    sum += (a[i] * b[i]).sum().item<double>();
+    // NOTE: summed in double: a float32 vector under a large loss scale would overflow a
+    // float32 sum of squares while every entry is finite.
+    sum += (a[i] * b[i]).sum(at::kDouble).item<double>();
   }
   return sum;
 }

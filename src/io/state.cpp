@@ -14,7 +14,7 @@ namespace mlo {
 namespace io {
 namespace {
 
-constexpr int64_t kFormat = 1;
+constexpr int64_t kFormat = 2;  // 2: schedule, accumulation window and gradients, roll-back snapshot
 
 }  // namespace
 

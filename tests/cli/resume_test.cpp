@@ -185,6 +185,7 @@ TEST_CASE("Run: validation rows come from the validation split; the test set onl
   CHECK_THAT(results, Catch::Matchers::Contains("\"valid\":{\"valid/acc\":"));
   CHECK(result.test.count("balanced_acc") == 1);
   CHECK(result.valid.count("valid/balanced_acc") == 1);
+}
 
 TEST_CASE("Experiment: its problems are freed with it", "[cli][run]") {
   // The classifier and reweighter hold handles to each other; a cycle left in place kept both,

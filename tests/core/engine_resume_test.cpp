@@ -132,3 +132,28 @@ TEST_CASE("Resume: a parent re-evaluates a non-leaf child on the batch it saw be
     require_identical(run(build, 6, stop), straight);
   }
 }
+
+TEST_CASE("Resume: saved between two micro-steps of an accumulation window, bit for bit",
+          "[core][resume][accumulation]") {
+  // The gradients accumulated so far in the window must survive the save: a lower level with
+  // G=2 (saved after an odd micro-step) and an upper level with G=2 (whose window spans two of
+  // its own steps, several global steps apart).
+  const Builder build = [](mlo::Engine& engine) {
+    auto outer = std::make_shared<Node>("outer", mlo::ProblemConfig().gradient_accumulation(2),
+                                        0.3, 7);
+    auto inner = std::make_shared<Node>(
+        "inner",
+        mlo::ProblemConfig().unroll_steps(1).gradient_accumulation(2).method(
+            mlo::NeumannOptions().iterations(2).alpha(0.2)),
+        -0.2, 8);
+    engine.add(outer).add(inner);
+    link(engine, outer, inner);
+    return Nodes{outer, inner};
+  };
+  const auto straight = run(build, 12, 0);
+  REQUIRE(straight[1] == 6);  // outer: 6 micro-steps, 3 optimizer steps
+  for (int64_t stop = 1; stop < 12; ++stop) {
+    INFO("stopped after global step " << stop);
+    require_identical(run(build, 12, stop), straight);
+  }
+}

@@ -129,3 +129,37 @@ TEST_CASE("Schedule: roll_back restores the pre-unroll state and redoes one step
   CHECK(inner->step_count() == 3);
   CHECK(calls == 3);  // the redone step re-uses the batch, it does not fetch a new one
 }
+
+TEST_CASE("Schedule: roll_back after warmup rewinds only the last unroll, not the warmup",
+          "[core][schedule]") {
+  // U=3, W=5: the parent first steps at inner step 6; roll-back must restore the state taken at
+  // the start of that unroll (after step 3), not the one from before step 1.
+  auto make = [](std::shared_ptr<Trace> trace) {
+    auto outer = mlo_test::toy("outer", ProblemConfig(), trace);
+    auto inner =
+        mlo_test::toy("inner", ProblemConfig().unroll_steps(3).warmup_steps(5).roll_back(true),
+                      trace);
+    return std::make_pair(outer, inner);
+  };
+  // The inner value after 3 warmup steps (the parent never moves before step 6).
+  auto [outer3, inner3] = make(nullptr);
+  {
+    mlo::Engine engine(mlo::EngineConfig().train_iters(3));
+    engine.add(outer3).add(inner3);
+    mlo_test::link(engine, outer3, inner3);
+    engine.run();
+  }
+  auto [outer, inner] = make(nullptr);
+  mlo::Engine engine(mlo::EngineConfig().train_iters(6));
+  engine.add(outer).add(inner);
+  mlo_test::link(engine, outer, inner);
+  engine.run();
+  REQUIRE(outer->step_count() == 1);
+  // Redo of one SGD step (lr 0.1) from w3 with the updated outer value:
+  // d/dw [(w - 1)^2 + w * outer] = 2 (w - 1) + outer.
+  const double w3 = inner3->value();
+  const double expected = w3 - 0.1 * (2 * (w3 - 1) + outer->value());
+  INFO("inner after the redo " << inner->value() << ", expected " << expected << " (w3 = " << w3
+                               << ")");
+  CHECK(inner->value() == Approx(expected).epsilon(1e-12));
+}

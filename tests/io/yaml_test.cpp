@@ -198,6 +198,7 @@ TEST_CASE("YAML: early stopping watches a validation metric", "[io][yaml]") {
       parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.metric=balanced_acc"}),
       Contains("engine.early_stopping.metric: must be a validation metric: valid/acc, "
                "valid/balanced_acc"));
+}
 
 // Inputs the fuzzer (scripts/fuzz.sh) found escaping as yaml-cpp or standard exceptions; each must
 // be an mlo::Error that names where.
@@ -210,19 +211,19 @@ TEST_CASE("YAML: odd but valid YAML is rejected as a named error", "[io][yaml]")
   CHECK_THROWS_AS(parse_run_config("[1, 2]\n", "t.yaml"), Error);
   // Keys that are not plain names (YAML::TypedBadConversion).
   CHECK_THROWS_MATCHES(
-      parse_run_config("[a, b]: 1\n", "k.yaml"), Error,
-      Catch::Matchers::Message("k.yaml:1:1: (top level): keys must be plain names"));
-  CHECK_THROWS_WITH(parse_run_config("problems: {{a: 1}: {}}\n", "k.yaml"),
-                    Contains("k.yaml:1:12: problems: keys must be plain names"));
-  CHECK_THROWS_WITH(parse_run_config("dependencies: {u2l: {[x]: a}}\n", "k.yaml"),
+      parse_run_config("experiment: reweighting\n[a, b]: 1\n", "k.yaml"), Error,
+      Catch::Matchers::Message("k.yaml:2:1: (top level): keys must be plain names"));
+  CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\nproblems: {{a: 1}: {}}\n", "k.yaml"),
+                    Contains("k.yaml:2:12: problems: keys must be plain names"));
+  CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\ndependencies: {u2l: {[x]: a}}\n", "k.yaml"),
                     Contains("dependencies.u2l: keys must be plain names"));
   // A list of problem names holding a mapping.
-  CHECK_THROWS_WITH(parse_run_config("dependencies: {u2l: {a: [b, {c: d}]}}\n", "d.yaml"),
-                    Contains("d.yaml:1:29: dependencies.u2l.a: must be a list of problem names"));
+  CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\ndependencies: {u2l: {a: [b, {c: d}]}}\n", "d.yaml"),
+                    Contains("d.yaml:2:29: dependencies.u2l.a: must be a list of problem names"));
   // Numbers no setting can mean, which the writer could not read back.
   CHECK_THROWS_WITH(parse_run_config(std::string(kValid) + "seed: 1\n", "n.yaml",
                                      {"problems.classifier.optimizer.lr=.inf"}),
                     Contains("problems.classifier.optimizer.lr: must be a finite number"));
-  CHECK_THROWS_WITH(parse_run_config("data: {imbalance: .nan}\n", "n.yaml"),
-                    Contains("n.yaml:1:19: data.imbalance: must be a finite number, got .nan"));
+  CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: {imbalance: .nan}\n", "n.yaml"),
+                    Contains("n.yaml:2:19: data.imbalance: must be a finite number, got .nan"));
 }

@@ -34,11 +34,12 @@ struct Upper : mlo::Problem {
   using mlo::Problem::Problem;
   std::shared_ptr<Lower> lower;
   std::vector<double> lambdas;  // lambda at the start of each upper step
+  int64_t inject_at = kInjectAt;
   torch::Tensor lambda() const { return module_as<ScalarImpl>()->w; }
   torch::Tensor training_step(const mlo::Batch&) override {
     lambdas.push_back(lambda().item<double>());
     torch::Tensor loss = (0.5 * (lower->w() - g).pow(2)).sum();
-    if (static_cast<int64_t>(lambdas.size()) == kInjectAt) loss = loss * 1e36;
+    if (static_cast<int64_t>(lambdas.size()) == inject_at) loss = loss * 1e36;
     return loss;
   }
 };
@@ -52,11 +53,14 @@ struct Pair {
   std::shared_ptr<Upper> upper;
 };
 
-Pair make(const mlo::ProblemConfig& method, std::optional<mlo::LossScaling> scaling) {
+Pair make(const mlo::ProblemConfig& method, std::optional<mlo::LossScaling> scaling,
+          int64_t upper_accumulation = 1) {
   Pair p;
   p.lower = std::make_shared<Lower>("lower", mlo::ProblemConfig(method).unroll_steps(2));
   p.lower->module(Scalar(0.2)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
-  p.upper = std::make_shared<Upper>("upper", mlo::ProblemConfig().loss_scaling(scaling));
+  p.upper = std::make_shared<Upper>(
+      "upper",
+      mlo::ProblemConfig().loss_scaling(scaling).gradient_accumulation(upper_accumulation));
   p.upper->module(Scalar(0.5)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
   p.lower->upper = p.upper;
   p.upper->lower = p.lower;
@@ -137,5 +141,28 @@ TEST_CASE("Without loss scaling a non-finite incoming vector is a clear error, f
       CHECK(what.find("not finite") != std::string::npos);
       CHECK(what.find("loss scaling") != std::string::npos);
     }
+  }
+}
+
+TEST_CASE("Loss scaling through a hypergradient: an overflow in one micro-step drops the window",
+          "[memory][precision][hypergrad][accumulation]") {
+  // The upper level accumulates 2 micro-steps; the first one of its first window overflows, the
+  // second is finite: the whole window is skipped, once, and the next window steps.
+  for (const auto& [name, method] : methods()) {
+    INFO("method " << name);
+    auto p = make(method, mlo::LossScaling().init_scale(65536.0).growth_interval(1000),
+                  /*upper_accumulation=*/2);
+    p.upper->inject_at = 1;
+    mlo::Engine engine(mlo::EngineConfig().train_iters(8));
+    engine.add(p.upper).add(p.lower).link(p.upper, p.lower);
+    REQUIRE_NOTHROW(engine.run());
+    const auto& l = p.upper->lambdas;
+    REQUIRE(l.size() == 4);  // 4 micro-steps: windows {1, 2} and {3, 4}
+    CHECK(l[1] == l[0]);     // inside a window nothing moves
+    CHECK(l[2] == l[1]);     // window 1 was dropped whole
+    CHECK(l[3] == l[2]);
+    CHECK(p.upper->lambda().item<double>() != l[3]);  // window 2 stepped
+    CHECK(p.upper->loss_scaler()->skipped_steps() == 1);
+    CHECK(p.upper->optimizer_steps() == 1);
   }
 }
