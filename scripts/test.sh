@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs mlo's whole test suite: builds what changed (configuring build/ first if needed), then
-# runs every test through CTest. Extra arguments go to ctest, e.g. `scripts/test.sh -R hypergrad`.
+# Runs mlo's whole test suite, setting up first when needed: installs the Debian packages if any
+# is missing (a second when all are there), builds what changed (configuring build/ first if
+# needed), then runs every test through CTest. Extra arguments go to ctest, e.g.
+# `scripts/test.sh -R hypergrad`. MLO_SKIP_APT=1 never touches packages.
 #
 # Usage: scripts/test.sh [--sanitize] [ctest arguments...]
 #   --sanitize   build with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ (its own
@@ -18,9 +20,11 @@ if [ "${1:-}" = "--sanitize" ]; then
   sanitize=1
   shift
 elif [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 0
 fi
+
+scripts/setup.sh --deps-only
 
 jobs="${MLO_JOBS:-$(nproc)}"
 test_jobs="${MLO_TEST_JOBS:-2}"

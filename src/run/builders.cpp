@@ -38,7 +38,8 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
                                                             .eps(c.eps)
                                                             .weight_decay(c.weight_decay));
   }
-  MLO_INTERNAL_ASSERT(c.name == "adamw", "optimizer '", c.name, "' has no builder");
+  MLO_CHECK(c.name == "adamw", "optimizer: unknown optimizer '", c.name, "'; valid names: ",
+            c10::Join(", ", optimizer_names()));
   return std::make_shared<torch::optim::AdamW>(params, torch::optim::AdamWOptions(c.lr)
                                                            .betas({c.beta1, c.beta2})
                                                            .eps(c.eps)
@@ -65,7 +66,8 @@ LrSchedule make_schedule(const SchedulerConfig& c, int64_t total_steps, const st
       return floor + (1.0 - floor) * 0.5 * (1.0 + std::cos(M_PI * t));
     };
   }
-  MLO_INTERNAL_ASSERT(c.name == "none", "scheduler '", c.name, "' has no builder");
+  MLO_CHECK(c.name == "none", "scheduler: unknown scheduler '", c.name, "'; valid names: ",
+            c10::Join(", ", scheduler_names()));
   return nullptr;
 }
 
