@@ -1,0 +1,169 @@
+// Problem's state: what `state_dict` saves for resume and what roll-back snapshots and restores
+// (the stepping itself is in problem.cpp).
+#include <mlo/core/problem.h>
+
+#include <mlo/base/archive.h>
+#include <mlo/base/error.h>
+#include <mlo/memory/precision.h>
+
+#include <torch/serialize/archive.h>
+
+#include <sstream>
+#include <string>
+#include <utility>
+
+namespace mlo {
+
+void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
+  torch::serialize::OutputArchive module_archive;
+  module().save(module_archive);
+  archive.write("module", module_archive);
+  if (optimizer_) {
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer_->save(optimizer_archive);
+    archive.write("optimizer", optimizer_archive);
+  }
+  if (stream_) {
+    torch::serialize::OutputArchive data_archive;
+    stream_->save(data_archive);
+    archive.write("data", data_archive);
+  }
+  archive.write("step_count", c10::IValue(step_count_));
+  archive.write("optimizer_steps", c10::IValue(optimizer_steps_));
+  // The latest step's metrics, so logs after a resume read as without the interruption.
+  std::string names;
+  std::vector<double> values;
+  for (const auto& [name, value] : metrics_) {
+    names += name + '\n';
+    values.push_back(value);
+  }
+  archive.write("metric_names", c10::IValue(names));
+  archive.write("metric_values", c10::IValue(values));
+  archive.write("last_loss", c10::IValue(last_loss_));
+  if (scaler_) {
+    torch::serialize::OutputArchive scaler_archive;
+    scaler_->save(scaler_archive);
+    archive.write("loss_scaler", scaler_archive);
+  }
+  // The batches a parent re-evaluates this problem's loss on (its latest accumulation window):
+  // after a resume, a parent may step before this problem takes another step.
+  torch::serialize::OutputArchive window_archive;
+  window_archive.write("size", c10::IValue(static_cast<int64_t>(window_.size())));
+  for (size_t i = 0; i < window_.size(); ++i) {
+    const std::string key = std::to_string(i);
+    if (window_[i].data.defined()) window_archive.write("data." + key, window_[i].data);
+    if (window_[i].target.defined()) window_archive.write("target." + key, window_[i].target);
+  }
+  archive.write("window", window_archive);
+  archive.write("nonfinite_window", c10::IValue(nonfinite_window_));
+  // The gradients accumulated so far in the window (a run saved between two micro-steps).
+  torch::serialize::OutputArchive grad_archive;
+  for (size_t i = 0; i < trainable_.size(); ++i) {
+    const at::Tensor& grad = trainable_[i].grad();
+    if (grad.defined()) grad_archive.write(std::to_string(i), grad, /*is_buffer=*/true);
+  }
+  archive.write("accumulated_grads", grad_archive);
+  // The roll-back snapshot taken at the start of the current unroll.
+  if (cached_state_) {
+    const std::string bytes = cached_state_->str();
+    archive.write("roll_back_state",
+                  at::tensor(at::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                   bytes.size())),
+                  /*is_buffer=*/true);
+  }
+}
+
+void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
+  torch::serialize::InputArchive module_archive;
+  archive.read("module", module_archive);
+  module().load(module_archive);
+  if (optimizer_) {
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    optimizer_->load(optimizer_archive);
+  }
+  if (stream_) {
+    torch::serialize::InputArchive data_archive;
+    if (archive.try_read("data", data_archive)) stream_->load(data_archive);
+  }
+  const std::string owner = "problem '" + name_ + "'";
+  step_count_ = mlo::archive::read_int(archive, "step_count", owner);
+  optimizer_steps_ = mlo::archive::read_int(archive, "optimizer_steps", owner);
+  {
+    std::istringstream names(mlo::archive::read_string(archive, "metric_names", owner));
+    const auto numbers = mlo::archive::read_doubles(archive, "metric_values", owner);
+    metrics_.clear();
+    std::string name;
+    for (size_t i = 0; std::getline(names, name) && i < numbers.size(); ++i) {
+      metrics_[name] = numbers[i];
+    }
+    last_loss_ = mlo::archive::read_double(archive, "last_loss", owner);
+  }
+  if (scaler_) {
+    torch::serialize::InputArchive scaler_archive;
+    if (archive.try_read("loss_scaler", scaler_archive)) scaler_->load(scaler_archive);
+  }
+  window_.clear();
+  torch::serialize::InputArchive window_archive;
+  if (archive.try_read("window", window_archive)) {
+    const int64_t size = mlo::archive::read_int(window_archive, "size", owner);
+    for (int64_t i = 0; i < size; ++i) {
+      const std::string key = std::to_string(i);
+      Batch b;
+      window_archive.try_read("data." + key, b.data);
+      window_archive.try_read("target." + key, b.target);
+      window_.push_back(std::move(b));
+    }
+    if (!window_.empty()) current_batch_ = window_.back();
+  }
+  nonfinite_window_ = mlo::archive::read_bool(archive, "nonfinite_window", owner);
+  torch::serialize::InputArchive grad_archive;
+  MLO_CHECK(archive.try_read("accumulated_grads", grad_archive), owner,
+            ": the saved state has no 'accumulated_grads' (saved by another version?)");
+  for (size_t i = 0; i < trainable_.size(); ++i) {
+    at::Tensor grad;
+    trainable_[i].mutable_grad() =
+        grad_archive.try_read(std::to_string(i), grad, /*is_buffer=*/true) ? grad : at::Tensor();
+  }
+  cached_state_.reset();
+  at::Tensor bytes;
+  if (archive.try_read("roll_back_state", bytes, /*is_buffer=*/true)) {
+    bytes = bytes.contiguous();
+    cached_state_ = std::make_shared<std::stringstream>(
+        std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                    static_cast<size_t>(bytes.numel())));
+  }
+  apply_schedule();
+}
+
+void Problem::cache_state() {
+  // Roll-back rewinds parameters, buffers, optimizer state and the optimizer-step count (so the
+  // learning-rate schedule sees one step per unroll); not the data position or local steps.
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive module_archive;
+  module().save(module_archive);
+  archive.write("module", module_archive);
+  torch::serialize::OutputArchive optimizer_archive;
+  optimizer().save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("optimizer_steps", c10::IValue(optimizer_steps_));
+  cached_state_ = std::make_shared<std::stringstream>();
+  archive.save_to(*cached_state_);
+}
+
+void Problem::restore_state() {
+  MLO_INTERNAL_ASSERT(cached_state_, "roll-back without a cached state in ", name_);
+  cached_state_->seekg(0);
+  torch::serialize::InputArchive archive;
+  archive.load_from(*cached_state_);
+  torch::serialize::InputArchive module_archive;
+  archive.read("module", module_archive);
+  module().load(module_archive);
+  torch::serialize::InputArchive optimizer_archive;
+  archive.read("optimizer", optimizer_archive);
+  optimizer().load(optimizer_archive);
+  optimizer_steps_ = mlo::archive::read_int(archive, "optimizer_steps", "roll-back snapshot of '" + name_ + "'");
+  apply_schedule();
+}
+
+}  // namespace mlo
