@@ -3,6 +3,7 @@
 #include "schedule.h"
 
 #include <mlo/base/archive.h>
+#include <mlo/dist/process_group.h>
 #include <mlo/hypergrad/hypergradient.h>
 #include <mlo/hypergrad/path.h>
 #include <mlo/memory/meter.h>
@@ -80,6 +81,17 @@ Engine& Engine::on_step(std::function<bool(int64_t)> hook) {
   return *this;
 }
 
+Engine& Engine::process_group(std::shared_ptr<dist::ProcessGroup> group) {
+  MLO_CHECK(!initialized_, "engine: process_group(...) after initialization");
+  MLO_CHECK(group != nullptr, "engine: process_group(...) got a null group");
+  group_ = std::move(group);
+  return *this;
+}
+
+int Engine::rank() const { return group_ ? group_->rank() : 0; }
+
+int Engine::world_size() const { return group_ ? group_->size() : 1; }
+
 void Engine::check_config(const Problem& problem) const {
   const ProblemConfig& c = problem.config();
   const std::string& name = problem.name();
@@ -104,8 +116,6 @@ void Engine::check_config(const Problem& problem) const {
             c.precision() == Precision::kFP16 ? " (fp16 needs a CUDA device and a CUDA build of "
                                                 "mlo; on CPU use bf16)"
                                               : " (needs a CUDA build of mlo)");
-  // Features delivered by later work: refuse rather than silently ignore them.
-  MLO_CHECK(!c.data_parallel(), "problem '", name, "': data_parallel is not supported yet");
   try {
     memory::validate_options(c.checkpointing());
     // The selected method validates its own options in its constructor; build it once here so
@@ -133,6 +143,43 @@ void Engine::check_unrolled(const detail::ScheduleNode& node) const {
             "method");
 }
 
+void Engine::check_parallel(const detail::ScheduleNode& node) const {
+  using dist::Strategy;
+  const Problem& p = *node.problem;
+  if (config_.strategy() == Strategy::kDefault || !p.config().data_parallel() || !node.method) {
+    return;
+  }
+  // Unrolled replays the inner steps on this rank's shard, but they followed the averaged
+  // gradients: the replay would not be the trajectory. SAMA's preconditioner reads the optimizer
+  // state of every parameter, which zero1/zero2 keep on one rank each.
+  const Method method = p.config().method();
+  MLO_CHECK(method != Method::kUnrolled, "problem '", p.name(), "': the unrolled method cannot ",
+            "run data parallel (its replay on one rank's shard is not the trajectory of the ",
+            "averaged steps); set data_parallel false for this problem, or use another method");
+  MLO_CHECK(method != Method::kSama || config_.strategy() == Strategy::kDistributed, "problem '",
+            p.name(), "': sama reads the optimizer state of every parameter, which strategy ",
+            dist::to_string(config_.strategy()), " shards over the ranks; use strategy ",
+            "distributed, or set data_parallel false for this problem");
+}
+
+// NOTE: the group joins at initialization (not construction), so that a config error is
+// reported before a rank waits for its peers.
+void Engine::connect() {
+  using dist::Strategy;
+  if (config_.strategy() == Strategy::kDefault) {
+    MLO_CHECK(!group_, "engine: a process group was given but the strategy is default; set ",
+              "strategy to distributed, zero1 or zero2");
+    return;
+  }
+  MLO_CHECK(config_.timeout_s() > 0, "engine: timeout_s must be > 0, got ", config_.timeout_s());
+  if (!group_) {
+    dist::GroupOptions options;
+    options.backend = config_.backend();
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.timeout_s() * 1000));
+    group_ = dist::ProcessGroup::connect(dist::Rendezvous::from_env(), options);
+  }
+}
+
 void Engine::initialize() {
   if (initialized_) return;
   graph_.validate();
@@ -150,6 +197,12 @@ void Engine::initialize() {
               config_.early_stopping()->tolerance());
   }
   for (const auto& problem : problems_) check_config(*problem);
+  schedule_ = std::make_unique<detail::Schedule>(graph_, config_.log_step());
+  MLO_CHECK(!schedule_->leaves().empty(),
+            "engine: no leaf problem (every problem has a problem below it)");
+  for (const auto& node : schedule_->nodes()) check_unrolled(*node);
+  for (const auto& node : schedule_->nodes()) check_parallel(*node);
+  connect();
   if (config_.track_memory()) {
     const auto params = problems_.front()->module().parameters();
     meter_ = std::make_unique<memory::MemoryMeter>(params.empty() ? c10::Device(c10::kCPU)
@@ -158,17 +211,25 @@ void Engine::initialize() {
   std::vector<Problem*> all;
   for (const auto& problem : problems_) all.push_back(problem.get());
   for (const auto& problem : problems_) {
-    problem->resolve(meter_.get(), all);
+    const bool parallel = group_ && problem->config().data_parallel();
+    problem->resolve(meter_.get(), all, parallel ? group_.get() : nullptr, config_.strategy());
     // Planned lazily, on the model's first forward (it needs a real batch to profile).
     auto plan = memory::configure_checkpointing(problem->module(), problem->name(),
                                                 problem->config().checkpointing());
     if (plan) checkpoint_plans_[problem.get()] = std::move(plan);
   }
 
-  schedule_ = std::make_unique<detail::Schedule>(graph_, config_.log_step());
-  MLO_CHECK(!schedule_->leaves().empty(),
-            "engine: no leaf problem (every problem has a problem below it)");
-  for (const auto& node : schedule_->nodes()) check_unrolled(*node);
+  if (group_) {
+    // Every rank starts from rank 0's parameters and buffers (whatever each rank's seed drew).
+    std::vector<at::Tensor> state;
+    for (const auto& problem : problems_) {
+      for (const auto& p : problem->module().parameters()) state.push_back(p);
+      for (const auto& b : problem->module().buffers()) state.push_back(b);
+    }
+    group_->broadcast(state, /*root=*/0);
+    spdlog::info("mlo: rank {} of {}, strategy {}", group_->rank(), group_->size(),
+                 dist::to_string(config_.strategy()));
+  }
   for (const auto& node : schedule_->nodes()) {
     std::string paths;
     for (const auto& path : node->paths) paths += " [" + path.describe() + "]";
@@ -248,11 +309,27 @@ void Engine::run() {
                problems_.size());
   while (global_step_ < config_.train_iters() && !stopped_early_) {
     step();
-    if (config_.valid_step() > 0 && validation_ && global_step_ % config_.valid_step() == 0) {
+    // Rank 0 validates and decides about early stopping (the other ranks' parameters are the
+    // same); the decision reaches every rank below, so that all stop at the same step.
+    if (config_.valid_step() > 0 && validation_ && global_step_ % config_.valid_step() == 0 &&
+        is_main()) {
       validate_and_maybe_stop();
     }
-    if (on_step_ && !on_step_(global_step_)) break;
+    const bool go_on = !on_step_ || on_step_(global_step_);
+    if (!agree_to_go_on(go_on)) break;
   }
+}
+
+bool Engine::agree_to_go_on(bool go_on) {
+  if (!group_) return go_on;
+  // One collective per global step: [rank 0 stopped early, ranks whose hook asked to stop].
+  const at::Tensor flags = at::empty({2}, at::kDouble);
+  double* f = flags.data_ptr<double>();
+  f[0] = is_main() && stopped_early_ ? 1.0 : 0.0;
+  f[1] = go_on ? 0.0 : 1.0;
+  group_->all_reduce_sum({flags});
+  stopped_early_ = f[0] > 0;
+  return f[1] == 0;
 }
 
 void Engine::state_dict(torch::serialize::OutputArchive& archive) const {

@@ -2,6 +2,7 @@
 
 #include "buffer_snapshot.h"
 
+#include <mlo/dist/process_group.h>
 #include <mlo/hypergrad/hypergradient.h>
 #include <mlo/hypergrad/path.h>
 #include <mlo/memory/meter.h>
@@ -108,8 +109,15 @@ at::Tensor Problem::loss(const Batch& batch) {
   return training_step(batch);
 }
 
-void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers) {
+void Problem::all_reduce_mean(const std::vector<at::Tensor>& tensors) const {
+  if (group_) group_->all_reduce_mean(tensors);
+}
+
+void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers,
+                      dist::ProcessGroup* group, dist::Strategy strategy) {
   meter_ = meter;
+  group_ = group;
+  strategy_ = group ? strategy : dist::Strategy::kDefault;
   trainable_ = parameters();
   resolved_ = true;
   own_buffers_ = module().buffers();

@@ -18,7 +18,6 @@ TEST_CASE("Engine: bad or unsupported settings are refused, naming problem and f
         "problem 'inner': gradient_accumulation must be >= 1, got 0");
   check(ProblemConfig().gradient_accumulation(2).roll_back(true),
         "problem 'inner': roll_back with gradient_accumulation > 1 is not supported");
-  check(ProblemConfig().data_parallel(true), "problem 'inner': data_parallel");
   check(ProblemConfig().checkpointing(mlo::Checkpointing::kSqrt),
         "problem 'inner': checkpointing sqrt needs a model that is an mlo::nn::Chain");
   check(ProblemConfig().unroll_steps(0), "problem 'inner': unroll_steps must be >= 1, got 0");

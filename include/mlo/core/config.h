@@ -5,6 +5,7 @@
 
 #include <mlo/base/enum_names.h>
 #include <mlo/base/error.h>
+#include <mlo/dist/strategy.h>
 #include <mlo/hypergrad/cg.h>
 #include <mlo/hypergrad/darts.h>
 #include <mlo/hypergrad/neumann.h>
@@ -74,8 +75,11 @@ struct ProblemConfig {
   TORCH_ARG(Precision, precision) = Precision::kFP32;
   /// Dynamic loss scaling of this level; fp16 uses `LossScaling()` when this is unset.
   TORCH_ARG(std::optional<LossScaling>, loss_scaling) = std::nullopt;
-  /// Replicate this level over the process group and average its gradients.
-  TORCH_ARG(bool, data_parallel) = false;
+  /// Under a distributed engine strategy: true (default) shards this level's batches over the
+  /// ranks and averages its gradients and hypergradient vectors; false opts the level out (every
+  /// rank reads the same, full batches of it and no collective runs for its own gradient).
+  /// Ignored with `Strategy::kDefault`.
+  TORCH_ARG(bool, data_parallel) = true;
   /// Activation checkpointing of this level's model: `checkpointing(Checkpointing::kSqrt)` or
   /// `checkpointing(CheckpointingOptions(Checkpointing::kOptimal).budget_fraction(0.4))`.
   TORCH_ARG(CheckpointingOptions, checkpointing) = CheckpointingOptions();
@@ -130,6 +134,15 @@ struct EngineConfig {
   TORCH_ARG(bool, track_memory) = false;
   /// Early stopping on a validation metric; needs `valid_step` > 0.
   TORCH_ARG(std::optional<EarlyStopping>, early_stopping) = std::nullopt;
+  /// Data parallelism over the processes of a launch (docs/distributed.md): `kDefault` is one
+  /// process; the others join the process group that RANK, WORLD_SIZE, MASTER_ADDR and
+  /// MASTER_PORT describe (or the one given to `Engine::process_group`).
+  TORCH_ARG(dist::Strategy, strategy) = dist::Strategy::kDefault;
+  /// Collective backend: gloo (CPU) or nccl (CUDA builds).
+  TORCH_ARG(dist::Backend, backend) = dist::Backend::kGloo;
+  /// Longest wait, in seconds, of the rendezvous and of any collective: a rank that died or
+  /// hangs makes the others fail with an error after at most this long.
+  TORCH_ARG(double, timeout_s) = 300.0;
 };
 
 }  // namespace mlo

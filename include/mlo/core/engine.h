@@ -20,6 +20,9 @@ namespace detail {
 class Schedule;
 struct ScheduleNode;
 }  // namespace detail
+namespace dist {
+class ProcessGroup;
+}  // namespace dist
 namespace memory {
 class MemoryMeter;
 struct CheckpointPlan;
@@ -67,11 +70,17 @@ class Engine {
   /// (e.g. on Ctrl-C, after saving state).
   Engine& on_step(std::function<bool(int64_t global_step)> hook);
 
+  /// The process group of a distributed strategy, for a program that connects it itself (tests,
+  /// a launcher of its own); otherwise `initialize` connects from the environment variables.
+  Engine& process_group(std::shared_ptr<dist::ProcessGroup> group);
+
   /// Validates the graph and configs, resolves derived settings and builds the hypergradient
   /// methods. Called by `run` if not called before; throws `mlo::Error` on a bad setup.
   void initialize();
   /// Runs global steps until `train_iters` (continuing from `global_step()`, e.g. after
-  /// `load_state_dict`), early stopping, or an `on_step` hook returning false.
+  /// `load_state_dict`), early stopping, or an `on_step` hook returning false. Under a
+  /// distributed strategy only rank 0 runs the validation hook and decides early stopping, and
+  /// a hook returning false on any rank stops every rank at the same step.
   void run();
   /// One global step: steps every leaf once (and whatever becomes ready above them).
   void step();
@@ -99,6 +108,13 @@ class Engine {
   /// global step); empty unless `track_memory` is on. Merged into the validation metrics.
   Metrics memory_metrics() const;
   const Graph& graph() const { return graph_; }
+  /// This process's rank and the number of ranks (0 and 1 without a distributed strategy).
+  int rank() const;
+  int world_size() const;
+  /// Rank 0: the rank that validates, decides, logs and saves (true in one process).
+  bool is_main() const { return rank() == 0; }
+  /// The process group (after initialization, under a distributed strategy), else null.
+  dist::ProcessGroup* group() const { return group_.get(); }
   const std::vector<ProblemPtr>& problems() const { return problems_; }
 
  private:
@@ -106,7 +122,14 @@ class Engine {
   // Refuses graphs `unrolled` cannot serve (two parents, a middle level).
   void check_unrolled(const detail::ScheduleNode& node) const;
   void check_config(const Problem& problem) const;
+  // Refuses data-parallel setups a method cannot serve exactly (unrolled; sama under ZeRO).
+  void check_parallel(const detail::ScheduleNode& node) const;
+  // Joins the process group of a distributed strategy (after the config checks).
+  void connect();
   void validate_and_maybe_stop();
+  // Under a distributed strategy, every rank learns rank 0's early-stopping decision and whether
+  // any rank's `on_step` hook asked to stop; returns whether to go on.
+  bool agree_to_go_on(bool go_on);
   void log_problem(const Problem& problem) const;
 
   EngineConfig config_;
@@ -124,6 +147,7 @@ class Engine {
   std::unique_ptr<memory::MemoryMeter> meter_;
   std::map<const Problem*, std::shared_ptr<const memory::LazyPlan>> checkpoint_plans_;
   int64_t last_step_peak_ = 0;
+  std::shared_ptr<dist::ProcessGroup> group_;
 };
 
 }  // namespace mlo

@@ -29,6 +29,9 @@ namespace hypergrad {
 class Hypergradient;
 class Path;
 }  // namespace hypergrad
+namespace dist {
+class ProcessGroup;
+}  // namespace dist
 namespace memory {
 class LossScaler;
 class MemoryMeter;
@@ -165,6 +168,14 @@ class Problem {
   /// The level's loss scaler, or null when loss scaling is off.
   const memory::LossScaler* loss_scaler() const { return scaler_.get(); }
 
+  /// The group this level is data parallel over (its batches are shards of the global batch),
+  /// or null: one process, or the level opted out (`ProblemConfig::data_parallel(false)`).
+  dist::ProcessGroup* process_group() const { return group_; }
+  /// Under data parallelism, replaces each tensor by its mean over the ranks (one bucketed
+  /// collective); otherwise does nothing. A quantity computed from this level's loss on the
+  /// local shard becomes the global batch's: hypergradient methods call it on their products.
+  void all_reduce_mean(const std::vector<at::Tensor>& tensors) const;
+
   /// Local steps taken (each fetches one batch).
   int64_t step_count() const { return step_count_; }
   /// Optimizer steps taken.
@@ -186,9 +197,12 @@ class Problem {
   // ---- Stepping (called by the Engine). ---------------------------------------------------
 
   /// Resolves per-level settings once, at engine initialization: device, loss scaler, memory
-  /// meter (null: not metered), the trainable parameters, and the buffers that only this
-  /// problem's own step may change (its own; those of its `peers`, restored after each step).
-  void resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers);
+  /// meter (null: not metered), the trainable parameters, the buffers that only this
+  /// problem's own step may change (its own; those of its `peers`, restored after each step),
+  /// and the data-parallel group (null: none) with the strategy's sharding of the optimizer.
+  void resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers,
+               dist::ProcessGroup* group = nullptr,
+               dist::Strategy strategy = dist::Strategy::kDefault);
   /// One local step (a micro-step under gradient accumulation): fetch a batch, compute the loss
   /// (under the level's precision), its direct gradient plus one hypergradient per path of
   /// `context`, accumulate, and on an accumulation boundary run the optimizer sequence (unscale,
@@ -247,6 +261,11 @@ class Problem {
   std::unique_ptr<memory::LossScaler> scaler_;
   memory::MemoryMeter* meter_ = nullptr;  // owned by the engine when it tracks memory
   hypergrad::Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)
+  // Data parallelism (resolve): the group, the strategy, and under zero1/zero2 the rank that
+  // owns (keeps the optimizer state of, and steps) each trainable parameter.
+  dist::ProcessGroup* group_ = nullptr;
+  dist::Strategy strategy_ = dist::Strategy::kDefault;
+  std::vector<int> owner_;
   // The trainable parameters, listed once at engine initialization (the step's hot path would
   // otherwise walk the module tree several times per step).
   std::vector<at::Tensor> trainable_;

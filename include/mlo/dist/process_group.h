@@ -13,7 +13,7 @@
 /// Every collective waits at most `GroupOptions::timeout`: a rank that died or hangs makes the
 /// others throw `mlo::Error` naming the collective, the rank and the timeout, never hang.
 
-#include <mlo/base/enum_names.h>
+#include <mlo/dist/strategy.h>
 
 #include <torch/types.h>
 
@@ -40,9 +40,6 @@ struct Rendezvous {
   /// inconsistent value throws `mlo::Error` naming the variable and the value.
   static Rendezvous from_env();
 };
-
-/// The collective backend: Gloo on CPU, NCCL on CUDA (CUDA builds only).
-enum class Backend { kGloo, kNccl };
 
 /// How to connect and how long any collective may wait.
 struct GroupOptions {
@@ -85,12 +82,4 @@ class ProcessGroup {
 };
 
 }  // namespace dist
-
-template <>
-struct EnumNames<dist::Backend> {
-  static constexpr const char* kWhat = "distributed backend";
-  static constexpr std::pair<dist::Backend, const char*> kTable[] = {
-      {dist::Backend::kGloo, "gloo"}, {dist::Backend::kNccl, "nccl"}};
-};
-
 }  // namespace mlo

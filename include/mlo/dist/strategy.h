@@ -1,0 +1,47 @@
+#pragma once
+/// \file
+/// The names of the data-parallel choices (light: included by core/config.h): the collective
+/// backend and the engine's strategy.
+
+#include <mlo/base/enum_names.h>
+
+#include <utility>
+
+namespace mlo {
+namespace dist {
+
+/// The collective backend: Gloo on CPU, NCCL on CUDA (CUDA builds only).
+enum class Backend { kGloo, kNccl };
+
+/// How the engine uses the processes of a launch (`mlo launch`, torchrun).
+enum class Strategy {
+  kDefault,      ///< one process; no process group
+  kDistributed,  ///< data parallel: batches sharded, gradients and hypergradients averaged
+  kZero1,        ///< distributed, and each rank keeps and steps its shard's optimizer state
+  kZero2,        ///< zero1, and gradients reduce-scattered (each rank keeps its shard's)
+};
+
+}  // namespace dist
+
+template <>
+struct EnumNames<dist::Backend> {
+  static constexpr const char* kWhat = "distributed backend";
+  static constexpr std::pair<dist::Backend, const char*> kTable[] = {
+      {dist::Backend::kGloo, "gloo"}, {dist::Backend::kNccl, "nccl"}};
+};
+template <>
+struct EnumNames<dist::Strategy> {
+  static constexpr const char* kWhat = "strategy";
+  static constexpr std::pair<dist::Strategy, const char*> kTable[] = {
+      {dist::Strategy::kDefault, "default"},
+      {dist::Strategy::kDistributed, "distributed"},
+      {dist::Strategy::kZero1, "zero1"},
+      {dist::Strategy::kZero2, "zero2"}};
+};
+
+namespace dist {
+inline const char* to_string(Backend backend) { return mlo::detail::enum_name(backend); }
+inline const char* to_string(Strategy strategy) { return mlo::detail::enum_name(strategy); }
+}  // namespace dist
+
+}  // namespace mlo
