@@ -338,6 +338,8 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
   archive.write("has_best", c10::IValue(best_metric_.has_value()));
   archive.write("best_metric", c10::IValue(best_metric_.value_or(0.0)));
   archive.write("without_improvement", c10::IValue(validations_without_improvement_));
+  archive.write("world_size", c10::IValue(static_cast<int64_t>(world_size())));
+  archive.write("strategy", c10::IValue(std::string(dist::to_string(config_.strategy()))));
   for (const auto& problem : problems_) {
     torch::serialize::OutputArchive sub;
     problem->state_dict(sub);
@@ -359,6 +361,7 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   const double best = mlo::archive::read_double(archive, "best_metric", owner);
   best_metric_ = has_best ? std::optional<double>(best) : std::nullopt;
   validations_without_improvement_ = mlo::archive::read_int(archive, "without_improvement", owner);
+  check_resumable(archive);
   for (const auto& problem : problems_) {
     torch::serialize::InputArchive sub;
     MLO_CHECK(archive.try_read("problem." + problem->name(), sub), "engine state: no state for ",
@@ -369,6 +372,30 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   MLO_CHECK(archive.try_read("schedule", schedule),
             "engine state: no schedule (saved by an older version of mlo?)");
   schedule_->load(schedule);
+}
+
+// NOTE: a state saved under zero1/zero2 holds one rank's shard of the optimizer state (each rank
+// saves its own), which only the same rank of the same split can take back. A complete state
+// (one process, or distributed: rank 0's optimizer state is every rank's) resumes under one
+// process or distributed at any world size, since batch positions count global batches.
+void Engine::check_resumable(torch::serialize::InputArchive& archive) const {
+  c10::IValue value;
+  const bool tagged = archive.try_read("strategy", value);
+  const std::string saved = tagged ? value.toStringRef() : "default";
+  int64_t saved_world = 1;
+  if (archive.try_read("world_size", value)) saved_world = value.toInt();
+  const auto sharded = [](const std::string& s) { return s == "zero1" || s == "zero2"; };
+  const std::string now = dist::to_string(config_.strategy());
+  if (sharded(saved)) {
+    MLO_CHECK(saved == now && saved_world == world_size(), "engine state: saved by strategy ",
+              saved, " on ", saved_world, " rank(s), whose optimizer state is sharded per ",
+              "rank; it resumes only with strategy ", saved, " on ", saved_world,
+              " ranks (this run: ", now, " on ", world_size(), ")");
+  } else {
+    MLO_CHECK(!sharded(now), "engine state: saved by strategy ", saved, " (complete optimizer ",
+              "state); resume it with strategy default or distributed, then switch to ", now,
+              " in a new run");
+  }
 }
 
 void Engine::validate_and_maybe_stop() {

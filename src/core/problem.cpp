@@ -1,6 +1,7 @@
 #include <mlo/core/problem.h>
 
 #include "buffer_snapshot.h"
+#include "data_parallel.h"
 
 #include <mlo/dist/process_group.h>
 #include <mlo/hypergrad/hypergradient.h>
@@ -116,10 +117,11 @@ void Problem::all_reduce_mean(const std::vector<at::Tensor>& tensors) const {
 void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers,
                       dist::ProcessGroup* group, dist::Strategy strategy) {
   meter_ = meter;
-  group_ = group;
-  strategy_ = group ? strategy : dist::Strategy::kDefault;
+  resolved_ = false;  // (a second resolve lists the parameters afresh)
   trainable_ = parameters();
   resolved_ = true;
+  group_ = group;
+  parallel_ = group ? std::make_unique<detail::DataParallel>(*group, strategy, trainable_) : nullptr;
   own_buffers_ = module().buffers();
   peer_buffers_.clear();
   for (const Problem* peer : peers) {
@@ -260,6 +262,9 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
         std::find(lowers.begin(), lowers.end(), &path.first()) - lowers.begin());
     const auto begin = grads.begin() + static_cast<long>(offsets[index]);
     std::vector<at::Tensor> v(begin, begin + static_cast<long>(path.first().parameters().size()));
+    // Under data parallelism v is this rank's shard's: the global batch's v is their mean, and
+    // every hop must start from it (docs/distributed.md).
+    all_reduce_mean(v);
     if (!all_finite(v)) {
       // An overflow of the (scaled) loss: no method can use this vector. The whole accumulation
       // window is skipped at the optimizer step, where the loss scaler backs off and counts it.
@@ -296,9 +301,12 @@ bool Problem::all_finite(const std::vector<at::Tensor>& v) const {
   return !sum.defined() || std::isfinite(sum.item<double>());
 }
 
-void Problem::accumulate(const std::vector<at::Tensor>& grads) {
+void Problem::accumulate(std::vector<at::Tensor> grads) {
+  // ZeRO-2: every micro-step's gradients go to their owners at once; a rank holds its shard.
+  if (parallel_ && parallel_->shards_gradients()) parallel_->reduce_scatter(grads);
   std::vector<at::Tensor> params = trainable_;
   for (size_t i = 0; i < params.size(); ++i) {
+    if (!grads[i].defined()) continue;
     at::Tensor& grad = params[i].mutable_grad();
     if (grad.defined()) {
       grad.add_(grads[i]);
@@ -313,8 +321,12 @@ void Problem::optimizer_step() {
   std::vector<at::Tensor> grads;
   grads.reserve(params.size());
   for (const auto& p : params) grads.push_back(p.grad());
+  // Data parallel: the mean over the ranks of the accumulated gradients (direct and
+  // hypergradient), once per accumulation window. (ZeRO-2 reduced them at every micro-step.)
+  if (parallel_ && !parallel_->shards_gradients()) parallel_->all_reduce(grads);
   if (scaler_) {
-    const bool finite = scaler_->unscale(grads) && !nonfinite_window_;
+    bool finite = scaler_->unscale(grads) && !nonfinite_window_;
+    if (parallel_ && parallel_->shards_gradients()) finite = parallel_->all_finite(finite);
     nonfinite_window_ = false;
     scaler_->update(finite);
     if (!finite) {
@@ -326,10 +338,19 @@ void Problem::optimizer_step() {
   grad_callback(grads);
   for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = grads[i];
   if (config_.gradient_clipping() > 0) {
-    torch::nn::utils::clip_grad_norm_(params, config_.gradient_clipping());
+    if (parallel_ && parallel_->shards_gradients()) {
+      parallel_->clip(params, config_.gradient_clipping());
+    } else {
+      torch::nn::utils::clip_grad_norm_(params, config_.gradient_clipping());
+    }
   }
   if (method_) method_->before_optimizer_step(*this);
+  if (parallel_ && parallel_->shards_optimizer()) parallel_->drop_unowned(params);
   if (!custom_optimizer_step()) optimizer().step();
+  if (parallel_) {
+    if (parallel_->shards_optimizer()) parallel_->gather(params);
+    parallel_->sync_buffers(own_buffers_);
+  }
   ++optimizer_steps_;
   apply_schedule();
   param_callback();

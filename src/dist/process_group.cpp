@@ -185,6 +185,26 @@ void ProcessGroup::all_reduce(const std::vector<torch::Tensor>& tensors, bool me
   }
 }
 
+void ProcessGroup::reduce_mean(const std::vector<torch::Tensor>& tensors, int root) {
+  MLO_CHECK(root >= 0 && root < size_, "distributed: reduce root ", root, " is not in [0, ",
+            size_, ")");
+  if (size_ == 1) return;
+  torch::NoGradGuard no_grad;
+  for (auto& bucket : buckets(tensors)) {
+    MLO_CHECK(bucket.second.front().is_floating_point(), "distributed: reduce_mean of a ",
+              bucket.second.front().scalar_type(), " tensor (a mean needs a floating-point type)");
+    std::vector<torch::Tensor> flat{flatten(bucket.second)};
+    c10d::ReduceOptions options;
+    options.rootRank = root;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    impl_->wait(impl_->group->reduce(flat, options), "reduce", rank_);
+    if (rank_ == root) {
+      flat[0].div_(size_);
+      unflatten(flat[0], bucket.second);
+    }
+  }
+}
+
 void ProcessGroup::broadcast(const std::vector<torch::Tensor>& tensors, int root) {
   MLO_CHECK(root >= 0 && root < size_, "distributed: broadcast root ", root, " is not in [0, ",
             size_, ")");

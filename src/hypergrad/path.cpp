@@ -20,7 +20,14 @@ Path::Path(std::vector<Hop> hops) : hops_(std::move(hops)) {
 }
 
 std::vector<at::Tensor> Path::propagate(std::vector<at::Tensor> v) const {
-  for (const Hop& hop : hops_) v = hop.method->apply(v, *hop.curr, *hop.prev);
+  for (const Hop& hop : hops_) {
+    v = hop.method->apply(v, *hop.curr, *hop.prev);
+    // Under data parallelism the hop evaluated `curr`'s loss on this rank's shard only. With the
+    // same v everywhere, every hop is linear in that loss's batch (a finite difference, or a
+    // mixed product after reduced Hessian products), so the mean over the ranks is the global
+    // batch's result, and the next hop starts from the same v on every rank.
+    hop.curr->all_reduce_mean(v);
+  }
   return v;
 }
 

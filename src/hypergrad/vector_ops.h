@@ -147,7 +147,7 @@ inline TensorList window_grad(Problem& curr, const TensorList& inputs) {
 class LowerGradient {
  public:
   /// Evaluates `curr.current_loss()` and g = dL/dw over `curr.parameters()`.
-  explicit LowerGradient(Problem& curr) : params_(curr.parameters()) {
+  explicit LowerGradient(Problem& curr) : curr_(&curr), params_(curr.parameters()) {
     const at::Tensor loss = curr.current_loss();
     MLO_CHECK(loss.defined() && loss.numel() == 1, "problem '", curr.name(),
               "': training_step must return a scalar loss for hypergradients");
@@ -170,8 +170,13 @@ class LowerGradient {
   /// The lower problem's trainable parameters w.
   const TensorList& parameters() const { return params_; }
 
-  /// H u (detached), one tensor per parameter; keeps the graph for further products.
-  TensorList hvp(const TensorList& u) const { return vjp(u, params_, /*retain_graph=*/true); }
+  /// H u (detached), one tensor per parameter; keeps the graph for further products. Under
+  /// data parallelism H is the global batch's: the mean of the ranks' products.
+  TensorList hvp(const TensorList& u) const {
+    TensorList out = vjp(u, params_, /*retain_graph=*/true);
+    curr_->all_reduce_mean(out);
+    return out;
+  }
 
   /// d(g . x)/dlambda (detached), zeros where g does not depend on an input. Frees the graph:
   /// call it last.
@@ -202,6 +207,7 @@ class LowerGradient {
     return grads;
   }
 
+  Problem* curr_;
   TensorList params_;
   TensorList outputs_;              // components of g that are part of a graph
   std::vector<std::size_t> index_;  // their positions in params_

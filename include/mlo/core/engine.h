@@ -95,7 +95,9 @@ class Engine {
   /// Writes the engine's counters and early-stopping state, and every problem's state under its
   /// name, to `archive`.
   void state_dict(torch::serialize::OutputArchive& archive) const;
-  /// Restores what `state_dict` wrote (the engine must hold the same problems).
+  /// Restores what `state_dict` wrote (the engine must hold the same problems). A state saved
+  /// under zero1/zero2 (each rank's own) resumes only with the same strategy and world size; a
+  /// complete one under default or distributed at any world size; otherwise this throws.
   void load_state_dict(torch::serialize::InputArchive& archive);
   /// The memory meter when `track_memory` is on (after initialization), else null.
   memory::MemoryMeter* memory_meter() const { return meter_.get(); }
@@ -122,6 +124,8 @@ class Engine {
   // Refuses graphs `unrolled` cannot serve (two parents, a middle level).
   void check_unrolled(const detail::ScheduleNode& node) const;
   void check_config(const Problem& problem) const;
+  // Refuses a saved state this run cannot take back (a ZeRO shard of another split).
+  void check_resumable(torch::serialize::InputArchive& archive) const;
   // Refuses data-parallel setups a method cannot serve exactly (unrolled; sama under ZeRO).
   void check_parallel(const detail::ScheduleNode& node) const;
   // Joins the process group of a distributed strategy (after the config checks).

@@ -29,6 +29,9 @@ namespace hypergrad {
 class Hypergradient;
 class Path;
 }  // namespace hypergrad
+namespace detail {
+class DataParallel;
+}  // namespace detail
 namespace dist {
 class ProcessGroup;
 }  // namespace dist
@@ -221,7 +224,7 @@ class Problem {
   // Gradients of `loss` for this problem's parameters: direct plus every hypergradient path.
   std::vector<at::Tensor> gradients(const at::Tensor& loss,
                                     const std::vector<hypergrad::Path>& paths);
-  void accumulate(const std::vector<at::Tensor>& grads);
+  void accumulate(std::vector<at::Tensor> grads);
   void optimizer_step();
   void apply_schedule();
   void cache_state();
@@ -261,11 +264,10 @@ class Problem {
   std::unique_ptr<memory::LossScaler> scaler_;
   memory::MemoryMeter* meter_ = nullptr;  // owned by the engine when it tracks memory
   hypergrad::Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)
-  // Data parallelism (resolve): the group, the strategy, and under zero1/zero2 the rank that
-  // owns (keeps the optimizer state of, and steps) each trainable parameter.
+  // Data parallelism (resolve): the group (null: none), and what the strategy does with this
+  // level's gradients and optimizer state (src/core/data_parallel.h).
   dist::ProcessGroup* group_ = nullptr;
-  dist::Strategy strategy_ = dist::Strategy::kDefault;
-  std::vector<int> owner_;
+  std::unique_ptr<detail::DataParallel> parallel_;
   // The trainable parameters, listed once at engine initialization (the step's hot path would
   // otherwise walk the module tree several times per step).
   std::vector<at::Tensor> trainable_;

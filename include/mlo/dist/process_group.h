@@ -66,6 +66,9 @@ class ProcessGroup {
   void all_reduce_mean(const std::vector<torch::Tensor>& tensors);
   /// Replaces each tensor by its sum over the ranks (bucketed as above).
   void all_reduce_sum(const std::vector<torch::Tensor>& tensors);
+  /// Gives `root` the mean over the ranks of each tensor (bucketed as above); the other ranks'
+  /// tensors are left unspecified (ZeRO-2's reduce-scatter: only the owner keeps them).
+  void reduce_mean(const std::vector<torch::Tensor>& tensors, int root);
   /// Copies `root`'s values into every rank's tensors (bucketed as above).
   void broadcast(const std::vector<torch::Tensor>& tensors, int root = 0);
   /// Returns after every rank has called it.

@@ -1,0 +1,232 @@
+// One rank of the data-parallel engine tests (engine_dist_test spawns them; without RANK and
+// WORLD_SIZE it is the 1-process reference on the global batch). Usage:
+//
+//   engine_worker PAIR STRATEGY [METHOD]
+//
+// PAIR: `hpo` (logistic regression with per-feature L2 decays, tuned on a validation loss) or
+// `reweight` (an MLP classifier trained on a weighted loss; a weight net learns the weights on a
+// meta batch). STRATEGY: default | distributed | zero1 | zero2. METHOD: darts | neumann | cg.
+// Each rank reads its contiguous shard of every global batch; the lower level accumulates 2
+// micro-batches per optimizer step. Prints the final parameters of both levels, the optimizer
+// state bytes of each (`state_bytes`), and the most gradient bytes a level held at an optimizer
+// step (`grad_bytes`). With MLO_TEST_DIE_AT=K, rank 1 exits abruptly after global step K.
+#include <mlo/base/error.h>
+#include <mlo/mlo.h>
+#include <mlo/dist/process_group.h>
+
+#include <support/quadratic.h>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+namespace {
+
+using mlo::testing::ParameterModule;
+using Params = std::vector<std::pair<std::string, torch::Tensor>>;
+const auto kDouble = torch::TensorOptions().dtype(torch::kFloat64);
+
+// A fixed data set: rows of features, binary or 3-class labels.
+torch::Tensor features(int64_t rows, int64_t dims, double phase) {
+  return (torch::arange(rows * dims, kDouble).reshape({rows, dims}) * 0.37 + phase).sin();
+}
+
+// Global batch k of `size` rows (cycling over the data), then this rank's contiguous shard.
+mlo::Batch shard(const torch::Tensor& x, const torch::Tensor& y, int64_t k, int64_t size,
+                 int rank, int world) {
+  const int64_t n = x.size(0);
+  const auto rows = (torch::arange(size, torch::kLong) + k * size).remainder(n);
+  const int64_t per = size / world;
+  const auto mine = rows.narrow(0, rank * per, per);
+  return mlo::Batch(x.index_select(0, mine), y.index_select(0, mine));
+}
+
+std::function<mlo::Batch()> stream(torch::Tensor x, torch::Tensor y, int64_t size, int rank,
+                                   int world) {
+  auto k = std::make_shared<int64_t>(0);
+  return [=] { return shard(x, y, (*k)++, size, rank, world); };
+}
+
+// Counts the bytes of the gradients a level holds when it steps (undefined ones are not held).
+struct GradBytes {
+  int64_t most = 0;
+  void see(const std::vector<at::Tensor>& grads) {
+    int64_t bytes = 0;
+    for (const auto& g : grads) {
+      if (g.defined()) bytes += g.numel() * static_cast<int64_t>(g.element_size());
+    }
+    most = std::max(most, bytes);
+  }
+};
+
+// ---- hpo: L(w, b; lambda) = BCE(x w + b, y) + 1/2 sum_j exp(lambda_j) w_j^2 ---------------------
+
+struct Decay : mlo::Problem {
+  using mlo::Problem::Problem;
+  std::shared_ptr<mlo::Problem> lower;
+  GradBytes grads;
+  torch::Tensor lambda() const { return module_as<ParameterModule>()->tensors.at(0); }
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    const auto& p = lower->module_as<ParameterModule>()->tensors;
+    return torch::binary_cross_entropy_with_logits(b.data.mv(p[0]) + p[1], b.target);
+  }
+  void grad_callback(std::vector<at::Tensor>& g) override { grads.see(g); }
+};
+
+struct Logistic : mlo::Problem {
+  using mlo::Problem::Problem;
+  std::shared_ptr<Decay> upper;
+  GradBytes grads;
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    const auto& p = module_as<ParameterModule>()->tensors;
+    const auto fit = torch::binary_cross_entropy_with_logits(b.data.mv(p[0]) + p[1], b.target);
+    return fit + 0.5 * (upper->lambda().exp() * p[0] * p[0]).sum();
+  }
+  void grad_callback(std::vector<at::Tensor>& g) override { grads.see(g); }
+};
+
+// ---- reweight: mean_i sigmoid(net(l_i)) l_i on the classifier; mean CE on the meta batch -------
+
+struct Mlp : torch::nn::Module {
+  Mlp(int64_t in, int64_t hidden, int64_t out)
+      : first(register_module("first", torch::nn::Linear(in, hidden))),
+        second(register_module("second", torch::nn::Linear(hidden, out))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return second(torch::tanh(first(x))); }
+  torch::nn::Linear first, second;
+};
+
+torch::Tensor per_sample_ce(const torch::Tensor& logits, const torch::Tensor& target) {
+  return -torch::log_softmax(logits, 1).gather(1, target.unsqueeze(1)).squeeze(1);
+}
+
+struct WeightNet : mlo::Problem {
+  using mlo::Problem::Problem;
+  std::shared_ptr<mlo::Problem> lower;
+  GradBytes grads;
+  torch::Tensor weights(const torch::Tensor& losses) {
+    return torch::sigmoid(module_as<Mlp>()->forward(losses.detach().unsqueeze(1))).squeeze(1);
+  }
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    return per_sample_ce(lower->module_as<Mlp>()->forward(b.data), b.target).mean();
+  }
+  void grad_callback(std::vector<at::Tensor>& g) override { grads.see(g); }
+};
+
+struct Classifier : mlo::Problem {
+  using mlo::Problem::Problem;
+  std::shared_ptr<WeightNet> upper;
+  GradBytes grads;
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    const auto losses = per_sample_ce(module_as<Mlp>()->forward(b.data), b.target);
+    return (upper->weights(losses) * losses).mean();
+  }
+  void grad_callback(std::vector<at::Tensor>& g) override { grads.see(g); }
+};
+
+void print(const std::string& label, const std::vector<at::Tensor>& tensors) {
+  std::cout << label;
+  for (const auto& t : tensors) {
+    const auto flat = t.detach().to(torch::kDouble).reshape({-1});
+    for (int64_t i = 0; i < flat.numel(); ++i) std::printf(" %.17g", flat[i].item<double>());
+  }
+  std::cout << std::endl;
+}
+
+mlo::ProblemConfig lower_config(const std::string& method) {
+  auto config = mlo::ProblemConfig().unroll_steps(2).gradient_accumulation(2);
+  if (method == "neumann") return config.method(mlo::NeumannOptions().iterations(3).alpha(0.5));
+  if (method == "cg") return config.method(mlo::CGOptions().iterations(3));
+  return config.method(mlo::DartsOptions());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: engine_worker hpo|reweight STRATEGY [darts|neumann|cg]" << std::endl;
+    return 64;
+  }
+  const std::string pair = argv[1];
+  const auto strategy = mlo::from_string<mlo::dist::Strategy>(argv[2]);
+  const std::string method = argc > 3 ? argv[3] : "darts";
+  const auto where = mlo::dist::Rendezvous::from_env();
+  const int rank = where.rank, world = where.world_size;
+  const char* die_at = std::getenv("MLO_TEST_DIE_AT");
+  try {
+    torch::manual_seed(3 + rank);  // ranks draw different initial weights: rank 0's must win
+    mlo::Engine engine(mlo::EngineConfig().train_iters(6).strategy(strategy).timeout_s(20));
+    std::shared_ptr<mlo::Problem> upper, lower;
+    std::function<void()> report;
+    if (pair == "hpo") {
+      auto decay = std::make_shared<Decay>("decay");
+      auto logistic = std::make_shared<Logistic>("logistic", lower_config(method));
+      decay->lower = logistic;
+      logistic->upper = decay;
+      decay->module(std::make_shared<ParameterModule>(Params{{"lambda", 0.1 * torch::randn({5}, kDouble)}}))
+          .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(2.0).momentum(0.5));
+      logistic
+          ->module(std::make_shared<ParameterModule>(
+              Params{{"w", 0.2 * torch::randn({5}, kDouble)}, {"b", torch::zeros({1}, kDouble)}}))
+          .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.3).momentum(0.9));
+      const auto x = features(40, 5, 0.0), xv = features(24, 5, 1.3);
+      const auto y = (x.sum(1) > 0.2).to(torch::kFloat64), yv = (xv.sum(1) > 0.2).to(torch::kFloat64);
+      logistic->data(stream(x, y, 8, rank, world));
+      decay->data(stream(xv, yv, 8, rank, world));
+      upper = decay;
+      lower = logistic;
+      report = [&, decay, logistic] {
+        std::cout << "grad_bytes " << decay->grads.most << " " << logistic->grads.most << std::endl;
+      };
+    } else if (pair == "reweight") {
+      auto net = std::make_shared<WeightNet>("weights");
+      auto classifier = std::make_shared<Classifier>("classifier", lower_config(method));
+      net->lower = classifier;
+      classifier->upper = net;
+      auto mlp = std::make_shared<Mlp>(6, 16, 3);
+      mlp->to(torch::kFloat64);
+      classifier->module(mlp).optimizer<torch::optim::SGD>(
+          torch::optim::SGDOptions(0.2).momentum(0.9).weight_decay(1e-3));
+      auto weights = std::make_shared<Mlp>(1, 8, 1);
+      weights->to(torch::kFloat64);
+      // SGD, not Adam: Adam's first steps are about lr * sign(g), blind to the errors in the
+      // hypergradient's magnitude that the test must see.
+      net->module(weights).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(20.0).momentum(0.5));
+      const auto x = features(48, 6, 0.4), xm = features(16, 6, 2.1);
+      const auto y = (x.narrow(1, 0, 3).argmax(1)), ym = (xm.narrow(1, 0, 3).argmax(1));
+      classifier->data(stream(x, y, 8, rank, world));
+      net->data(stream(xm, ym, 4, rank, world));
+      upper = net;
+      lower = classifier;
+      report = [&, net, classifier] {
+        std::cout << "grad_bytes " << net->grads.most << " " << classifier->grads.most << std::endl;
+      };
+    } else {
+      std::cerr << "unknown pair '" << pair << "'" << std::endl;
+      return 64;
+    }
+    engine.add(upper).add(lower).link(upper, lower);
+    if (die_at != nullptr) {
+      const int64_t at = std::atoll(die_at);
+      engine.on_step([rank, at](int64_t step) {
+        if (rank == 1 && step == at) std::_Exit(3);  // a crash: no goodbye to the group
+        return true;
+      });
+    }
+    print("upper_start", upper->parameters());
+    engine.run();
+    print("upper", upper->parameters());
+    print("lower", lower->parameters());
+    std::cout << "state_bytes " << upper->footprint().optimizer_state << " "
+              << lower->footprint().optimizer_state << std::endl;
+    report();
+    std::cout << "global_step " << engine.global_step() << std::endl;
+  } catch (const mlo::Error& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 2;
+  }
+  return 0;
+}
