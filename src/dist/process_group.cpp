@@ -1,13 +1,24 @@
 // The process group over c10d. c10d's headers stay in this file: the public header exposes only
-// tensors and options. Gloo's header is compiled only when asked for, hence the define.
+// tensors and options. Gloo's and NCCL's headers are compiled only when asked for, hence the
+// defines (NCCL's only in CUDA builds, whose LibTorch has it; build_config.h says which).
+#include <mlo/build_config.h>
+#ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO 1
+#endif
+#if MLO_WITH_CUDA && !defined(USE_C10D_NCCL)
+#define USE_C10D_NCCL 1
+#endif
 #include <mlo/dist/process_group.h>
 
 #include <mlo/base/error.h>
-#include <mlo/build_config.h>
+#include <mlo/detail/torch_compat.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if MLO_WITH_CUDA
+#include <torch/cuda.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -47,6 +58,53 @@ std::string message(const std::exception& e) {
   return e.what();
 }
 
+// Whether this build and machine can run `backend` for `where`'s rank.
+void check_backend(const Rendezvous& where, Backend backend) {
+#if MLO_WITH_CUDA
+  if (backend == Backend::kNccl) {
+    const auto devices = static_cast<int>(torch::cuda::device_count());
+    MLO_CHECK(devices > 0, "rank ", where.rank,
+              ": backend nccl needs a CUDA device, but none is visible (check "
+              "CUDA_VISIBLE_DEVICES; on CPU use gloo)");
+    // NOTE: no check of LOCAL_RANK against the count: a launcher may give each rank one GPU
+    // through CUDA_VISIBLE_DEVICES. Two ranks on one GPU are refused by NCCL itself.
+  }
+#else
+  (void)where;
+  MLO_CHECK(backend == Backend::kGloo,
+            "distributed: backend nccl needs a CUDA build of mlo; on CPU use gloo");
+#endif
+}
+
+// The Gloo or NCCL group of `where`, rendezvousing through `store`.
+c10::intrusive_ptr<Collectives> make_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                           const Rendezvous& where, const GroupOptions& options) {
+#if MLO_WITH_CUDA
+  if (options.backend == Backend::kNccl) {
+    // NOTE: without blocking wait, NCCL's wait() returns at once and a hung peer is noticed by
+    // a watchdog that aborts the process with no word from mlo; with it, wait() throws after the
+    // timeout like Gloo's, and the caller names the collective. A user's own setting wins.
+#if MLO_TORCH_AT_LEAST(2, 2)
+    setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+#else
+    setenv("NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+#endif
+    auto nccl = c10d::ProcessGroupNCCL::Options::create();
+    nccl->timeout = options.timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, where.rank, where.world_size, nccl);
+  }
+#endif
+  auto gloo = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  } else if (where.master_addr == "127.0.0.1" || where.master_addr == "localhost") {
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, where.rank, where.world_size, gloo);
+}
+
 }  // namespace
 
 Rendezvous Rendezvous::from_env() {
@@ -65,6 +123,18 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Collectives> group;
   std::chrono::milliseconds timeout;
+  Backend backend = Backend::kGloo;
+
+  // NCCL reduces CUDA tensors only; say so before c10d does in its own words.
+  void check_devices(const std::vector<torch::Tensor>& tensors, const char* what, int rank) const {
+    if (backend != Backend::kNccl) return;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const auto& t = tensors[i];
+      MLO_CHECK(!t.defined() || t.numel() == 0 || t.is_cuda(), "rank ", rank, ": ", what,
+                " with backend nccl needs CUDA tensors, but tensor ", i, " is on ", t.device(),
+                " (move it to the rank's GPU, or use backend gloo for CPU tensors)");
+    }
+  }
 
   // Waits for `work`, turning a timeout or a peer's failure into an error a user can act on.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what, int rank) const {
@@ -86,9 +156,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const Rendezvous& where,
             options.timeout.count());
   auto impl = std::make_unique<Impl>();
   impl->timeout = options.timeout;
+  impl->backend = options.backend;
   if (where.world_size > 1) {
-    MLO_CHECK(options.backend == Backend::kGloo,
-              "distributed: backend nccl needs a CUDA build of mlo; on CPU use gloo");
+    check_backend(where, options.backend);
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(where.master_port);
     store_options.isServer = where.rank == 0;
@@ -104,20 +174,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const Rendezvous& where,
                   (where.rank == 0 ? "is the port free?" : "is rank 0 up and reachable?") +
                   "): " + message(e));
     }
-    auto gloo = c10d::ProcessGroupGloo::Options::create(options.timeout);
-    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
-      gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-    } else if (where.master_addr == "127.0.0.1" || where.master_addr == "localhost") {
-      gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    } else {
-      gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    }
     try {
-      impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, where.rank,
-                                                                where.world_size, gloo);
+      impl->group = make_group(impl->store, where, options);
     } catch (const std::exception& e) {
-      throw Error("rank " + std::to_string(where.rank) + ": joining the gloo group of " +
-                  std::to_string(where.world_size) + " ranks failed: " + message(e));
+      throw Error("rank " + std::to_string(where.rank) + ": joining the " +
+                  to_string(options.backend) + " group of " + std::to_string(where.world_size) +
+                  " ranks failed: " + message(e));
     }
   }
   return std::shared_ptr<ProcessGroup>(
@@ -176,6 +238,7 @@ void ProcessGroup::all_reduce(const std::vector<torch::Tensor>& tensors, bool me
     }
   }
   if (size_ == 1) return;
+  impl_->check_devices(tensors, "all_reduce", rank_);
   torch::NoGradGuard no_grad;
   for (auto& bucket : buckets(tensors)) {
     std::vector<torch::Tensor> flat{flatten(bucket.second)};
@@ -209,6 +272,7 @@ void ProcessGroup::broadcast(const std::vector<torch::Tensor>& tensors, int root
   MLO_CHECK(root >= 0 && root < size_, "distributed: broadcast root ", root, " is not in [0, ",
             size_, ")");
   if (size_ == 1) return;
+  impl_->check_devices(tensors, "broadcast", rank_);
   torch::NoGradGuard no_grad;
   for (auto& bucket : buckets(tensors)) {
     std::vector<torch::Tensor> flat{flatten(bucket.second)};
