@@ -34,7 +34,10 @@ std::vector<int> balance(const std::vector<at::Tensor>& params, int ranks) {
 
 DataParallel::DataParallel(dist::ProcessGroup& group, dist::Strategy strategy,
                            const std::vector<at::Tensor>& params)
-    : group_(group), strategy_(strategy) {
+    : group_(group),
+      strategy_(strategy),
+      // NCCL reduces device tensors only: the flags and norms below live where the parameters do.
+      device_(params.empty() ? c10::Device(c10::kCPU) : params.front().device()) {
   if (shards_optimizer()) owner_ = balance(params, group.size());
 }
 
@@ -64,14 +67,14 @@ void DataParallel::all_reduce(const std::vector<at::Tensor>& grads) const {
 }
 
 bool DataParallel::all_finite(bool local) const {
-  at::Tensor flag = at::full({1}, local ? 0.0 : 1.0, at::kDouble);
+  at::Tensor flag = at::full({1}, local ? 0.0 : 1.0, at::TensorOptions(at::kDouble).device(device_));
   group_.all_reduce_sum({flag});
   return flag.item<double>() == 0.0;
 }
 
 void DataParallel::clip(const std::vector<at::Tensor>& params, double max_norm) const {
   at::NoGradGuard no_grad;
-  at::Tensor squares = at::zeros({1}, at::kDouble);
+  at::Tensor squares = at::zeros({1}, at::TensorOptions(at::kDouble).device(device_));
   for (const auto& p : params) {
     if (p.grad().defined()) squares += p.grad().detach().to(at::kDouble).pow(2).sum();
   }

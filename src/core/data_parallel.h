@@ -57,6 +57,7 @@ class DataParallel {
  private:
   dist::ProcessGroup& group_;
   dist::Strategy strategy_;
+  c10::Device device_;
   std::vector<int> owner_;
 };
 

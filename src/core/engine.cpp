@@ -323,13 +323,17 @@ void Engine::run() {
 bool Engine::agree_to_go_on(bool go_on) {
   if (!group_) return go_on;
   // One collective per global step: [rank 0 stopped early, ranks whose hook asked to stop].
-  const at::Tensor flags = at::empty({2}, at::kDouble);
+  at::Tensor flags = at::empty({2}, at::kDouble);
   double* f = flags.data_ptr<double>();
   f[0] = is_main() && stopped_early_ ? 1.0 : 0.0;
   f[1] = go_on ? 0.0 : 1.0;
+  // (on the parameters' device: NCCL reduces device tensors only)
+  const auto params = problems_.front()->parameters();
+  if (!params.empty() && !params.front().is_cpu()) flags = flags.to(params.front().device());
   group_->all_reduce_sum({flags});
-  stopped_early_ = f[0] > 0;
-  return f[1] == 0;
+  flags = flags.cpu();
+  stopped_early_ = flags.data_ptr<double>()[0] > 0;
+  return flags.data_ptr<double>()[1] == 0;
 }
 
 void Engine::state_dict(torch::serialize::OutputArchive& archive) const {

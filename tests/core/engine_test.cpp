@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 using Catch::Matchers::Contains;
 using mlo::ProblemConfig;
 
@@ -91,4 +93,69 @@ TEST_CASE("Engine: early stopping stops after `tolerance` validations without im
     engine.add(p);
     REQUIRE_THROWS_WITH(engine.initialize(), Contains("early_stopping needs valid_step > 0"));
   }
+}
+
+TEST_CASE("Engine: data-parallel setups a method cannot serve exactly are refused",
+          "[core][engine][dist]") {
+  // One process (no rendezvous variables): a group of one rank, enough for the checks.
+  auto check = [](mlo::dist::Strategy strategy, ProblemConfig config, const std::string& message) {
+    auto outer = mlo_test::toy("outer", ProblemConfig(), nullptr);
+    auto inner = mlo_test::toy("inner", std::move(config), nullptr);
+    mlo::Engine engine(mlo::EngineConfig().strategy(strategy));
+    engine.add(outer).add(inner);
+    mlo_test::link(engine, outer, inner);
+    REQUIRE_THROWS_WITH(engine.initialize(), Contains(message));
+  };
+  check(mlo::dist::Strategy::kDistributed, ProblemConfig().method(mlo::Method::kUnrolled),
+        "problem 'inner': the unrolled method cannot run data parallel");
+  check(mlo::dist::Strategy::kZero1, ProblemConfig().method(mlo::Method::kSama),
+        "problem 'inner': sama reads the optimizer state of every parameter, which strategy "
+        "zero1 shards");
+  // Opting the level out makes both fine.
+  for (auto strategy : {mlo::dist::Strategy::kDistributed, mlo::dist::Strategy::kZero2}) {
+    auto outer = mlo_test::toy("outer", ProblemConfig(), nullptr);
+    auto inner = mlo_test::toy(
+        "inner", ProblemConfig().method(mlo::Method::kUnrolled).data_parallel(false), nullptr);
+    mlo::Engine engine(mlo::EngineConfig().strategy(strategy));
+    engine.add(outer).add(inner);
+    mlo_test::link(engine, outer, inner);
+    REQUIRE_NOTHROW(engine.initialize());
+    CHECK(engine.world_size() == 1);
+    CHECK(inner->process_group() == nullptr);
+    CHECK(outer->process_group() == engine.group());
+  }
+}
+
+TEST_CASE("Engine: a ZeRO state resumes only on the same split, a complete one not under ZeRO",
+          "[core][engine][dist]") {
+  using mlo::dist::Strategy;
+  auto saved = [](Strategy strategy) {
+    auto p = mlo_test::toy("inner", ProblemConfig(), nullptr);
+    mlo::Engine engine(mlo::EngineConfig().train_iters(2).strategy(strategy));
+    engine.add(p);
+    engine.run();
+    torch::serialize::OutputArchive archive;
+    engine.state_dict(archive);
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    return bytes.str();
+  };
+  auto load = [](Strategy strategy, const std::string& bytes) {
+    auto p = mlo_test::toy("inner", ProblemConfig(), nullptr);
+    mlo::Engine engine(mlo::EngineConfig().train_iters(4).strategy(strategy));
+    engine.add(p);
+    std::istringstream in(bytes);
+    torch::serialize::InputArchive archive;
+    archive.load_from(in);
+    engine.load_state_dict(archive);
+    return engine.global_step();
+  };
+  const std::string zero1 = saved(Strategy::kZero1), complete = saved(Strategy::kDistributed);
+  CHECK(load(Strategy::kZero1, zero1) == 2);
+  CHECK(load(Strategy::kDefault, complete) == 2);
+  REQUIRE_THROWS_WITH(load(Strategy::kDefault, zero1),
+                      Contains("saved by strategy zero1 on 1 rank(s)") &&
+                          Contains("this run: default on 1"));
+  REQUIRE_THROWS_WITH(load(Strategy::kZero2, complete),
+                      Contains("saved by strategy distributed (complete optimizer state)"));
 }
