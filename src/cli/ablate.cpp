@@ -47,7 +47,7 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
   a->add_option("--out", c->options.out_dir, "output folder (default runs/<name>_ablation)");
   a->add_option("--rows", c->rows,
                 "only these rows (baseline always): precision accumulation checkpointing "
-                "activations all");
+                "activations finite_difference all");
   a->add_option_function<int64_t>(
       "--iterations", [o = &c->options](int64_t n) { o->ablation.iterations(n); },
       "measured meta-iterations per row after one warm-up (default 2)");

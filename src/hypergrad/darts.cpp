@@ -27,7 +27,8 @@ std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Proble
   at::AutoGradMode enable_grad(true);
   const detail::TensorList v =
       detail::defined_or_zeros(v_in, curr.parameters(), "darts", curr.name());
-  return detail::central_difference(curr, prev.parameters(), v, options_.alpha());
+  return detail::central_difference(curr, prev.parameters(), v, options_.alpha(),
+                                    options_.exact_restore());
 }
 
 namespace detail {

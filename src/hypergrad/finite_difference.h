@@ -31,6 +31,31 @@ class RestoreOnExit {
   const TensorList& saved_;
 };
 
+/// Steps w back by -offset * d when it goes out of scope (also during unwinding): the in-place
+/// restore of `central_difference(..., exact_restore = false)`, which keeps no copy of w.
+class StepBackOnExit {
+ public:
+  StepBackOnExit(const TensorList& w, const TensorList& d) : w_(w), d_(d) {}
+  ~StepBackOnExit() { move(-offset_); }
+  StepBackOnExit(const StepBackOnExit&) = delete;
+  StepBackOnExit& operator=(const StepBackOnExit&) = delete;
+  /// Moves w to w_original + to * d.
+  void go_to(double to) {
+    move(to - offset_);
+    offset_ = to;
+  }
+
+ private:
+  void move(double by) const {
+    if (by == 0.0) return;
+    at::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < w_.size(); ++i) w_[i].add_(d_[i], by);
+  }
+  const TensorList& w_;
+  const TensorList& d_;
+  double offset_ = 0.0;
+};
+
 /// Sets w = w0 + step * v in place.
 inline void set_perturbed(const TensorList& w, const TensorList& w0, const TensorList& v,
                           double step) {
@@ -42,10 +67,11 @@ inline void set_perturbed(const TensorList& w, const TensorList& w0, const Tenso
 
 /// eps = alpha / ||d||;  (d/dlambda L(w - eps d) - d/dlambda L(w + eps d)) / (2 eps)
 ///   ~ -(d^2 L / dlambda dw) d,
-/// L = `curr`'s loss over its latest window, w = `curr`'s parameters (restored bit for bit,
-/// also when the loss throws). Zeros for a zero `d`; NaNs for a non-finite one.
+/// L = `curr`'s loss over its latest window, w = `curr`'s parameters (restored bit for bit from
+/// a copy, or with `exact_restore` false stepped back in place without one; also when the loss
+/// throws). Zeros for a zero `d`; NaNs for a non-finite one.
 inline TensorList central_difference(Problem& curr, const TensorList& lambda, const TensorList& d,
-                                     double alpha) {
+                                     double alpha, bool exact_restore = true) {
   const TensorList w = curr.parameters();
   const double d_norm = norm(d);
   if (d_norm == 0.0 || lambda.empty()) {
@@ -59,8 +85,20 @@ inline TensorList central_difference(Problem& curr, const TensorList& lambda, co
     return result;
   }
   const double eps = alpha / d_norm;
-  // NOTE: the original values are copied and written back, rather than subtracting eps * d
-  // again, so that w is restored exactly (no floating-point drift over many steps).
+  const double inv_two_eps = 1.0 / (2.0 * eps);
+  if (!exact_restore) {
+    StepBackOnExit position(w, d);
+    position.go_to(eps);
+    const TensorList grad_plus = window_grad(curr, lambda);
+    position.go_to(-eps);
+    TensorList result = window_grad(curr, lambda);
+    for (std::size_t i = 0; i < result.size(); ++i) {
+      result[i].sub_(grad_plus[i]).mul_(inv_two_eps);
+    }
+    return result;
+  }
+  // NOTE: by default the original values are copied and written back, rather than subtracting
+  // eps * d again, so that w is restored exactly (no floating-point drift over many steps).
   const TensorList saved = clone(w);
   RestoreOnExit restore(w, saved);
 
@@ -69,7 +107,6 @@ inline TensorList central_difference(Problem& curr, const TensorList& lambda, co
   set_perturbed(w, saved, d, -eps);
   TensorList result = window_grad(curr, lambda);
 
-  const double inv_two_eps = 1.0 / (2.0 * eps);
   for (std::size_t i = 0; i < result.size(); ++i) {
     result[i].sub_(grad_plus[i]).mul_(inv_two_eps);
   }

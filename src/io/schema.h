@@ -60,7 +60,10 @@ inline void visit(Fields& v, run::ProblemSettings& c) {
     s("max_overhead", c.checkpointing.max_overhead(), non_negative());
   });
   v("method", c.method, one_of(enum_names<Method>()));
-  v.section("darts", [&](Fields& s) { s("alpha", c.darts_alpha, positive()); });
+  v.section("darts", [&](Fields& s) {
+    s("alpha", c.darts_alpha, positive());
+    s("exact_restore", c.darts_exact_restore);
+  });
   v.section("neumann", [&](Fields& s) {
     s("iterations", c.neumann_iterations, at_least(0));
     s("alpha", c.neumann_alpha, positive());

@@ -211,7 +211,11 @@ AblationFiles write_ablation(const std::string& folder, const AblationResult& re
   write_file_atomically(files.csv, [&](std::ostream& out) { out << ablation_csv(result); });
   write_file_atomically(files.json, [&](std::ostream& out) { out << ablation_json(result); });
   files.chart_error = write_ablation_chart(result, files.png);
-  if (!files.chart_error.empty()) files.png.clear();
+  if (!files.chart_error.empty()) {
+    // A chart from an earlier run would pass for this run's: it goes.
+    std::filesystem::remove(files.png);
+    files.png.clear();
+  }
   return files;
 }
 

@@ -51,6 +51,7 @@ std::string lower_only_setting(const ProblemSettings& s) {
   if (s.roll_back != d.roll_back) return "roll_back";
   if (s.method != d.method) return "method";
   if (s.darts_alpha != d.darts_alpha) return "darts.alpha";
+  if (s.darts_exact_restore != d.darts_exact_restore) return "darts.exact_restore";
   if (s.neumann_iterations != d.neumann_iterations) return "neumann.iterations";
   if (s.neumann_alpha != d.neumann_alpha) return "neumann.alpha";
   if (s.cg_iterations != d.cg_iterations) return "cg.iterations";

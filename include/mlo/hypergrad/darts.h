@@ -16,6 +16,11 @@ namespace mlo {
 struct DartsOptions {
   /// Perturbation size, relative to ||v||.
   TORCH_ARG(double, alpha) = 0.01;
+  /// true: the lower parameters are restored from a copy, bit for bit. false: they are stepped
+  /// back in place (w + eps v, then w - eps v, then w), which needs no parameter-sized copy (one
+  /// model's weights less at the upper step's peak) and leaves a rounding drift of a few ulps
+  /// of w per hypergradient.
+  TORCH_ARG(bool, exact_restore) = true;
 };
 
 }  // namespace mlo

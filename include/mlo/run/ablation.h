@@ -54,6 +54,10 @@ struct AblationOptions {
   /// Overrides (relative to `problems.<problem>.`) of the memory-efficient-activation row.
   TORCH_ARG(std::vector<std::string>, activation_overrides) =
       std::vector<std::string>{"model.inplace_relu=true"};
+  /// Overrides (relative to `problems.<problem>.`) of the in-place finite-difference row: DARTS
+  /// steps the weights back instead of restoring a copy (`DartsOptions::exact_restore`).
+  TORCH_ARG(std::vector<std::string>, finite_difference_overrides) =
+      std::vector<std::string>{"darts.exact_restore=false"};
   /// Keys of the rows to run ("" or empty = all); the baseline always runs (ratios need it).
   TORCH_ARG(std::vector<std::string>, rows) = std::vector<std::string>{};
 };
@@ -98,7 +102,7 @@ struct AblationResult {
   int64_t iterations = 0;        ///< measured meta-iterations per row
   std::vector<std::string> overrides;  ///< the user's `--set`s
   std::vector<AblationRowResult> rows;
-  /// Rows not measured, with why (data parallel and ZeRO until they exist).
+  /// Rows not measured, with why (a row that failed: its error).
   std::vector<std::string> missing;
 
   /// The row with `key`; throws `mlo::Error` if absent.
@@ -106,7 +110,8 @@ struct AblationResult {
 };
 
 /// The rows for `problem` with batch `batch`: baseline, precision, accumulation, checkpointing,
-/// activations, all. The precision row is bf16 (fp16 where the problem runs on CUDA).
+/// activations, finite_difference, all (or the baseline and `options.rows()`, each once; only
+/// the chosen rows' options are checked). The precision row is bf16 (fp16 where the problem runs on CUDA).
 /// `other_batches`: the baseline batch of other problems (for `other_batch_keys`).
 std::vector<AblationRow> ablation_rows(
     const std::string& problem, int64_t batch, bool cuda, const AblationOptions& options,

@@ -63,7 +63,8 @@ struct ProblemSettings {
   /// `checkpointing:` the memory area's own options struct (one struct from YAML to planner).
   CheckpointingOptions checkpointing;
   std::string method = "darts";    ///< darts | neumann | cg | sama | unrolled
-  double darts_alpha = 0.01;       ///< YAML: darts: {alpha}
+  double darts_alpha = 0.01;       ///< YAML: darts: {alpha, exact_restore}
+  bool darts_exact_restore = true;
   int64_t neumann_iterations = 1;  ///< YAML: neumann: {iterations, alpha}
   double neumann_alpha = 1.0;
   int64_t cg_iterations = 1;  ///< YAML: cg: {iterations, alpha}
