@@ -54,7 +54,8 @@ at::Tensor Classifier::logits(const at::Tensor& x) {
 
 at::Tensor Classifier::frozen_losses(const Batch& batch) const {
   for (const auto& f : frozen_) {
-    if (f.batch == batch.data.unsafeGetTensorImpl() && f.losses.size(0) == batch.data.size(0)) {
+    if (f.batch.unsafeGetTensorImpl() == batch.data.unsafeGetTensorImpl() &&
+        f.losses.size(0) == batch.data.size(0)) {
       return f.losses;
     }
   }
@@ -70,9 +71,9 @@ at::Tensor Classifier::weight_inputs(const Batch& batch, const at::Tensor& losse
   // The latest accumulation window's micro-batches, each with the losses of its own step.
   const void* key = batch.data.unsafeGetTensorImpl();
   frozen_.erase(std::remove_if(frozen_.begin(), frozen_.end(),
-                               [&](const Frozen& f) { return f.batch == key; }),
+                               [&](const Frozen& f) { return f.batch.unsafeGetTensorImpl() == key; }),
                 frozen_.end());
-  frozen_.push_back({key, losses.detach().clone()});
+  frozen_.push_back({batch.data, losses.detach().clone()});
   const auto window = static_cast<size_t>(std::max<int64_t>(1, config().gradient_accumulation()));
   if (frozen_.size() > window) frozen_.erase(frozen_.begin());
   return frozen_.back().losses;

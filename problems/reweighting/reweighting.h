@@ -68,8 +68,10 @@ class Classifier : public Problem {
   void record_weights(const at::Tensor& w, const at::Tensor& target);
 
   // The weight net's inputs of the latest accumulation window's own steps, by batch.
+  // NOTE: the batch's data tensor itself, not its address: held here, its memory cannot be
+  // reused by a later batch that would then match by address.
   struct Frozen {
-    const void* batch;
+    at::Tensor batch;
     at::Tensor losses;
   };
   std::vector<Frozen> frozen_;

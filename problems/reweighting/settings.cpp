@@ -109,6 +109,11 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
     }
     const ModelConfig m = model(name);
     const bool resnet = m.name == "resnet32" || m.name == "resnet50";
+    if (m.batch_norm && m.name != "cnn") {
+      c.fail(path + ".model.batch_norm",
+             "applies to cnn (the ResNets always have batch norm; mwn has none), not '" + m.name +
+                 "'");
+    }
     if (!resnet && m.inplace_relu) {
       c.fail(path + ".model.inplace_relu", "applies to resnet32 and resnet50, not '" + m.name + "'");
     }

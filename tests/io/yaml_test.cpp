@@ -100,6 +100,12 @@ TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.model.name=cnn"}),
       Contains("problems.reweighter.model.name: the reweighter's model must be mwn"));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.model.batch_norm=true"}),
+      Contains("problems.reweighter.model.batch_norm: applies to cnn"));
+  CHECK_FALSE(parse_run_config(kValid, "tiny.yaml", {"problems.classifier.darts.exact_restore=false"})
+                  .problems.at("classifier")
+                  .darts_exact_restore);
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"dependencies.u2l.teacher=[x]"}),
                       Contains("names problem 'teacher', which is not under problems"));
   REQUIRE_THROWS_WITH(parse_run_config("engine: {train_iters: 5\n", "s.yaml"),
