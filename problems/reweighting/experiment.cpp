@@ -243,8 +243,7 @@ void ReweightingExperiment::build_problems() {
   // NOTE: a sharded stream cannot split a smaller last batch evenly, so under a distributed
   // strategy the meta stream drops it (whatever the world size, so that the batches do not
   // depend on it).
-  const bool meta_sharded =
-      config_.engine.strategy != dist::Strategy::kDefault && rs.data_parallel;
+  const bool meta_sharded = config_.engine.strategy != dist::Strategy::kDefault && rs.data_parallel;
   meta_stream_ = std::make_shared<data::LoaderStream>(
       meta_images_, meta_targets_,
       data::LoaderOptions(meta_batch_size(d))

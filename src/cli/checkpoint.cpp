@@ -43,13 +43,15 @@ void Checkpoints::save(const Engine& engine) const {
   io::save_state(path(), engine);
 }
 
-int64_t Checkpoints::load(Engine& engine) const {
+int64_t Checkpoints::load(Engine& engine, std::string* loaded) const {
+  if (loaded != nullptr) *loaded = path();
   if (!sharded()) return io::load_state(path(), engine);
   const bool current = fs::exists(path());
-  MLO_CHECK(current || fs::exists(previous_path()), "rank ", rank_, ": no saved state at '",
-            path(), "' (under engine.strategy ", dist::to_string(strategy_),
+  MLO_CHECK(current || fs::exists(previous_path()), "rank ", rank_, ": no saved state at '", path(),
+            "' (under engine.strategy ", dist::to_string(strategy_),
             " each rank resumes from its own file, so a run resumes on the number of ranks that "
             "saved it); run without --resume to start fresh");
+  if (loaded != nullptr) *loaded = current ? path() : previous_path();
   int64_t step = io::load_state(current ? path() : previous_path(), engine);
   dist::ProcessGroup* group = engine.group();
   if (group == nullptr || group->size() == 1) return step;
@@ -64,12 +66,15 @@ int64_t Checkpoints::load(Engine& engine) const {
               "' is at step ", step, " but another rank's is at step ", common,
               ", and no earlier state of this rank is kept; the states cannot be matched");
     step = io::load_state(previous_path(), engine);
-    MLO_CHECK(step == common, "rank ", rank_, ": the ranks' states are at different steps (this "
-              "rank's files: ", step, " and later; the earliest rank's: ", common,
-              "); they cannot be matched");
-    spdlog::warn("rank {}: its latest state was a save ahead of another rank's (interrupted "
-                 "while saving?); resuming all ranks from step {}",
-                 rank_, common);
+    if (loaded != nullptr) *loaded = previous_path();
+    MLO_CHECK(step == common, "rank ", rank_,
+              ": the ranks' states are at different steps (this "
+              "rank's files: ",
+              step, " and later; the earliest rank's: ", common, "); they cannot be matched");
+    spdlog::warn(
+        "rank {}: its latest state was a save ahead of another rank's (interrupted "
+        "while saving?); resuming all ranks from step {}",
+        rank_, common);
   }
   // The others' fallbacks must have worked too: agree once more.
   const at::Tensor check = torch::zeros({group->size()}, torch::kDouble);

@@ -34,8 +34,9 @@ class Checkpoints {
   void save(const Engine& engine) const;
   /// Loads this rank's state into `engine` (initializing it, which joins the process group);
   /// under zero1/zero2 the ranks then agree on a common step. Returns the global step. Throws
-  /// `mlo::Error` naming the file when it is missing or does not fit.
-  int64_t load(Engine& engine) const;
+  /// `mlo::Error` naming the file when it is missing or does not fit. `loaded` (optional)
+  /// receives the file it was finally read from.
+  int64_t load(Engine& engine, std::string* loaded = nullptr) const;
 
  private:
   bool sharded() const;

@@ -38,7 +38,8 @@ extern "C" void on_signal(int sig) { g_signal = sig; }
 // A port that was free on `address` a moment ago (the OS picks it).
 int free_port(const std::string& address) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  MLO_CHECK(fd >= 0, "mlo launch: cannot open a socket to find a free port: ", std::strerror(errno));
+  MLO_CHECK(fd >= 0,
+            "mlo launch: cannot open a socket to find a free port: ", std::strerror(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = 0;
@@ -138,9 +139,9 @@ Rank spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
 // The environment of rank `rank`: ours, with the torchrun variables set.
 std::vector<std::string> rank_env(const LaunchOptions& o, int port, int rank) {
   const std::vector<std::pair<std::string, std::string>> set{
-      {"RANK", std::to_string(rank)},          {"WORLD_SIZE", std::to_string(o.nproc)},
-      {"LOCAL_RANK", std::to_string(rank)},    {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-      {"MASTER_ADDR", o.master_addr},          {"MASTER_PORT", std::to_string(port)}};
+      {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(o.nproc)},
+      {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+      {"MASTER_ADDR", o.master_addr},       {"MASTER_PORT", std::to_string(port)}};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
@@ -193,7 +194,8 @@ int launch(const LaunchOptions& options) {
   struct sigaction action {};
   action.sa_handler = on_signal;  // no SA_RESTART: poll returns at once
   sigemptyset(&action.sa_mask);
-  struct sigaction previous_int {}, previous_term {};
+  struct sigaction previous_int {
+  }, previous_term{};
   ::sigaction(SIGINT, &action, &previous_int);
   ::sigaction(SIGTERM, &action, &previous_term);
   g_signal = 0;
@@ -262,8 +264,10 @@ int launch(const LaunchOptions& options) {
     if (running > 0 && Clock::now() >= kill_at) {
       for (size_t r = 0; r < ranks.size(); ++r) {
         if (!ranks[r].running) continue;
-        std::fprintf(stderr, "mlo launch: rank %zu still runs %.0f s after rank %d failed; "
-                             "killing it\n", r, grace, first_failed);
+        std::fprintf(stderr,
+                     "mlo launch: rank %zu still runs %.0f s after rank %d failed; "
+                     "killing it\n",
+                     r, grace, first_failed);
         ::kill(ranks[r].pid, SIGKILL);
       }
       kill_at = Clock::time_point::max();

@@ -155,8 +155,9 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   Engine& engine = experiment.engine();
   int64_t start = 0;
   if (options.resume) {
-    start = checkpoints.load(engine);
-    spdlog::info("resumed from {} at global step {}", checkpoints.path(), start);
+    std::string loaded;
+    start = checkpoints.load(engine, &loaded);
+    spdlog::info("resumed from {} at global step {}", loaded, start);
   }
   // Rank 0 only: the metrics files and the progress.
   std::optional<io::MetricsWriter> metrics;

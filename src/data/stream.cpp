@@ -47,12 +47,12 @@ LoaderStream::LoaderStream(at::Tensor images, at::Tensor targets, LoaderOptions 
             images_.size(0), " samples");
   const Shard& shard = options_.shard();
   shard_range(options_.batch_size(), shard);  // checks the shard and the divisibility
-  MLO_CHECK(shard.world_size == 1 || options_.drop_last() ||
-                images_.size(0) % options_.batch_size() == 0,
-            "data stream: sharded over ", shard.world_size, " ranks, the last batch of each ",
-            "epoch (", images_.size(0) % options_.batch_size(), " of ", images_.size(0),
-            " samples) is smaller than batch_size ", options_.batch_size(),
-            " and cannot be split evenly; set drop_last (or a batch size dividing the dataset)");
+  MLO_CHECK(
+      shard.world_size == 1 || options_.drop_last() || images_.size(0) % options_.batch_size() == 0,
+      "data stream: sharded over ", shard.world_size, " ranks, the last batch of each ", "epoch (",
+      images_.size(0) % options_.batch_size(), " of ", images_.size(0),
+      " samples) is smaller than batch_size ", options_.batch_size(),
+      " and cannot be split evenly; set drop_last (or a batch size dividing the dataset)");
   if (targets_.scalar_type() != torch::kLong) targets_ = targets_.to(torch::kLong);
 }
 

@@ -57,8 +57,13 @@ struct Launch {
 
 Launch launch(const fs::path& dir, std::vector<std::string> args, const std::string& log,
               int nproc = 2, std::chrono::seconds limit = std::chrono::seconds(90)) {
-  std::vector<std::string> argv{MLO_TOOL, "launch", "--nproc", std::to_string(nproc),
-                                (dir / "tiny.yaml").string(), "--out", (dir / "out").string()};
+  std::vector<std::string> argv{MLO_TOOL,
+                                "launch",
+                                "--nproc",
+                                std::to_string(nproc),
+                                (dir / "tiny.yaml").string(),
+                                "--out",
+                                (dir / "out").string()};
   argv.insert(argv.end(), args.begin(), args.end());
   const auto begin = std::chrono::steady_clock::now();
   const auto child = mlo_test::spawn(argv, {}, (dir / log).string());
@@ -111,8 +116,8 @@ TEST_CASE("mlo launch: 2 ranks run to the end, rank 0 alone writes, lines are pr
   // One report, from rank 0; one state file (distributed: rank 0 saves).
   CHECK(l.output.find("] results in") == l.output.rfind("] results in"));
   CHECK(l.output.find("[rank 1] results in") == std::string::npos);
-  const std::set<std::string> expected{"config.yaml", "log.txt", "metrics.csv", "metrics.jsonl",
-                                       "results.json", "state.pt"};
+  const std::set<std::string> expected{"config.yaml",   "log.txt",      "metrics.csv",
+                                       "metrics.jsonl", "results.json", "state.pt"};
   CHECK(files(dir / "out") == expected);
   const std::string log = mlo_test::read_file((dir / "out" / "log.txt").string());
   CHECK_THAT(log, Contains("rank 0 of 2"));
@@ -152,9 +157,10 @@ TEST_CASE("mlo launch: a stopped distributed run resumes, on 2 ranks and on 1", 
   }
 }
 
-TEST_CASE("mlo launch: zero1 saves one state per rank and resumes from them, even after a crash "
-          "between two ranks' saves",
-          "[cli][dist]") {
+TEST_CASE(
+    "mlo launch: zero1 saves one state per rank and resumes from them, even after a crash "
+    "between two ranks' saves",
+    "[cli][dist]") {
   const fs::path dir = scratch("zero1");
   const Launch stop = launch(
       dir, {"--set", "engine.strategy=zero1", "--stop-at", "6", "--no-progress"}, "stop.log");
@@ -176,7 +182,7 @@ TEST_CASE("mlo launch: zero1 saves one state per rank and resumes from them, eve
   INFO(resumed.output);
   REQUIRE(resumed.code == 0);
   CHECK_THAT(resumed.output, Contains("state.rank0.pt at global step 4"));
-  CHECK_THAT(resumed.output, Contains("state.rank1.pt at global step 4"));
+  CHECK_THAT(resumed.output, Contains("state.rank1.prev.pt at global step 4"));
   CHECK_THAT(resumed.output, Contains("rank 1: its latest state was a save ahead"));
   CHECK_THAT(mlo_test::read_file((dir / "out" / "results.json").string()),
              Contains("\"steps\":12"));
@@ -185,10 +191,20 @@ TEST_CASE("mlo launch: zero1 saves one state per rank and resumes from them, eve
 TEST_CASE("mlo launch: a killed rank fails the launch, naming it, within the timeout",
           "[cli][dist]") {
   const fs::path dir = scratch("killed");
-  std::vector<std::string> argv{MLO_TOOL, "launch", "--nproc", "2", (dir / "tiny.yaml").string(),
-                                "--out", (dir / "out").string(), "--no-progress",
-                                "--set", "engine.train_iters=1000000", "--set",
-                                "engine.timeout_s=5", "--set", "engine.valid_step=0"};
+  std::vector<std::string> argv{MLO_TOOL,
+                                "launch",
+                                "--nproc",
+                                "2",
+                                (dir / "tiny.yaml").string(),
+                                "--out",
+                                (dir / "out").string(),
+                                "--no-progress",
+                                "--set",
+                                "engine.train_iters=1000000",
+                                "--set",
+                                "engine.timeout_s=5",
+                                "--set",
+                                "engine.valid_step=0"};
   const auto child = mlo_test::spawn(argv, {}, (dir / "launch.log").string());
   // Wait until both ranks have joined the group (rank 0 says so), then kill rank 1.
   pid_t victim = -1;
@@ -216,10 +232,10 @@ TEST_CASE("mlo launch: a killed rank fails the launch, naming it, within the tim
 
 TEST_CASE("mlo run: WORLD_SIZE > 1 under strategy default is refused", "[cli][dist]") {
   const fs::path dir = scratch("default");
-  const auto child = mlo_test::spawn(
-      {MLO_TOOL, "run", (dir / "tiny.yaml").string(), "--out", (dir / "out").string(), "--set",
-       "engine.strategy=default"},
-      {{"WORLD_SIZE", "2"}, {"RANK", "1"}}, (dir / "run.log").string());
+  const auto child =
+      mlo_test::spawn({MLO_TOOL, "run", (dir / "tiny.yaml").string(), "--out",
+                       (dir / "out").string(), "--set", "engine.strategy=default"},
+                      {{"WORLD_SIZE", "2"}, {"RANK", "1"}}, (dir / "run.log").string());
   const int code = mlo_test::wait_for(child, std::chrono::seconds(30));
   const std::string output = mlo_test::read_file(child.log);
   INFO(output);

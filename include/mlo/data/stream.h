@@ -96,9 +96,7 @@ class LoaderStream : public BatchStream {
   /// Batches per epoch (the last one smaller unless `drop_last`).
   int64_t batches_per_epoch() const;
   /// Rows of each batch this stream returns (the global batch size / world size).
-  int64_t local_batch_size() const {
-    return options_.batch_size() / options_.shard().world_size;
-  }
+  int64_t local_batch_size() const { return options_.batch_size() / options_.shard().world_size; }
   /// Number of samples.
   int64_t size() const { return images_.size(0); }
   const LoaderOptions& options() const { return options_; }
