@@ -9,13 +9,12 @@
 
 #include <catch2/catch.hpp>
 
-#include <dirent.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
@@ -188,9 +187,11 @@ TEST_CASE(
              Contains("\"steps\":12"));
 }
 
-TEST_CASE("mlo launch: a killed rank fails the launch, naming it, within the timeout",
-          "[cli][dist]") {
-  const fs::path dir = scratch("killed");
+// Starts a long 2-rank launch of the tiny config with `timeout_s`, waits until both ranks have
+// joined the group, sends `sig` to rank 1 and waits for the launch. Returns its exit status,
+// output, and the seconds from the signal to its end.
+Launch signal_rank_1(const std::string& name, int sig, const std::string& timeout_s) {
+  const fs::path dir = scratch(name);
   std::vector<std::string> argv{MLO_TOOL,
                                 "launch",
                                 "--nproc",
@@ -202,11 +203,10 @@ TEST_CASE("mlo launch: a killed rank fails the launch, naming it, within the tim
                                 "--set",
                                 "engine.train_iters=1000000",
                                 "--set",
-                                "engine.timeout_s=5",
+                                "engine.timeout_s=" + timeout_s,
                                 "--set",
                                 "engine.valid_step=0"};
   const auto child = mlo_test::spawn(argv, {}, (dir / "launch.log").string());
-  // Wait until both ranks have joined the group (rank 0 says so), then kill rank 1.
   pid_t victim = -1;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -216,18 +216,45 @@ TEST_CASE("mlo launch: a killed rank fails the launch, naming it, within the tim
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  REQUIRE(victim > 0);
-  const auto killed = std::chrono::steady_clock::now();
-  ::kill(victim, SIGKILL);
-  const int code = mlo_test::wait_for(child, std::chrono::seconds(30));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-  const std::string output = mlo_test::read_file(child.log);
-  INFO(output);
-  CHECK(code == 128 + SIGKILL);  // the worst exit status: rank 1's
-  CHECK(seconds < 5 + 5);        // the engine timeout, plus the launcher's polling and exit
-  CHECK_THAT(output, Contains("mlo launch: rank 1 was killed by signal 9"));
-  CHECK_THAT(output, Contains("rank 1 failed first"));
+  Launch l;
+  if (victim <= 0) {
+    mlo_test::wait_for(child, std::chrono::milliseconds(1));  // kills it
+    l.code = -2;
+    l.output = mlo_test::read_file(child.log);
+    return l;
+  }
+  const auto sent = std::chrono::steady_clock::now();
+  ::kill(victim, sig);
+  l.code = mlo_test::wait_for(child, std::chrono::seconds(30));
+  l.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  l.output = mlo_test::read_file(child.log);
+  return l;
+}
+
+TEST_CASE("mlo launch: a killed rank fails the launch, naming it, within the timeout",
+          "[cli][dist]") {
+  const Launch l = signal_rank_1("killed", SIGKILL, "5");
+  INFO(l.output);
+  REQUIRE(l.code != -2);           // both ranks started
+  CHECK(l.code == 128 + SIGKILL);  // the worst exit status: rank 1's
+  CHECK(l.seconds < 5 + 5);        // the engine timeout, plus the launcher's polling and exit
+  CHECK_THAT(l.output, Contains("mlo launch: rank 1 was killed by signal 9"));
+  CHECK_THAT(l.output, Contains("rank 1 failed first"));
+}
+
+TEST_CASE("mlo launch: a hanging rank is killed a timeout after the other failed", "[cli][dist]") {
+  // Rank 1 stopped (SIGSTOP): rank 0's next collective times out after 2 s and fails; the
+  // launcher gives rank 1 another 2 s, then kills it.
+  const Launch l = signal_rank_1("hung", SIGSTOP, "2");
+  INFO(l.output);
+  REQUIRE(l.code != -2);
+  CHECK(l.code == 128 + SIGKILL);
+  CHECK(l.seconds > 2 + 2 - 0.5);
+  CHECK(l.seconds < 2 + 2 + 6);
+  CHECK_THAT(l.output, Contains("[rank 0] mlo: error: rank 0: all_reduce failed"));
+  CHECK_THAT(l.output, Contains("mlo launch: rank 0 exited with code 2; the other ranks have 2 s"));
+  CHECK_THAT(l.output, Contains("mlo launch: rank 1 still runs 2 s after rank 0 failed; killing"));
+  CHECK_THAT(l.output, Contains("rank 0 failed first"));
 }
 
 TEST_CASE("mlo run: WORLD_SIZE > 1 under strategy default is refused", "[cli][dist]") {
