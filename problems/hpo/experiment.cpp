@@ -33,7 +33,10 @@ namespace {
 LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings& settings,
                      const LogRegData& data, bool frozen) {
   const auto shard = [&](const Batch& batch, const std::string& name) {
-    return frozen ? batch : data::shard_batch(batch, run::data_shard(config, name));
+    if (frozen) return batch;
+    const data::Shard s = run::data_shard(config, name);
+    run::check_shardable(config, "data.samples", batch.size(), s);  // each half is a full batch
+    return data::shard_batch(batch, s);
   };
   const run::ProblemSettings& is = config.problems.at("inner");
   const run::ProblemSettings& os = config.problems.at("outer");

@@ -25,6 +25,16 @@ data::Shard data_shard(const RunConfig& config, const std::string& problem) {
   return parallel ? launch : data::Shard{};
 }
 
+void check_shardable(const RunConfig& config, const std::string& key, int64_t batch,
+                     const data::Shard& shard) {
+  if (shard.world_size <= 1 || batch % shard.world_size == 0) return;
+  config.fail(key, "the global batch of " + std::to_string(batch) +
+                       " samples cannot be split evenly over WORLD_SIZE=" +
+                       std::to_string(shard.world_size) +
+                       " ranks (each reads batch / world size); choose a multiple of " +
+                       std::to_string(shard.world_size));
+}
+
 bool is_main_process(const RunConfig& config) { return launch_shard(config).rank == 0; }
 
 }  // namespace run

@@ -270,3 +270,15 @@ TEST_CASE("mlo run: WORLD_SIZE > 1 under strategy default is refused", "[cli][di
   CHECK_THAT(output, Contains("WORLD_SIZE=2 but engine.strategy is default"));
   CHECK_FALSE(fs::exists(dir / "out"));
 }
+
+TEST_CASE("mlo launch: a global batch that does not split over the ranks is named with its key",
+          "[cli][dist]") {
+  const fs::path dir = scratch("uneven");
+  const Launch l = launch(dir, {"--no-progress"}, "launch.log", 3);
+  INFO(l.output);
+  CHECK(l.code == 2);
+  CHECK_THAT(l.output, Contains("[rank 2] mlo: error: ") && Contains("tiny.yaml:8:51:") &&
+                           Contains("data.batch_size: the global batch of 16 samples cannot be "
+                                    "split evenly over WORLD_SIZE=3 ranks"));
+  CHECK_FALSE(fs::exists(dir / "out" / "results.json"));
+}
