@@ -2,6 +2,7 @@
 
 #include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
+#include <mlo/run/config.h>
 
 #include <CLI/CLI.hpp>
 
@@ -154,15 +155,15 @@ std::vector<std::string> rank_env(const LaunchOptions& o, int port, int rank) {
   return env;
 }
 
-// engine.timeout_s of the configuration the ranks will run (with the --set overrides).
-double engine_timeout(const LaunchOptions& o) {
+// The configuration the ranks will run (with the --set overrides).
+run::RunConfig rank_config(const LaunchOptions& o) {
   std::vector<std::string> overrides;
   for (size_t i = 0; i < o.run_args.size(); ++i) {
     const std::string& a = o.run_args[i];
     if (a == "--set" && i + 1 < o.run_args.size()) overrides.push_back(o.run_args[++i]);
     if (a.rfind("--set=", 0) == 0) overrides.push_back(a.substr(6));
   }
-  return io::load_run_config(o.config, overrides).engine.timeout_s;
+  return io::load_run_config(o.config, overrides);
 }
 
 std::string describe(int status) {
@@ -180,7 +181,14 @@ int launch(const LaunchOptions& options) {
   MLO_CHECK(o.nproc >= 1, "mlo launch: --nproc must be >= 1, got ", o.nproc);
   MLO_CHECK(o.master_port >= 0 && o.master_port <= 65535,
             "mlo launch: --master-port must be in [0, 65535], got ", o.master_port);
-  const double grace = o.grace_s >= 0 ? o.grace_s : engine_timeout(o);
+  // Read here too, so that a bad config or strategy fails once, before any rank starts.
+  const run::RunConfig config = rank_config(o);
+  MLO_CHECK(o.nproc == 1 || config.engine.strategy != dist::Strategy::kDefault,
+            "mlo launch: --nproc ", o.nproc, " but engine.strategy is default (",
+            config.where("engine.strategy"),
+            "); set engine.strategy to distributed, zero1 or zero2 (e.g. --set "
+            "engine.strategy=distributed)");
+  const double grace = o.grace_s >= 0 ? o.grace_s : config.engine.timeout_s;
   const int port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
   if (o.program.empty()) {
     char self[4096];
@@ -194,8 +202,8 @@ int launch(const LaunchOptions& options) {
   struct sigaction action {};
   action.sa_handler = on_signal;  // no SA_RESTART: poll returns at once
   sigemptyset(&action.sa_mask);
-  struct sigaction previous_int {
-  }, previous_term{};
+  struct sigaction previous_int {};
+  struct sigaction previous_term {};
   ::sigaction(SIGINT, &action, &previous_int);
   ::sigaction(SIGTERM, &action, &previous_term);
   g_signal = 0;

@@ -257,7 +257,8 @@ TEST_CASE("mlo launch: a hanging rank is killed a timeout after the other failed
   CHECK_THAT(l.output, Contains("rank 0 failed first"));
 }
 
-TEST_CASE("mlo run: WORLD_SIZE > 1 under strategy default is refused", "[cli][dist]") {
+TEST_CASE("mlo run and mlo launch: WORLD_SIZE > 1 under strategy default is refused",
+          "[cli][dist]") {
   const fs::path dir = scratch("default");
   const auto child =
       mlo_test::spawn({MLO_TOOL, "run", (dir / "tiny.yaml").string(), "--out",
@@ -269,6 +270,13 @@ TEST_CASE("mlo run: WORLD_SIZE > 1 under strategy default is refused", "[cli][di
   CHECK(code == 2);
   CHECK_THAT(output, Contains("WORLD_SIZE=2 but engine.strategy is default"));
   CHECK_FALSE(fs::exists(dir / "out"));
+
+  // `mlo launch` says so once, before starting any rank.
+  const Launch l = launch(dir, {"--set", "engine.strategy=default"}, "launch.log");
+  INFO(l.output);
+  CHECK(l.code == 2);
+  CHECK_THAT(l.output, Contains("mlo launch: --nproc 2 but engine.strategy is default"));
+  CHECK(l.output.find("[rank ") == std::string::npos);
 }
 
 TEST_CASE("mlo launch: a global batch that does not split over the ranks is named with its key",
