@@ -1,7 +1,9 @@
 #include "problems/hpo/experiment.h"
 
 #include <mlo/base/error.h>
+#include <mlo/data/stream.h>
 #include <mlo/run/builders.h>
+#include <mlo/run/sharding.h>
 
 #include <spdlog/spdlog.h>
 #include <torch/nn/functional/loss.h>
@@ -25,9 +27,17 @@ namespace {
 
 // Builds the pair from the configuration: the inner and outer problems' generic settings
 // (optimizer, scheduler, method, ...), the data, and the initial weight. With `frozen` the
-// weights' optimizer is SGD with learning rate 0, so they never move (the baseline).
+// weights' optimizer is SGD with learning rate 0, so they never move (the baseline), and each
+// problem reads its whole (full) batch; else, under a distributed strategy, each data-parallel
+// problem reads this rank's slice of it.
 LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings& settings,
                      const LogRegData& data, bool frozen) {
+  const auto shard = [&](const Batch& batch, const std::string& name) {
+    if (frozen) return batch;
+    const data::Shard s = run::data_shard(config, name);
+    run::check_shardable(config, "data.samples", batch.size(), s);  // each half is a full batch
+    return data::shard_batch(batch, s);
+  };
   const run::ProblemSettings& is = config.problems.at("inner");
   const run::ProblemSettings& os = config.problems.at("outer");
   const int64_t features = data.train.data.size(1);
@@ -40,7 +50,7 @@ LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings
   if (auto schedule = run::make_schedule(is.scheduler, inner_steps, "problems.inner")) {
     pair.inner->scheduler(schedule);
   }
-  pair.inner->data(std::vector<Batch>{data.train});
+  pair.inner->data(std::vector<Batch>{shard(data.train, "inner")});
   pair.outer->module(L2Weights(features, settings.hpo.initial_weight));
   if (frozen) {
     pair.outer->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0));
@@ -52,7 +62,7 @@ LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings
       pair.outer->scheduler(schedule);
     }
   }
-  pair.outer->data(std::vector<Batch>{data.valid});
+  pair.outer->data(std::vector<Batch>{shard(data.valid, "outer")});
   pair.inner->outer = pair.outer;
   pair.outer->inner = pair.inner;
   return pair;
@@ -139,6 +149,8 @@ HpoExperiment::HpoExperiment(const run::RunConfig& config)
   torch::manual_seed(static_cast<uint64_t>(config_.seed));
 
   // The baseline first, to completion: the same schedule with the weights frozen.
+  // NOTE: in one process on every rank (strategy default, full batches): it is small, every
+  // rank gets the same result, and it joins no process group before the learned pair's engine.
   spdlog::info("hpo: training the baseline with the L2 weights frozen at {} ({} steps)",
                settings_.hpo.initial_weight, config_.engine.train_iters);
   frozen_ = build_pair(config_, settings_, data_, /*frozen=*/true);
@@ -148,6 +160,7 @@ HpoExperiment::HpoExperiment(const run::RunConfig& config)
     plain.log_step = 0;
     plain.track_memory = false;
     plain.early_stopping.enabled = false;
+    plain.strategy = dist::Strategy::kDefault;
     Engine baseline(run::make_engine_config(plain));
     add_pair(baseline, frozen_, config_);
     baseline.run();

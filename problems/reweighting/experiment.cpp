@@ -12,6 +12,7 @@
 #include <mlo/nn/mwn.h>
 #include <mlo/nn/resnet.h>
 #include <mlo/run/builders.h>
+#include <mlo/run/sharding.h>
 
 #include "problems/reweighting/class_mwn.h"
 
@@ -194,8 +195,13 @@ void ReweightingExperiment::build_problems() {
   if (auto schedule = run::make_schedule(cs.scheduler, classifier_steps, "problems.classifier")) {
     classifier_->scheduler(schedule);
   }
+  // Under a distributed strategy each rank reads its slice of every global batch (the YAML's
+  // batch sizes are global).
+  const data::Shard train_shard = run::data_shard(config_, "classifier");
+  run::check_shardable(config_, "data.batch_size", d.batch_size, train_shard);
   train_stream_ = std::make_shared<data::LoaderStream>(
-      train_images_, train_targets_, data::LoaderOptions(d.batch_size).seed(seed).drop_last(true),
+      train_images_, train_targets_,
+      data::LoaderOptions(d.batch_size).seed(seed).drop_last(true).shard(train_shard),
       data::make_transform(transform_options(dataset_, d.augment)));
   classifier_->data(train_stream_);
 
@@ -233,8 +239,19 @@ void ReweightingExperiment::build_problems() {
   if (auto schedule = run::make_schedule(rs.scheduler, reweighter_steps, "problems.reweighter")) {
     reweighter_->scheduler(schedule);
   }
+  // NOTE: a sharded stream cannot split a smaller last batch evenly, so under a distributed
+  // strategy the meta stream drops it (whatever the world size, so that the batches do not
+  // depend on it).
+  const bool meta_sharded = config_.engine.strategy != dist::Strategy::kDefault && rs.data_parallel;
+  const data::Shard meta_shard = run::data_shard(config_, "reweighter");
+  run::check_shardable(config_, d.meta_batch_size > 0 ? "data.meta_batch_size" : "data.batch_size",
+                       meta_batch_size(d), meta_shard);
   meta_stream_ = std::make_shared<data::LoaderStream>(
-      meta_images_, meta_targets_, data::LoaderOptions(meta_batch_size(d)).seed(seed + 1),
+      meta_images_, meta_targets_,
+      data::LoaderOptions(meta_batch_size(d))
+          .seed(seed + 1)
+          .drop_last(meta_sharded)
+          .shard(meta_shard),
       data::make_transform(transform_options(dataset_, /*train=*/false)));
   reweighter_->data(meta_stream_);
   classifier_->reweighter = reweighter_;

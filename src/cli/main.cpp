@@ -1,5 +1,6 @@
 // The `mlo` command line, as a library entry point (mlo/cli/main.h):
 //   mlo run CONFIG [--set key=value]... [--out DIR] [--resume] [--stop-at STEP] [--seeds 0-4]
+//   mlo launch --nproc N [--master-port P] CONFIG [mlo run options...]
 //   mlo compare RUN_A RUN_B [--metric M]...
 //   mlo plan CONFIG [--budget 40%] [--strategy optimal|min_memory|...] [--problem NAME]
 //   mlo ablate CONFIG [--set key=value]... [--out DIR] [--rows ...] [--iterations N]
@@ -8,12 +9,14 @@
 
 #include "ablate.h"
 #include "compare.h"
+#include "launch.h"
 #include "plan.h"
 #include "runner.h"
 #include "seed_stats.h"
 #include "seeds.h"
 
 #include <mlo/base/error.h>
+#include <mlo/dist/process_group.h>
 #include <mlo/io/yaml.h>
 #include <mlo/run/experiment.h>
 
@@ -40,6 +43,8 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--no-progress", no_progress, "plain progress lines even on a terminal");
   run_cmd->add_option("--stop-at", options.stop_at,
                   "save the state and stop after this global step (continue with --resume)");
+  run_cmd->add_flag("--log-all-ranks", options.log_all_ranks,
+                    "under a launch, ranks other than 0 log at info too (else warnings only)");
   std::string seeds;
   run_cmd->add_option("--seeds", seeds,
                       "run once per seed (0-4, 1,3,5) into <out>/seed_<s>, then summarize");
@@ -65,6 +70,7 @@ int main(int argc, char** argv) {
   auto* experiments =
       app.add_subcommand("experiments", "List the experiments this program can run");
   CompareCommand compare(app);
+  LaunchCommand launch(app);
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -72,6 +78,9 @@ int main(int argc, char** argv) {
       if (no_progress) options.progress = false;
       const auto config = io::load_run_config(config_path, overrides);
       if (!seeds.empty()) {
+        MLO_CHECK(dist::Rendezvous::from_env().world_size == 1,
+                  "--seeds runs one process only; under mlo launch (WORLD_SIZE > 1) launch once "
+                  "per seed with --set seed=S --out DIR/seed_S");
         bool interrupted = false;
         run_seeds(config, options, parse_seeds(seeds), &interrupted);
         return interrupted ? 130 : 0;
@@ -80,6 +89,7 @@ int main(int argc, char** argv) {
       return result.interrupted && options.stop_at != result.steps ? 130 : 0;
     }
     if (compare.parsed()) return compare.run();
+    if (launch.parsed()) return launch.run();
     if (experiments->parsed()) {
       for (const auto& name : run::experiment_names()) std::cout << name << "\n";
       return 0;

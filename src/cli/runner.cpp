@@ -1,5 +1,6 @@
 #include "runner.h"
 
+#include "checkpoint.h"
 #include "progress.h"
 
 #include <mlo/core/engine.h>
@@ -9,6 +10,7 @@
 #include <mlo/io/state.h>
 #include <mlo/io/yaml.h>
 #include <mlo/run/experiment.h>
+#include <mlo/run/sharding.h>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -23,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 namespace mlo {
@@ -33,9 +36,10 @@ namespace fs = std::filesystem;
 
 std::atomic<bool> g_interrupted{false};
 
-extern "C" void on_interrupt(int) {
+// Ctrl-C, or SIGTERM (what `mlo launch` forwards, and what schedulers send): save and stop.
+extern "C" void on_interrupt(int sig) {
   g_interrupted = true;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
+  std::signal(sig, SIG_DFL);  // a second one stops at once
 }
 
 // Console (info, or warnings only under a progress bar) plus the run's log file (info).
@@ -45,6 +49,17 @@ void setup_logging(const std::string& log_path, bool quiet_console) {
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_path, /*truncate=*/false);
   file->set_level(spdlog::level::info);
   auto logger = std::make_shared<spdlog::logger>("mlo", spdlog::sinks_init_list{console, file});
+  logger->set_level(spdlog::level::info);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+// A rank other than 0 of a launch: console only, warnings and errors unless `all` (its lines
+// reach the launcher's output, prefixed with the rank).
+void setup_rank_logging(int rank, bool all) {
+  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  console->set_level(all ? spdlog::level::info : spdlog::level::warn);
+  auto logger = std::make_shared<spdlog::logger>("mlo-rank" + std::to_string(rank), console);
   logger->set_level(spdlog::level::info);
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
@@ -100,13 +115,20 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   RunResult result;
   result.out_dir = options.out_dir.empty() ? "runs/" + config.name : options.out_dir;
   const fs::path out(result.out_dir);
-  fs::create_directories(out);
-  const fs::path state_path = out / "state.pt";
-  const bool terminal = options.progress.value_or(Progress::stderr_is_terminal());
-  setup_logging((out / "log.txt").string(), terminal);
+  // Refuses WORLD_SIZE > 1 under strategy default before anything is written.
+  const int rank = static_cast<int>(run::launch_shard(config).rank);
+  const bool main = rank == 0;
+  const Checkpoints checkpoints(result.out_dir, config.engine.strategy, rank);
+  if (main || checkpoints.saves()) fs::create_directories(out);
+  const bool terminal = main && options.progress.value_or(Progress::stderr_is_terminal());
+  if (main) {
+    setup_logging((out / "log.txt").string(), terminal);
+  } else {
+    setup_rank_logging(rank, options.log_all_ranks);
+  }
 
   const std::string resolved = io::to_yaml(config);
-  if (options.resume && fs::exists(out / "config.yaml")) {
+  if (main && options.resume && fs::exists(out / "config.yaml")) {
     std::ifstream previous(out / "config.yaml");
     std::stringstream text;
     text << previous.rdbuf();
@@ -117,7 +139,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
           (out / "config.yaml").string());
     }
   }
-  write_file(out / "config.yaml", resolved);
+  if (main) write_file(out / "config.yaml", resolved);
 
   const auto owned = run::make_experiment(config);
   run::Experiment& experiment = *owned;
@@ -126,76 +148,99 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     std::getline(lines, line);
     spdlog::info("{}", line);
   }
-  if (experiment.synthetic()) spdlog::warn("this run uses SYNTHETIC data, not a real dataset");
+  if (main && experiment.synthetic()) {
+    spdlog::warn("this run uses SYNTHETIC data, not a real dataset");
+  }
 
   Engine& engine = experiment.engine();
   int64_t start = 0;
   if (options.resume) {
-    start = io::load_state(state_path.string(), engine);
-    spdlog::info("resumed from {} at global step {}", state_path.string(), start);
+    std::string loaded;
+    start = checkpoints.load(engine, &loaded);
+    spdlog::info("resumed from {} at global step {}", loaded, start);
   }
-  io::MetricsWriter metrics(out.string(), options.resume ? start : -1);
-  Progress progress(config.engine.train_iters, start, terminal, config.engine.log_step);
+  // Rank 0 only: the metrics files and the progress.
+  std::optional<io::MetricsWriter> metrics;
+  std::optional<Progress> progress;
+  if (main) {
+    metrics.emplace(out.string(), options.resume ? start : -1);
+    progress.emplace(config.engine.train_iters, start, terminal, config.engine.log_step);
+  }
 
   // Validation (and early stopping) sees only the validation set held out of the training data;
-  // the test set is evaluated once, after training.
+  // the test set is evaluated once, after training. The engine calls it on rank 0 only.
   engine.validation([&] {
     Metrics m = experiment.evaluate(run::EvalSet::kValid);
-    metrics.write(engine.global_step(), "validation", m);
+    if (metrics) metrics->write(engine.global_step(), "validation", m);
     const std::string line = "[validation] step " + std::to_string(engine.global_step()) + ": " +
                              headline(experiment, m, "valid/");
-    if (terminal) progress.println(line);  // the engine logs the full line too
+    if (terminal) progress->println(line);  // the engine logs the full line too
     return m;
   });
   g_interrupted = false;
   bool stopped = false;
   const auto previous_handler = std::signal(SIGINT, on_interrupt);
+  const auto previous_term = std::signal(SIGTERM, on_interrupt);
+  const auto restore_signals = [&] {
+    std::signal(SIGINT, previous_handler);
+    std::signal(SIGTERM, previous_term);
+  };
   engine.on_step([&](int64_t step) {
     const int64_t log_step = config.engine.log_step;
-    if (log_step > 0 && step % log_step == 0) {
+    if (metrics && log_step > 0 && step % log_step == 0) {
       for (const auto& problem : engine.problems()) {
         Metrics m = problem->metrics();
         const auto& groups = problem->optimizer().param_groups();
         if (!groups.empty()) m["lr"] = groups.front().options().get_lr();
-        metrics.write(step, problem->name(), m);
+        metrics->write(step, problem->name(), m);
       }
     }
-    char status[64];
-    std::snprintf(status, sizeof(status), "loss %.4f", engine.problems().front()->last_loss());
-    progress.update(step, status);
-    if (config.engine.save_step > 0 && step % config.engine.save_step == 0) {
-      io::save_state(state_path.string(), engine);
+    if (progress) {
+      char status[64];
+      std::snprintf(status, sizeof(status), "loss %.4f", engine.problems().front()->last_loss());
+      progress->update(step, status);
     }
     if (g_interrupted || step == options.stop_at) {
-      stopped = true;
-      io::save_state(state_path.string(), engine);
+      stopped = true;  // saved below, once every rank has stopped at this step
       return false;
+    }
+    if (config.engine.save_step > 0 && step % config.engine.save_step == 0) {
+      checkpoints.save(engine);
     }
     return true;
   });
   try {
     engine.run();
   } catch (...) {
-    std::signal(SIGINT, previous_handler);
-    progress.finish();
+    restore_signals();
+    if (progress) progress->finish();
     restore_logging();
     throw;
   }
-  std::signal(SIGINT, previous_handler);
-  progress.finish();
+  restore_signals();
+  if (progress) progress->finish();
   result.steps = engine.global_step();
+  // NOTE: under a launch another rank's hook may have stopped the run (its Ctrl-C came first):
+  // every rank stopped at the same step, short of train_iters and not by early stopping.
+  stopped = stopped || (result.steps < config.engine.train_iters && !engine.stopped_early());
 
+  checkpoints.save(engine);
   if (stopped) {
     result.interrupted = true;
-    spdlog::warn("{} at global step {}; state saved to {}; continue with --resume",
-                 g_interrupted ? "interrupted" : "stopped", result.steps, state_path.string());
+    if (main || checkpoints.saves()) {
+      spdlog::warn("{} at global step {}; state saved to {}; continue with --resume",
+                   g_interrupted ? "interrupted" : "stopped", result.steps, checkpoints.path());
+    }
     restore_logging();
     return result;
   }
-  io::save_state(state_path.string(), engine);
+  if (!main) {
+    restore_logging();
+    return result;
+  }
   result.valid = experiment.evaluate(run::EvalSet::kValid);
   result.test = experiment.evaluate(run::EvalSet::kTest);
-  metrics.write(result.steps, "test", result.test);
+  metrics->write(result.steps, "test", result.test);
   write_file(out / "results.json", results_json(config.experiment, result.test, result.valid,
                                                 result.steps, experiment.synthetic()));
   std::cout << experiment.report(result.test, result.valid) << "results in " << out.string()

@@ -20,6 +20,8 @@ struct RunOptions {
   int64_t stop_at = 0;
   /// Progress bar on a terminal; nullopt = when standard error is a terminal.
   std::optional<bool> progress;
+  /// Under a launch, ranks other than 0 log at info too (else warnings and errors only).
+  bool log_all_ranks = false;
 };
 
 struct RunResult {
@@ -31,6 +33,11 @@ struct RunResult {
 };
 
 /// Runs `config` as `mlo run` does. Throws `mlo::Error` for bad input.
+///
+/// Under a distributed `engine.strategy` (one process per rank: `mlo launch`, torchrun) only
+/// rank 0 writes the output folder (config, log, metrics, results), validates, evaluates on the
+/// test set and prints the report; the state is saved as `Checkpoints` (checkpoint.h) says.
+/// On the other ranks the result holds the steps and `interrupted` only.
 RunResult run_experiment(const run::RunConfig& config, const RunOptions& options);
 
 }  // namespace cli

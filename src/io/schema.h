@@ -79,6 +79,7 @@ inline void visit(Fields& v, run::ProblemSettings& c) {
     s("budget_bytes", c.unrolled.budget_bytes(), at_least(0));
   });
   v("log_step", c.log_step, at_least(0));
+  v("data_parallel", c.data_parallel);
 }
 
 inline void visit(Fields& v, run::EngineSettings& c) {
@@ -94,6 +95,9 @@ inline void visit(Fields& v, run::EngineSettings& c) {
     s("tolerance", c.early_stopping.tolerance, at_least(1));
     s("min_delta", c.early_stopping.min_delta, non_negative());
   });
+  v.enumeration("strategy", c.strategy);
+  v.enumeration("backend", c.backend);
+  v("timeout_s", c.timeout_s, positive());
 }
 
 // Everything after `experiment` (read first: it decides which settings describe the rest).

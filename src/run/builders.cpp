@@ -78,7 +78,8 @@ ProblemConfig make_problem_config(const ProblemSettings& s, const std::string& k
       .roll_back(s.roll_back)
       .gradient_clipping(s.gradient_clipping)
       .gradient_accumulation(s.gradient_accumulation)
-      .log_step(s.log_step);
+      .log_step(s.log_step)
+      .data_parallel(s.data_parallel);
   c.precision(from_string<Precision>(s.precision, key + ".precision"));
   c.checkpointing(s.checkpointing);  // validated by the planner, where it is used
   // Every method's options are kept; `method` picks the one in use.
@@ -96,7 +97,10 @@ EngineConfig make_engine_config(const EngineSettings& settings) {
                             .train_iters(settings.train_iters)
                             .valid_step(settings.valid_step)
                             .log_step(settings.log_step)
-                            .track_memory(settings.track_memory);
+                            .track_memory(settings.track_memory)
+                            .strategy(settings.strategy)
+                            .backend(settings.backend)
+                            .timeout_s(settings.timeout_s);
   if (settings.early_stopping.enabled) {
     const auto& e = settings.early_stopping;
     config.early_stopping(EarlyStopping()

@@ -1,6 +1,7 @@
 // Configuration from YAML: every bad input fails before training with file, line and key path.
 #include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
+#include <mlo/run/builders.h>
 
 #include "problems/reweighting/experiment.h"
 
@@ -279,4 +280,42 @@ TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "
       Contains("c.yaml:11:") &&
           Contains("problems.classifier.unrolled.budget_bytes: give snapshots or budget_bytes, "
                    "not both (snapshots is 3)"));
+}
+
+TEST_CASE("YAML: the data-parallel keys reach the engine and problem configs", "[io][yaml]") {
+  const std::string yaml = std::string(kValid).replace(
+      std::string(kValid).find("  train_iters: 10\n"), 0,
+      "  strategy: zero2\n  backend: gloo\n  timeout_s: 7.5\n");
+  const std::string with_opt_out = std::string(yaml).replace(
+      yaml.find("  reweighter:"), 0, "    data_parallel: false\n");
+  const auto config = parse_run_config(with_opt_out, "d.yaml");
+  CHECK(config.engine.strategy == mlo::dist::Strategy::kZero2);
+  CHECK(config.engine.backend == mlo::dist::Backend::kGloo);
+  CHECK(config.engine.timeout_s == 7.5);
+  CHECK_FALSE(config.problems.at("classifier").data_parallel);
+  CHECK(config.problems.at("reweighter").data_parallel);  // the default
+  const auto engine = mlo::run::make_engine_config(config.engine);
+  CHECK(engine.strategy() == mlo::dist::Strategy::kZero2);
+  CHECK(engine.timeout_s() == 7.5);
+  CHECK_FALSE(
+      mlo::run::make_problem_config(config.problems.at("classifier"), "c").data_parallel());
+  // Written back and read again: the same values.
+  const auto again = parse_run_config(mlo::io::to_yaml(config), "again.yaml");
+  CHECK(again.engine.strategy == mlo::dist::Strategy::kZero2);
+  CHECK(again.engine.timeout_s == 7.5);
+  CHECK_FALSE(again.problems.at("classifier").data_parallel);
+
+  REQUIRE_THROWS_WITH(
+      parse_run_config(std::string(kValid).replace(std::string(kValid).find("  train_iters"), 0,
+                                                   "  strategy: ddp\n"),
+                       "e.yaml"),
+      Contains("e.yaml:4:13: engine.strategy: must be one of default, distributed, zero1, zero2; "
+               "got 'ddp'"));
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.backend=mpi"}),
+                      Contains("engine.backend: must be one of gloo, nccl; got 'mpi'"));
+  REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.timeout_s=0"}),
+                      Contains("engine.timeout_s: must be > 0"));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml", {"problems.classifier.data_parallel=maybe"}),
+      Contains("problems.classifier.data_parallel"));
 }

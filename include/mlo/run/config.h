@@ -72,6 +72,9 @@ struct ProblemSettings {
   SamaOptions sama;          ///< YAML: sama: {alpha}
   UnrolledOptions unrolled;  ///< YAML: unrolled: {checkpointing, snapshots, budget_bytes}
   int64_t log_step = 0;
+  /// Under a distributed engine strategy: shard this level's training batches over the ranks
+  /// (true), or let every rank read the same full batches (false, the per-level opt-out).
+  bool data_parallel = true;
 };
 
 /// `early_stopping:` (optional).
@@ -93,6 +96,12 @@ struct EngineSettings {
   int64_t save_step = 500;  ///< resumable state every N global steps (and at the end)
   bool track_memory = false;
   EarlyStoppingConfig early_stopping;
+  /// default (one process) | distributed | zero1 | zero2 (docs/distributed.md).
+  dist::Strategy strategy = dist::Strategy::kDefault;
+  /// gloo (CPU) | nccl (CUDA builds).
+  dist::Backend backend = dist::Backend::kGloo;
+  /// Longest wait of the rendezvous and of any collective, in seconds (> 0).
+  double timeout_s = 300.0;
 };
 
 /// `dependencies:` the graph, by problem name (defaults follow the experiment).

@@ -1,0 +1,328 @@
+#include "launch.h"
+
+#include <mlo/base/error.h>
+#include <mlo/io/yaml.h>
+#include <mlo/run/config.h>
+
+#include <CLI/CLI.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace mlo {
+namespace cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile sig_atomic_t g_signal = 0;  // the latest SIGINT/SIGTERM to forward (0: none)
+
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+// A port that was free on `address` a moment ago (the OS picks it).
+int free_port(const std::string& address) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  MLO_CHECK(fd >= 0,
+            "mlo launch: cannot open a socket to find a free port: ", std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = INADDR_ANY;
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  MLO_CHECK(ok, "mlo launch: no free port on ", address, "; give one with --master-port");
+  return ntohs(addr.sin_port);
+}
+
+// One output stream of one rank: a pipe read line by line, each line written to `sink` with
+// the rank's prefix (partial lines wait for their end, or for the pipe's end).
+struct Channel {
+  int fd = -1;
+  FILE* sink = nullptr;
+  std::string prefix;
+  std::string pending;
+
+  void emit(const std::string& line) const {
+    std::fwrite(prefix.data(), 1, prefix.size(), sink);
+    std::fwrite(line.data(), 1, line.size(), sink);
+    std::fputc('\n', sink);
+    std::fflush(sink);
+  }
+  // Reads what is there; returns false at the end of the stream (then closed).
+  bool drain() {
+    char buffer[4096];
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (n <= 0) {
+      if (!pending.empty()) emit(pending);
+      pending.clear();
+      ::close(fd);
+      fd = -1;
+      return false;
+    }
+    pending.append(buffer, static_cast<size_t>(n));
+    for (size_t end; (end = pending.find('\n')) != std::string::npos;) {
+      emit(pending.substr(0, end));
+      pending.erase(0, end + 1);
+    }
+    return true;
+  }
+};
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = true;
+  int code = 0;  // exit code, 128 + signal when killed
+  std::string how;
+};
+
+// Starts `argv` as rank `rank` with its stdout and stderr on new pipes.
+Rank spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int rank,
+           std::vector<Channel>& channels) {
+  int out[2], err[2];
+  MLO_CHECK(::pipe(out) == 0 && ::pipe(err) == 0, "mlo launch: pipe: ", std::strerror(errno));
+  // Everything is prepared before fork: the child only redirects and execs.
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  MLO_CHECK(pid >= 0, "mlo launch: fork: ", std::strerror(errno));
+  if (pid == 0) {
+    // NOTE: its own process group, so that a Ctrl-C on the terminal reaches the launcher only,
+    // which forwards it once (a second one would stop a rank at once, unsaved); and a TERM when
+    // the launcher dies, so that no rank outlives it.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(129);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(err[1], STDERR_FILENO);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::close(err[0]);
+    ::close(err[1]);
+    ::execve(args[0], args.data(), envp.data());
+    std::fprintf(stderr, "mlo launch: cannot run %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+  for (int fd : {out[0], err[0]}) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  channels.push_back(Channel{out[0], stdout, prefix, {}});
+  channels.push_back(Channel{err[0], stderr, prefix, {}});
+  Rank r;
+  r.pid = pid;
+  return r;
+}
+
+// The environment of rank `rank`: ours, with the torchrun variables set.
+std::vector<std::string> rank_env(const LaunchOptions& o, int port, int rank) {
+  const std::vector<std::pair<std::string, std::string>> set{
+      {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(o.nproc)},
+      {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+      {"MASTER_ADDR", o.master_addr},       {"MASTER_PORT", std::to_string(port)}};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [key, value] : set) replaced = replaced || key == name;
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [key, value] : set) env.push_back(key + "=" + value);
+  return env;
+}
+
+// The configuration the ranks will run (with the --set overrides).
+run::RunConfig rank_config(const LaunchOptions& o) {
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < o.run_args.size(); ++i) {
+    const std::string& a = o.run_args[i];
+    if (a == "--set" && i + 1 < o.run_args.size()) overrides.push_back(o.run_args[++i]);
+    if (a.rfind("--set=", 0) == 0) overrides.push_back(a.substr(6));
+  }
+  return io::load_run_config(o.config, overrides);
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) {
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& options) {
+  LaunchOptions o = options;
+  MLO_CHECK(o.nproc >= 1, "mlo launch: --nproc must be >= 1, got ", o.nproc);
+  MLO_CHECK(o.master_port >= 0 && o.master_port <= 65535,
+            "mlo launch: --master-port must be in [0, 65535], got ", o.master_port);
+  // Read here too, so that a bad config or strategy fails once, before any rank starts.
+  const run::RunConfig config = rank_config(o);
+  MLO_CHECK(o.nproc == 1 || config.engine.strategy != dist::Strategy::kDefault,
+            "mlo launch: --nproc ", o.nproc, " but engine.strategy is default (",
+            config.where("engine.strategy"),
+            "); set engine.strategy to distributed, zero1 or zero2 (e.g. --set "
+            "engine.strategy=distributed)");
+  const double grace = o.grace_s >= 0 ? o.grace_s : config.engine.timeout_s;
+  const int port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
+  if (o.program.empty()) {
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    MLO_CHECK(n > 0, "mlo launch: cannot find this program (/proc/self/exe)");
+    o.program.assign(self, static_cast<size_t>(n));
+  }
+  std::vector<std::string> argv{o.program, "run", o.config};
+  argv.insert(argv.end(), o.run_args.begin(), o.run_args.end());
+
+  struct sigaction action {};
+  action.sa_handler = on_signal;  // no SA_RESTART: poll returns at once
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous_int {};
+  struct sigaction previous_term {};
+  ::sigaction(SIGINT, &action, &previous_int);
+  ::sigaction(SIGTERM, &action, &previous_term);
+  g_signal = 0;
+
+  std::fprintf(stderr, "mlo launch: %d rank(s), MASTER_ADDR=%s MASTER_PORT=%d\n", o.nproc,
+               o.master_addr.c_str(), port);
+  std::vector<Channel> channels;
+  std::vector<Rank> ranks;
+  for (int r = 0; r < o.nproc; ++r) ranks.push_back(spawn(argv, rank_env(o, port, r), r, channels));
+
+  int first_failed = -1;
+  bool forwarded = false;  // after a forwarded signal, ranks exiting non-zero are no failure
+  Clock::time_point kill_at = Clock::time_point::max();
+  int running = o.nproc;
+  while (running > 0 || !channels.empty()) {
+    if (g_signal != 0) {
+      const int sig = g_signal;
+      g_signal = 0;
+      forwarded = true;
+      std::fprintf(stderr, "mlo launch: forwarding signal %d to the ranks\n", sig);
+      for (const auto& r : ranks) {
+        if (r.running) ::kill(r.pid, sig);
+      }
+    }
+    std::vector<pollfd> fds;
+    for (const auto& c : channels) fds.push_back(pollfd{c.fd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 100);
+    std::vector<Channel> open;
+    for (size_t i = 0; i < channels.size(); ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0 || channels[i].drain()) {
+        open.push_back(std::move(channels[i]));
+      }
+    }
+    channels = std::move(open);
+
+    // The ranks that ended since the last look. NOTE: of several, the one killed by a signal is
+    // named as the first failure: its peers' errors are usually the consequence.
+    std::vector<size_t> ended;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      Rank& rank = ranks[r];
+      int status = 0;
+      if (!rank.running || ::waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
+      rank.running = false;
+      --running;
+      rank.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      rank.how = describe(status);
+      if (rank.code != 0) ended.push_back(r);
+    }
+    std::stable_sort(ended.begin(), ended.end(), [&](size_t a, size_t b) {
+      return ranks[a].code > 128 && ranks[b].code <= 128;
+    });
+    for (size_t r : ended) {
+      if (first_failed < 0 && !forwarded) {
+        first_failed = static_cast<int>(r);
+        if (running > 0) {
+          kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace * 1000));
+          std::fprintf(stderr,
+                       "mlo launch: rank %zu %s; the other ranks have %.0f s (engine.timeout_s) "
+                       "to stop on their own\n",
+                       r, ranks[r].how.c_str(), grace);
+          continue;
+        }
+      }
+      std::fprintf(stderr, "mlo launch: rank %zu %s\n", r, ranks[r].how.c_str());
+    }
+    if (running > 0 && Clock::now() >= kill_at) {
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        if (!ranks[r].running) continue;
+        std::fprintf(stderr,
+                     "mlo launch: rank %zu still runs %.0f s after rank %d failed; "
+                     "killing it\n",
+                     r, grace, first_failed);
+        ::kill(ranks[r].pid, SIGKILL);
+      }
+      kill_at = Clock::time_point::max();
+    }
+  }
+  ::sigaction(SIGINT, &previous_int, nullptr);
+  ::sigaction(SIGTERM, &previous_term, nullptr);
+
+  int worst = 0;
+  for (const auto& r : ranks) worst = std::max(worst, r.code);
+  if (first_failed >= 0) {
+    std::fprintf(stderr, "mlo launch: failed: rank %d failed first (exit status %d)\n",
+                 first_failed, ranks[first_failed].code);
+  } else if (worst != 0) {
+    std::fprintf(stderr, "mlo launch: the ranks exited with status %d\n", worst);
+  }
+  return worst;
+}
+
+LaunchCommand::LaunchCommand(CLI::App& app) {
+  command_ = app.add_subcommand(
+      "launch",
+      "Run an experiment on N local ranks (data parallel; engine.strategy must not be default)");
+  command_->add_option("--nproc", options_.nproc, "number of ranks (processes)")->required();
+  command_->add_option("--master-port", options_.master_port,
+                       "port of rank 0's store (default: a free port)");
+  command_->add_option("--master-addr", options_.master_addr,
+                       "address of rank 0's store (default 127.0.0.1)");
+  command_->add_option("--grace", options_.grace_s,
+                       "seconds the other ranks get after one fails (default engine.timeout_s)");
+  // NOTE: CONFIG and everything after it go to `mlo run` unparsed (--set, --out, --resume, ...).
+  command_->prefix_command();
+  command_->footer("Usage: mlo launch --nproc N [--master-port P] CONFIG [mlo run options...]");
+}
+
+bool LaunchCommand::parsed() const { return command_->parsed(); }
+
+int LaunchCommand::run() {
+  std::vector<std::string> rest = command_->remaining();
+  MLO_CHECK(!rest.empty() && rest.front().rfind("-", 0) != 0,
+            "mlo launch: give the experiment YAML after the launch options: mlo launch --nproc N "
+            "CONFIG [mlo run options...]",
+            rest.empty() ? std::string() : "; got '" + rest.front() + "'");
+  options_.config = rest.front();
+  options_.run_args.assign(rest.begin() + 1, rest.end());
+  return launch(options_);
+}
+
+}  // namespace cli
+}  // namespace mlo

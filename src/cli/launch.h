@@ -1,0 +1,55 @@
+#pragma once
+// Part of the mlo tool (src/cli): `mlo launch --nproc N [--master-port P] [--master-addr A]
+// CONFIG [mlo run args...]`, a local launcher in the manner of torchrun: it starts N copies of
+// this program's `run` subcommand with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
+// set, prefixes each line of each rank's output with "[rank r] ", forwards SIGINT and SIGTERM to
+// every rank, and returns the worst exit code. When one rank fails, the others get the engine's
+// timeout (engine.timeout_s) to fail on their own, and are then killed.
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace mlo {
+namespace cli {
+
+/// What `mlo launch` starts.
+struct LaunchOptions {
+  /// Number of ranks (processes), >= 1.
+  int nproc = 1;
+  /// Port of rank 0's store (0: a free port on this machine).
+  int master_port = 0;
+  std::string master_addr = "127.0.0.1";
+  /// The experiment YAML and the `mlo run` arguments after it (--set, --out, --resume, ...).
+  std::string config;
+  std::vector<std::string> run_args;
+  /// Seconds the other ranks get to fail on their own after one failed (< 0: the config's
+  /// engine.timeout_s, with its --set overrides).
+  double grace_s = -1;
+  /// The program whose `run` subcommand each rank runs ("": this one, /proc/self/exe).
+  std::string program;
+};
+
+/// Starts the ranks and supervises them until all have exited; returns the worst exit code (a
+/// rank killed by signal s counts as 128 + s). Throws `mlo::Error` for bad options.
+int launch(const LaunchOptions& options);
+
+/// Registers `launch` on `app`; after parsing, `run()` launches if it was chosen.
+class LaunchCommand {
+ public:
+  explicit LaunchCommand(CLI::App& app);
+  /// Whether the command line chose `launch`.
+  bool parsed() const;
+  /// Launches the ranks; returns the exit status.
+  int run();
+
+ private:
+  CLI::App* command_;
+  LaunchOptions options_;
+};
+
+}  // namespace cli
+}  // namespace mlo

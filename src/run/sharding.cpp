@@ -1,0 +1,41 @@
+#include <mlo/run/sharding.h>
+
+#include <mlo/base/error.h>
+#include <mlo/dist/process_group.h>
+
+namespace mlo {
+namespace run {
+
+data::Shard launch_shard(const RunConfig& config) {
+  const dist::Rendezvous where = dist::Rendezvous::from_env();
+  if (config.engine.strategy == dist::Strategy::kDefault) {
+    MLO_CHECK(where.world_size == 1, "WORLD_SIZE=", where.world_size,
+              " but engine.strategy is default (", config.where("engine.strategy"),
+              "); set engine.strategy to distributed, zero1 or zero2 (e.g. --set "
+              "engine.strategy=distributed), or run one process");
+    return data::Shard{};
+  }
+  return data::Shard{where.rank, where.world_size};
+}
+
+data::Shard data_shard(const RunConfig& config, const std::string& problem) {
+  const data::Shard launch = launch_shard(config);
+  const auto found = config.problems.find(problem);
+  const bool parallel = found == config.problems.end() || found->second.data_parallel;
+  return parallel ? launch : data::Shard{};
+}
+
+void check_shardable(const RunConfig& config, const std::string& key, int64_t batch,
+                     const data::Shard& shard) {
+  if (shard.world_size <= 1 || batch % shard.world_size == 0) return;
+  config.fail(key, "the global batch of " + std::to_string(batch) +
+                       " samples cannot be split evenly over WORLD_SIZE=" +
+                       std::to_string(shard.world_size) +
+                       " ranks (each reads batch / world size); choose a multiple of " +
+                       std::to_string(shard.world_size));
+}
+
+bool is_main_process(const RunConfig& config) { return launch_shard(config).rank == 0; }
+
+}  // namespace run
+}  // namespace mlo

@@ -1,0 +1,292 @@
+// `mlo launch` on a tiny synthetic config, 2 ranks on 127.0.0.1: the run ends, only rank 0
+// writes the output, every line is prefixed with its rank; a stopped run resumes (one state file
+// under distributed, one per rank under zero1); a killed rank makes the launch fail, naming it,
+// within the engine timeout; WORLD_SIZE > 1 under strategy default is refused.
+//
+// NOTE: structure, exit codes and files only: whether 2 ranks match 1 process numerically is
+// the engine's test (tests/core).
+#include "support/subprocess.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const char* kTiny = R"(experiment: reweighting
+name: tiny
+seed: 3
+threads: 1
+engine: {train_iters: 12, valid_step: 4, log_step: 1, save_step: 4, strategy: distributed,
+         timeout_s: 20}
+data: {dataset: synthetic, synthetic_size: 30, synthetic_test_size: 5, imbalance: 10,
+       meta_size: 20, valid_size: 50, batch_size: 16, meta_batch_size: 10, test_batch_size: 50}
+problems:
+  classifier:
+    model: {name: cnn}
+    optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+    unroll_steps: 2
+  reweighter:
+    model: {name: mwn, hidden: 10}
+    optimizer: {name: adam, lr: 0.01}
+)";
+
+// A scratch folder holding the tiny config; returns the folder.
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("mlo_launch_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiny.yaml") << kTiny;
+  return dir;
+}
+
+struct Launch {
+  int code = 0;
+  std::string output;
+  double seconds = 0;
+};
+
+Launch launch(const fs::path& dir, std::vector<std::string> args, const std::string& log,
+              int nproc = 2, std::chrono::seconds limit = std::chrono::seconds(90)) {
+  std::vector<std::string> argv{MLO_TOOL,
+                                "launch",
+                                "--nproc",
+                                std::to_string(nproc),
+                                (dir / "tiny.yaml").string(),
+                                "--out",
+                                (dir / "out").string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const auto begin = std::chrono::steady_clock::now();
+  const auto child = mlo_test::spawn(argv, {}, (dir / log).string());
+  Launch l;
+  l.code = mlo_test::wait_for(child, limit);
+  l.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  l.output = mlo_test::read_file(child.log);
+  return l;
+}
+
+std::set<std::string> files(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename());
+  return names;
+}
+
+// The pid of the child of `parent` whose environment has RANK=`rank` (-1 if none yet).
+pid_t rank_pid(pid_t parent, int rank) {
+  std::ifstream children("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
+                         "/children");
+  for (pid_t pid; children >> pid;) {
+    std::ifstream env("/proc/" + std::to_string(pid) + "/environ");
+    std::string all((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    if (all.find(std::string("RANK=") + std::to_string(rank) + '\0') == 0 ||
+        all.find(std::string(1, '\0') + "RANK=" + std::to_string(rank) + '\0') !=
+            std::string::npos) {
+      return pid;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("mlo launch: 2 ranks run to the end, rank 0 alone writes, lines are prefixed",
+          "[cli][dist]") {
+  const fs::path dir = scratch("full");
+  const Launch l = launch(dir, {"--log-all-ranks", "--no-progress"}, "launch.log");
+  INFO(l.output);
+  REQUIRE(l.code == 0);
+  CHECK_THAT(l.output, Contains("mlo: rank 0 of 2, strategy distributed"));
+  CHECK_THAT(l.output, Contains("mlo: rank 1 of 2, strategy distributed"));
+  CHECK_THAT(l.output, Contains("[rank 0] results in"));
+  std::istringstream lines(l.output);
+  for (std::string line; std::getline(lines, line);) {
+    INFO("line: " << line);
+    CHECK((line.rfind("[rank 0] ", 0) == 0 || line.rfind("[rank 1] ", 0) == 0 ||
+           line.rfind("mlo launch: ", 0) == 0));
+  }
+  // One report, from rank 0; one state file (distributed: rank 0 saves).
+  CHECK(l.output.find("] results in") == l.output.rfind("] results in"));
+  CHECK(l.output.find("[rank 1] results in") == std::string::npos);
+  const std::set<std::string> expected{"config.yaml",   "log.txt",      "metrics.csv",
+                                       "metrics.jsonl", "results.json", "state.pt"};
+  CHECK(files(dir / "out") == expected);
+  const std::string log = mlo_test::read_file((dir / "out" / "log.txt").string());
+  CHECK_THAT(log, Contains("rank 0 of 2"));
+  CHECK(log.find("rank 1 of 2") == std::string::npos);
+  CHECK_THAT(mlo_test::read_file((dir / "out" / "results.json").string()),
+             Contains("\"steps\":12"));
+}
+
+TEST_CASE("mlo launch: a stopped distributed run resumes, on 2 ranks and on 1", "[cli][dist]") {
+  const fs::path dir = scratch("resume");
+  const Launch stop = launch(dir, {"--stop-at", "5", "--no-progress"}, "stop.log");
+  INFO(stop.output);
+  REQUIRE(stop.code == 0);  // stopped where asked: not an interruption
+  CHECK(files(dir / "out").count("state.pt") == 1);
+  CHECK(files(dir / "out").count("results.json") == 0);
+  CHECK_THAT(stop.output, Contains("[rank 0] ") && Contains("stopped at global step 5"));
+
+  // On 1 rank to step 8 (the data positions are global), then on 2 ranks to the end.
+  const Launch one = launch(dir, {"--resume", "--stop-at", "8", "--no-progress"}, "one.log", 1);
+  INFO(one.output);
+  REQUIRE(one.code == 0);
+  CHECK_THAT(one.output, Contains("resumed from") && Contains("at global step 5"));
+  CHECK_THAT(one.output, Contains("stopped at global step 8"));
+  const Launch resumed = launch(dir, {"--resume", "--no-progress"}, "resume.log");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  CHECK_THAT(resumed.output, Contains("resumed from") && Contains("at global step 8"));
+  CHECK_THAT(mlo_test::read_file((dir / "out" / "results.json").string()),
+             Contains("\"steps\":12"));
+  // The metrics continue: one record of the classifier per step, 1 .. 12, none twice.
+  const std::string csv = mlo_test::read_file((dir / "out" / "metrics.csv").string());
+  for (int step = 1; step <= 12; ++step) {
+    const std::string row = "\n" + std::to_string(step) + ",classifier,loss,";
+    INFO("step " << step);
+    CHECK(csv.find(row) != std::string::npos);
+    CHECK(csv.find(row) == csv.rfind(row));
+  }
+}
+
+TEST_CASE(
+    "mlo launch: zero1 saves one state per rank and resumes from them, even after a crash "
+    "between two ranks' saves",
+    "[cli][dist]") {
+  const fs::path dir = scratch("zero1");
+  const Launch stop = launch(
+      dir, {"--set", "engine.strategy=zero1", "--stop-at", "6", "--no-progress"}, "stop.log");
+  INFO(stop.output);
+  REQUIRE(stop.code == 0);
+  const auto saved = files(dir / "out");
+  CHECK(saved.count("state.rank0.pt") == 1);
+  CHECK(saved.count("state.rank1.pt") == 1);
+  CHECK(saved.count("state.pt") == 0);
+  // The save at step 4 was kept as each rank's previous state.
+  CHECK(saved.count("state.rank0.prev.pt") == 1);
+  CHECK(saved.count("state.rank1.prev.pt") == 1);
+
+  // As if the run had died while saving step 6: rank 0's file still at step 4, rank 1's at 6.
+  fs::rename(dir / "out" / "state.rank0.prev.pt", dir / "out" / "state.rank0.pt");
+  const Launch resumed = launch(
+      dir, {"--set", "engine.strategy=zero1", "--resume", "--no-progress", "--log-all-ranks"},
+      "resume.log");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  CHECK_THAT(resumed.output, Contains("state.rank0.pt at global step 4"));
+  CHECK_THAT(resumed.output, Contains("state.rank1.prev.pt at global step 4"));
+  CHECK_THAT(resumed.output, Contains("rank 1: its latest state was a save ahead"));
+  CHECK_THAT(mlo_test::read_file((dir / "out" / "results.json").string()),
+             Contains("\"steps\":12"));
+}
+
+// Starts a long 2-rank launch of the tiny config with `timeout_s`, waits until both ranks have
+// joined the group, sends `sig` to rank 1 and waits for the launch. Returns its exit status,
+// output, and the seconds from the signal to its end.
+Launch signal_rank_1(const std::string& name, int sig, const std::string& timeout_s) {
+  const fs::path dir = scratch(name);
+  std::vector<std::string> argv{MLO_TOOL,
+                                "launch",
+                                "--nproc",
+                                "2",
+                                (dir / "tiny.yaml").string(),
+                                "--out",
+                                (dir / "out").string(),
+                                "--no-progress",
+                                "--set",
+                                "engine.train_iters=1000000",
+                                "--set",
+                                "engine.timeout_s=" + timeout_s,
+                                "--set",
+                                "engine.valid_step=0"};
+  const auto child = mlo_test::spawn(argv, {}, (dir / "launch.log").string());
+  pid_t victim = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (mlo_test::read_file(child.log).find("rank 0 of 2") != std::string::npos) {
+      victim = rank_pid(child.pid, 1);
+      if (victim > 0) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  Launch l;
+  if (victim <= 0) {
+    mlo_test::wait_for(child, std::chrono::milliseconds(1));  // kills it
+    l.code = -2;
+    l.output = mlo_test::read_file(child.log);
+    return l;
+  }
+  const auto sent = std::chrono::steady_clock::now();
+  ::kill(victim, sig);
+  l.code = mlo_test::wait_for(child, std::chrono::seconds(30));
+  l.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  l.output = mlo_test::read_file(child.log);
+  return l;
+}
+
+TEST_CASE("mlo launch: a killed rank fails the launch, naming it, within the timeout",
+          "[cli][dist]") {
+  const Launch l = signal_rank_1("killed", SIGKILL, "5");
+  INFO(l.output);
+  REQUIRE(l.code != -2);           // both ranks started
+  CHECK(l.code == 128 + SIGKILL);  // the worst exit status: rank 1's
+  CHECK(l.seconds < 5 + 5);        // the engine timeout, plus the launcher's polling and exit
+  CHECK_THAT(l.output, Contains("mlo launch: rank 1 was killed by signal 9"));
+  CHECK_THAT(l.output, Contains("rank 1 failed first"));
+}
+
+TEST_CASE("mlo launch: a hanging rank is killed a timeout after the other failed", "[cli][dist]") {
+  // Rank 1 stopped (SIGSTOP): rank 0's next collective times out after 2 s and fails; the
+  // launcher gives rank 1 another 2 s, then kills it.
+  const Launch l = signal_rank_1("hung", SIGSTOP, "2");
+  INFO(l.output);
+  REQUIRE(l.code != -2);
+  CHECK(l.code == 128 + SIGKILL);
+  CHECK(l.seconds > 2 + 2 - 0.5);
+  CHECK(l.seconds < 2 + 2 + 6);
+  CHECK_THAT(l.output, Contains("[rank 0] mlo: error: rank 0: all_reduce failed"));
+  CHECK_THAT(l.output, Contains("mlo launch: rank 0 exited with code 2; the other ranks have 2 s"));
+  CHECK_THAT(l.output, Contains("mlo launch: rank 1 still runs 2 s after rank 0 failed; killing"));
+  CHECK_THAT(l.output, Contains("rank 0 failed first"));
+}
+
+TEST_CASE("mlo run and mlo launch: WORLD_SIZE > 1 under strategy default is refused",
+          "[cli][dist]") {
+  const fs::path dir = scratch("default");
+  const auto child =
+      mlo_test::spawn({MLO_TOOL, "run", (dir / "tiny.yaml").string(), "--out",
+                       (dir / "out").string(), "--set", "engine.strategy=default"},
+                      {{"WORLD_SIZE", "2"}, {"RANK", "1"}}, (dir / "run.log").string());
+  const int code = mlo_test::wait_for(child, std::chrono::seconds(30));
+  const std::string output = mlo_test::read_file(child.log);
+  INFO(output);
+  CHECK(code == 2);
+  CHECK_THAT(output, Contains("WORLD_SIZE=2 but engine.strategy is default"));
+  CHECK_FALSE(fs::exists(dir / "out"));
+
+  // `mlo launch` says so once, before starting any rank.
+  const Launch l = launch(dir, {"--set", "engine.strategy=default"}, "launch.log");
+  INFO(l.output);
+  CHECK(l.code == 2);
+  CHECK_THAT(l.output, Contains("mlo launch: --nproc 2 but engine.strategy is default"));
+  CHECK(l.output.find("[rank ") == std::string::npos);
+}
+
+TEST_CASE("mlo launch: a global batch that does not split over the ranks is named with its key",
+          "[cli][dist]") {
+  const fs::path dir = scratch("uneven");
+  const Launch l = launch(dir, {"--no-progress"}, "launch.log", 3);
+  INFO(l.output);
+  CHECK(l.code == 2);
+  CHECK_THAT(l.output, Contains("[rank 2] mlo: error: ") && Contains("tiny.yaml:8:51:") &&
+                           Contains("data.batch_size: the global batch of 16 samples cannot be "
+                                    "split evenly over WORLD_SIZE=3 ranks"));
+  CHECK_FALSE(fs::exists(dir / "out" / "results.json"));
+}
