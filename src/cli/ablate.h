@@ -19,6 +19,8 @@ struct AblateOptions {
   /// Output folder ("" = runs/<name>_ablation).
   std::string out_dir;
   run::AblationOptions ablation;
+  /// The mlo program that measures the per-rank rows (`mlo ablate-rank`); "" = this program.
+  std::string program;
 };
 
 /// Runs the ablation of `config_path` with `overrides`, prints a progress line per row and the
@@ -41,6 +43,21 @@ struct AblateCommand {
   int run();
 };
 std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app);
+
+/// `mlo ablate-rank` (not for users: `mlo ablate` starts one per rank of a data-parallel row
+/// under `mlo launch`'s supervision): measures the row in this process and writes
+/// `<result>/rank<r>.json`.
+struct AblateRankCommand {
+  CLI::App* command = nullptr;
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::string problem;
+  int64_t iterations = 2;
+  std::string result_dir;
+  bool parsed() const;
+  int run();
+};
+std::unique_ptr<AblateRankCommand> add_ablate_rank_command(CLI::App& app);
 
 }  // namespace cli
 }  // namespace mlo

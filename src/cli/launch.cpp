@@ -196,7 +196,7 @@ int launch(const LaunchOptions& options) {
     MLO_CHECK(n > 0, "mlo launch: cannot find this program (/proc/self/exe)");
     o.program.assign(self, static_cast<size_t>(n));
   }
-  std::vector<std::string> argv{o.program, "run", o.config};
+  std::vector<std::string> argv{o.program, o.subcommand, o.config};
   argv.insert(argv.end(), o.run_args.begin(), o.run_args.end());
 
   struct sigaction action {};

@@ -29,8 +29,11 @@ struct LaunchOptions {
   /// Seconds the other ranks get to fail on their own after one failed (< 0: the config's
   /// engine.timeout_s, with its --set overrides).
   double grace_s = -1;
-  /// The program whose `run` subcommand each rank runs ("": this one, /proc/self/exe).
+  /// The program whose `subcommand` each rank runs ("": this one, /proc/self/exe).
   std::string program;
+  /// What each rank runs: `program subcommand config run_args...` (`mlo ablate` starts its
+  /// per-rank rows as "ablate-rank").
+  std::string subcommand = "run";
 };
 
 /// Starts the ranks and supervises them until all have exited; returns the worst exit code (a

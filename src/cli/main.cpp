@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
                    "min_memory: largest time overhead, e.g. 0.3");
 
   auto ablate = add_ablate_command(app);
+  auto ablate_rank = add_ablate_rank_command(app);
 
   auto* experiments =
       app.add_subcommand("experiments", "List the experiments this program can run");
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (ablate->parsed()) return ablate->run();
+    if (ablate_rank->parsed()) return ablate_rank->run();
     if (plan->parsed()) {
       plan_command(io::load_run_config(plan_config, plan_overrides), plan_options);
       return 0;

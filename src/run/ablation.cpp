@@ -95,19 +95,38 @@ std::optional<Batch> try_sample_batch(Experiment& experiment, const std::string&
   }
 }
 
-// One row, measured in a fresh experiment.
-AblationRowResult measure_row(const AblationRow& row, const std::string& config_path,
-                              const std::vector<std::string>& user_overrides,
-                              const std::string& problem_name, int64_t iterations) {
-  AblationRowResult result;
-  result.row = row;
-  std::vector<std::string> overrides = user_overrides;
-  overrides.insert(overrides.end(), row.overrides.begin(), row.overrides.end());
-  // Measurement only: memory tracking on; no validation, logging or saving inside the loop.
+// Measurement only: memory tracking on; no validation, logging or saving inside the loop.
+std::vector<std::string> with_measuring(std::vector<std::string> overrides) {
   for (const char* set : {"engine.track_memory=true", "engine.valid_step=0", "engine.log_step=0",
                           "engine.save_step=0"}) {
     overrides.emplace_back(set);
   }
+  return overrides;
+}
+
+// The rank that held the most: a per-rank row reports its bytes, and the slowest rank's time.
+AblationRowResult combine_ranks(const AblationRow& row, std::vector<AblationRowResult> ranks) {
+  MLO_CHECK(!ranks.empty(), "ablation: row '", row.key, "' returned no rank's result");
+  AblationRowResult out = *std::max_element(
+      ranks.begin(), ranks.end(),
+      [](const AblationRowResult& a, const AblationRowResult& b) { return a.peak_bytes < b.peak_bytes; });
+  for (const auto& r : ranks) {
+    out.seconds = std::max(out.seconds, r.seconds);
+    out.rss_peak_bytes = std::max(out.rss_peak_bytes, r.rss_peak_bytes);
+    out.rss_growth_bytes = std::max(out.rss_growth_bytes, r.rss_growth_bytes);
+  }
+  out.row = row;
+  out.ranks = static_cast<int64_t>(ranks.size());
+  return out;
+}
+
+}  // namespace
+
+AblationRowResult measure_ablation_row(const std::string& config_path,
+                                       const std::vector<std::string>& all_overrides,
+                                       const std::string& problem_option, int64_t iterations) {
+  AblationRowResult result;
+  const std::vector<std::string> overrides = with_measuring(all_overrides);
   reset_rss_peak();
   const int64_t rss_start = proc_status_bytes("VmRSS");
   {
@@ -116,6 +135,8 @@ AblationRowResult measure_row(const AblationRow& row, const std::string& config_
     Engine& engine = experiment->engine();
     engine.initialize();
     for (const auto& p : engine.problems()) p->train();
+    const std::string problem_name =
+        problem_option.empty() ? experiment->default_problem() : problem_option;
     auto problem = experiment->problem(problem_name);
     const ProblemConfig& pc = problem->config();
     result.steps_per_iteration = pc.unroll_steps() * pc.gradient_accumulation();
@@ -176,8 +197,6 @@ AblationRowResult measure_row(const AblationRow& row, const std::string& config_
   result.rss_growth_bytes = result.rss_peak_bytes - rss_start;
   return result;
 }
-
-}  // namespace
 
 const AblationRowResult& AblationResult::row(const std::string& key) const {
   for (const auto& r : rows) {
@@ -249,12 +268,27 @@ std::vector<AblationRow> ablation_rows(
   for (const auto& o : options.finite_difference_overrides()) {
     finite_difference.overrides.push_back(p + o);
   }
-  AblationRow all{"all", "+all of them", {}, "every feature above together"};
+  AblationRow all{"all", "+all of them", {}, "every feature above together (in one process)"};
   for (const auto* r : {&mixed, &accumulation, &checkpointing, &activations, &finite_difference}) {
     all.overrides.insert(all.overrides.end(), r->overrides.begin(), r->overrides.end());
   }
   std::vector<AblationRow> rows{baseline,    mixed,             accumulation, checkpointing,
                                 activations, finite_difference, all};
+  if (options.ranks() > 1) {
+    const std::string n = std::to_string(options.ranks());
+    AblationRow data_parallel{
+        "data_parallel", "+data parallel, " + n + " ranks (per rank)",
+        {"engine.strategy=distributed"},
+        "each of " + n + " processes holds the whole model and optimizer state and runs 1/" + n +
+            " of every batch (per rank: the largest of any rank; threads split between them)",
+        options.ranks()};
+    AblationRow zero{"zero", "+ZeRO-2, " + n + " ranks (per rank)", {"engine.strategy=zero2"},
+                     "data parallel, and each rank keeps the optimizer state and the gradients "
+                     "of its share of the parameters only",
+                     options.ranks()};
+    rows.push_back(data_parallel);
+    rows.push_back(zero);
+  }
   if (chosen_rows.empty()) return rows;
   std::vector<AblationRow> picked{baseline};
   for (const auto& key : chosen_rows) {
@@ -273,7 +307,8 @@ std::vector<AblationRow> ablation_rows(
 AblationResult run_ablation(const std::string& config_path,
                             const std::vector<std::string>& overrides,
                             const AblationOptions& options,
-                            const std::function<void(const std::string&)>& progress) {
+                            const std::function<void(const std::string&)>& progress,
+                            const RankRunner& rank_runner) {
   MLO_CHECK(options.iterations() >= 1, "ablation: iterations must be >= 1, got ",
             options.iterations());
   AblationResult result;
@@ -326,7 +361,19 @@ AblationResult run_ablation(const std::string& config_path,
     }
     AblationRowResult row;
     try {
-      row = measure_row(rows[i], config_path, overrides, result.problem, options.iterations());
+      std::vector<std::string> all = overrides;
+      all.insert(all.end(), rows[i].overrides.begin(), rows[i].overrides.end());
+      if (rows[i].ranks <= 1) {
+        row = measure_ablation_row(config_path, all, result.problem, options.iterations());
+        row.row = rows[i];
+      } else {
+        MLO_CHECK(static_cast<bool>(rank_runner), "needs processes of its own (mlo ablate ",
+                  "starts them; run_ablation was given no RankRunner)");
+        // The ranks share the cores this process had.
+        all.push_back("threads=" +
+                      std::to_string(std::max<int64_t>(1, result.threads / rows[i].ranks)));
+        row = combine_ranks(rows[i], rank_runner(with_measuring(all), rows[i].ranks));
+      }
     } catch (const std::exception& e) {
       // The baseline is every ratio's reference: without it there is no table. Another row's
       // failure (out of memory, a feature the model does not support) costs that row only.

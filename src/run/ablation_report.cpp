@@ -145,9 +145,46 @@ std::string ablation_json(const AblationResult& r) {
                          {"min_activation_bytes", row.min_activation_bytes},
                          {"peak_over_floor", row.over_floor},
                          {"micro_batch", row.micro_batch},
-                         {"steps_per_iteration", row.steps_per_iteration}});
+                         {"steps_per_iteration", row.steps_per_iteration},
+                         {"ranks", row.ranks}});
   }
   return j.dump(2) + "\n";
+}
+
+std::string row_measurement_json(const AblationRowResult& row) {
+  const nlohmann::json j{{"peak_bytes", row.peak_bytes},
+                         {"state_bytes", row.state_bytes},
+                         {"rss_peak_bytes", row.rss_peak_bytes},
+                         {"rss_growth_bytes", row.rss_growth_bytes},
+                         {"seconds", row.seconds},
+                         {"floor_bytes", row.floor_bytes},
+                         {"footprint_bytes", row.footprint_bytes},
+                         {"min_activation_bytes", row.min_activation_bytes},
+                         {"micro_batch", row.micro_batch},
+                         {"steps_per_iteration", row.steps_per_iteration},
+                         {"plan", row.plan}};
+  return j.dump() + "\n";
+}
+
+AblationRowResult row_measurement_from_json(const std::string& text) {
+  AblationRowResult row;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    row.peak_bytes = j.at("peak_bytes").get<int64_t>();
+    row.state_bytes = j.at("state_bytes").get<int64_t>();
+    row.rss_peak_bytes = j.at("rss_peak_bytes").get<int64_t>();
+    row.rss_growth_bytes = j.at("rss_growth_bytes").get<int64_t>();
+    row.seconds = j.at("seconds").get<double>();
+    row.floor_bytes = j.at("floor_bytes").get<int64_t>();
+    row.footprint_bytes = j.at("footprint_bytes").get<int64_t>();
+    row.min_activation_bytes = j.at("min_activation_bytes").get<int64_t>();
+    row.micro_batch = j.at("micro_batch").get<int64_t>();
+    row.steps_per_iteration = j.at("steps_per_iteration").get<int64_t>();
+    row.plan = j.at("plan").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("ablation: a rank's measurement does not parse: ") + e.what());
+  }
+  return row;
 }
 
 std::string write_ablation_chart(const AblationResult& r, const std::string& png_path) {

@@ -96,11 +96,12 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
   mlo::cli::AblateOptions options;
   options.out_dir = (dir / "out").string();
   options.ablation.iterations(1);
+  options.program = MLO_TOOL;  // the per-rank rows run `mlo ablate-rank`
   const auto result = mlo::cli::ablate_command(config, {}, options);
 
-  const std::vector<std::string> keys{"baseline",    "precision",         "accumulation",
-                                      "checkpointing", "activations", "finite_difference",
-                                      "all"};
+  const std::vector<std::string> keys{
+      "baseline", "precision", "accumulation", "checkpointing", "activations", "finite_difference",
+      "all",      "data_parallel", "zero"};
   REQUIRE(result.rows.size() == keys.size());
   CHECK(result.synthetic);
   CHECK(result.batch == 16);
@@ -139,8 +140,23 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
     INFO(key);
     CHECK(result.row("all").peak_bytes < result.row(key).peak_bytes);
   }
-  // Every level's parameters, gradients and optimizer states: the same in every row.
-  for (const auto& row : result.rows) CHECK(row.footprint_bytes == base.footprint_bytes);
+  // Per rank, 2 ranks: half of every batch, so less than one process on the whole batch; ZeRO-2
+  // also halves the optimizer state, which holds for any rank.
+  const auto& dp = result.row("data_parallel");
+  const auto& zero = result.row("zero");
+  CHECK(dp.ranks == 2);
+  CHECK(zero.ranks == 2);
+  CHECK(base.ranks == 1);
+  CHECK(dp.micro_batch == base.micro_batch / 2);
+  CHECK(dp.peak_bytes < base.peak_bytes);
+  CHECK(zero.peak_bytes < dp.peak_bytes);
+  CHECK(zero.footprint_bytes < dp.footprint_bytes);
+  // Every level's parameters, gradients and optimizer states: the same in every row of one
+  // process.
+  for (const auto& row : result.rows) {
+    if (row.ranks == 1) CHECK(row.footprint_bytes == base.footprint_bytes);
+  }
+  CHECK(dp.footprint_bytes == base.footprint_bytes);
 
   {  // CSV and JSON parse back to the same numbers, labelled synthetic
     const auto csv = split(read(dir / "out" / "ablation.csv"), '\n');
@@ -201,5 +217,5 @@ TEST_CASE("mlo ablate: chosen rows once each, only their options checked, unknow
   options.rows({"swish"});
   REQUIRE_THROWS_WITH(mlo::run::ablation_rows("classifier", 16, false, options),
                       Contains("unknown row 'swish' (rows: baseline, precision, accumulation, "
-                               "checkpointing, activations, finite_difference, all)"));
+                               "checkpointing, activations, finite_difference, all, data_parallel, zero)"));
 }

@@ -31,6 +31,9 @@ struct AblationRow {
   std::string name;                    ///< as printed: "+mixed precision (bf16)"
   std::vector<std::string> overrides;  ///< applied after the user's, e.g. "problems.c.precision=bf16"
   std::string note;                    ///< what the feature does here (printed under the table)
+  /// Processes the row runs on: 1 in this process; more through the `RankRunner` of
+  /// `run_ablation` (data parallel and ZeRO rows, measured per rank).
+  int64_t ranks = 1;
 };
 
 /// How `run_ablation` runs.
@@ -58,6 +61,8 @@ struct AblationOptions {
   /// steps the weights back instead of restoring a copy (`DartsOptions::exact_restore`).
   TORCH_ARG(std::vector<std::string>, finite_difference_overrides) =
       std::vector<std::string>{"darts.exact_restore=false"};
+  /// Ranks of the data-parallel and ZeRO rows (0: leave those rows out).
+  TORCH_ARG(int64_t, ranks) = 2;
   /// Keys of the rows to run ("" or empty = all); the baseline always runs (ratios need it).
   TORCH_ARG(std::vector<std::string>, rows) = std::vector<std::string>{};
 };
@@ -87,6 +92,8 @@ struct AblationRowResult {
   double time_ratio = 0;   ///< seconds / baseline seconds
   double rss_ratio = 0;    ///< rss growth / baseline rss growth
   double over_floor = 0;   ///< peak / floor
+  /// Processes the row ran on; above 1 every byte and time figure is the largest of any rank.
+  int64_t ranks = 1;
 };
 
 /// The whole ablation.
@@ -117,14 +124,31 @@ std::vector<AblationRow> ablation_rows(
     const std::string& problem, int64_t batch, bool cuda, const AblationOptions& options,
     const std::vector<std::pair<std::string, int64_t>>& other_batches = {});
 
+/// Runs one row on `ranks` processes (the rendezvous variables set for each) with `overrides`
+/// (the user's, the row's and the measuring ones), each calling `measure_ablation_row`; returns
+/// each rank's result. Throws when a rank fails. (`mlo ablate` starts them as `mlo ablate-rank`.)
+using RankRunner = std::function<std::vector<AblationRowResult>(
+    const std::vector<std::string>& overrides, int64_t ranks)>;
+
 /// Loads `config_path` with `overrides` (as `mlo run --set`), then runs every row: builds the
 /// experiment, runs one warm-up meta-iteration and `options.iterations()` measured ones, and
-/// computes the floor. Calls `progress` with one line per row. Throws `mlo::Error` for a bad
-/// configuration or option.
+/// computes the floor. Rows on several ranks run through `ranks` (without one they are listed as
+/// not measured). Calls `progress` with one line per row. Throws `mlo::Error` for a bad
+/// configuration or option or a failed baseline; a later row that fails is listed in
+/// `missing` with its error.
 AblationResult run_ablation(const std::string& config_path,
                             const std::vector<std::string>& overrides,
                             const AblationOptions& options,
-                            const std::function<void(const std::string&)>& progress = {});
+                            const std::function<void(const std::string&)>& progress = {},
+                            const RankRunner& ranks = {});
+
+/// One row's measurement in this process: `config_path` with `overrides` (the row's included),
+/// `iterations` measured meta-iterations of `problem` ("": the experiment's default problem) after
+/// a warm-up one. Under a distributed
+/// strategy this process is one rank (the rendezvous variables say which) and measures itself.
+AblationRowResult measure_ablation_row(const std::string& config_path,
+                                       const std::vector<std::string>& overrides,
+                                       const std::string& problem, int64_t iterations);
 
 }  // namespace run
 }  // namespace mlo

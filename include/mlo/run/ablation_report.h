@@ -28,6 +28,11 @@ std::string ablation_csv(const AblationResult& result);
 /// {"experiment":..., "data":"real"|"synthetic", "rows":[{"key":..., "peak_bytes":...}, ...]}.
 std::string ablation_json(const AblationResult& result);
 
+/// One rank's measurement (`measure_ablation_row`) as JSON, and back: how `mlo ablate-rank`
+/// hands its figures to the `mlo ablate` that started it.
+std::string row_measurement_json(const AblationRowResult& row);
+AblationRowResult row_measurement_from_json(const std::string& text);
+
 /// Draws the chart (peak per row as bars, the floor of each row marked, the baseline's peak as a
 /// line) with gnuplot into `png_path`, writing the data and the script beside it
 /// (`<png_path without .png>.dat`, `.gp`). Returns "" on success, else why there is no chart
