@@ -114,6 +114,14 @@ TEST_CASE("dist engine: 2 ranks equal 1 process on the global batch (HPO pair)",
   }
 }
 
+TEST_CASE("dist engine: 2 ranks equal 1 process on the global batch (three levels)", "[dist]") {
+  // The path [top, mid, low, top] has two hops: the middle one's result must be averaged before
+  // the last hop, which is linear in its batch only for the same vector on every rank.
+  for (const char* method : {"darts", "neumann"}) {
+    SECTION(method) { compare({"three", "distributed", method}, {"three", "default", method}); }
+  }
+}
+
 TEST_CASE("dist engine: 2 ranks equal 1 process on the global batch (reweighting pair)",
           "[dist]") {
   compare({"reweight", "distributed"}, {"reweight", "default"});

@@ -3,9 +3,9 @@
 //
 //   engine_worker PAIR STRATEGY [METHOD]
 //
-// PAIR: `hpo` (logistic regression with per-feature L2 decays, tuned on a validation loss) or
+// PAIR: `hpo` (logistic regression with per-feature L2 decays, tuned on a validation loss),
 // `reweight` (an MLP classifier trained on a weighted loss; a weight net learns the weights on a
-// meta batch). STRATEGY: default | distributed | zero1 | zero2. METHOD: darts | neumann | cg.
+// meta batch) or `three` (three scalar levels with per-sample coefficients: a two-hop path). STRATEGY: default | distributed | zero1 | zero2. METHOD: darts | neumann | cg.
 // Each rank reads its contiguous shard of every global batch; the lower level accumulates 2
 // micro-batches per optimizer step. Prints the final parameters of both levels, the optimizer
 // state bytes of each (`state_bytes`), and the most gradient bytes a level held at an optimizer
@@ -127,6 +127,52 @@ struct Classifier : mlo::Problem {
   void grad_callback(std::vector<at::Tensor>& g) override { grads.see(g); }
 };
 
+// ---- three: scalar levels whose coefficients depend on each sample (so every hop of the deeper
+// path [top, mid, low, top] depends on its level's batch, tests/core/three_level_test.cpp's
+// quadratics with per-sample coefficients) ---------------------------------------------------
+
+struct Scalar : torch::nn::Module {
+  explicit Scalar(double value) { w = register_parameter("w", torch::full({1}, value, kDouble)); }
+  torch::Tensor w;
+};
+
+struct Level : mlo::Problem {
+  Level(std::string name, mlo::ProblemConfig config, double init)
+      : mlo::Problem(std::move(name), std::move(config)) {
+    module(std::make_shared<Scalar>(init))
+        .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.2).momentum(0.5));
+  }
+  torch::Tensor w() const { return module_as<Scalar>()->w; }
+  std::shared_ptr<Level> top, mid, low;
+};
+
+struct Low : Level {
+  using Level::Level;
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    const auto x = b.data.squeeze(1);
+    return (0.5 * 2.0 * (1 + 0.3 * x) * w().pow(2) - 0.7 * (1 + x) * w() * top->w() -
+            0.3 * (1 - 0.5 * x) * w() * mid->w())
+        .mean();
+  }
+};
+
+struct Mid : Level {
+  using Level::Level;
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    const auto x = b.data.squeeze(1);
+    return (0.5 * 1.5 * (1 + 0.2 * x) * w().pow(2) - 0.4 * (1 - x) * w() * low->w() -
+            0.9 * (1 + 0.5 * x) * w() * top->w())
+        .mean();
+  }
+};
+
+struct Top : Level {
+  using Level::Level;
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    return (0.5 * (mid->w() - 3.0 - b.data.squeeze(1)).pow(2)).mean();
+  }
+};
+
 void print(const std::string& label, const std::vector<at::Tensor>& tensors) {
   std::cout << label;
   for (const auto& t : tensors) {
@@ -204,11 +250,28 @@ int main(int argc, char** argv) {
       report = [&, net, classifier] {
         std::cout << "grad_bytes " << net->grads.most << " " << classifier->grads.most << std::endl;
       };
+    } else if (pair == "three") {
+      auto low = std::make_shared<Low>("low", lower_config(method).gradient_accumulation(1), 0.2);
+      auto mid = std::make_shared<Mid>("mid", lower_config(method).gradient_accumulation(1), -0.4);
+      auto top = std::make_shared<Top>("top", mlo::ProblemConfig(), 0.5);
+      for (Level* p : std::vector<Level*>{low.get(), mid.get(), top.get()}) {
+        p->top = top;
+        p->mid = mid;
+        p->low = low;
+      }
+      const auto y = torch::zeros({8}, torch::kLong);
+      low->data(stream(features(8, 1, 0.3), y, 4, rank, world));
+      mid->data(stream(features(8, 1, 1.9), y, 4, rank, world));
+      top->data(stream(features(8, 1, 2.7), y, 4, rank, world));
+      engine.add(top).add(mid).add(low).link(top, mid).link(mid, low).u2l(top, low);
+      upper = top;
+      lower = low;
+      report = [] { std::cout << "grad_bytes 0 0" << std::endl; };
     } else {
       std::cerr << "unknown pair '" << pair << "'" << std::endl;
       return 64;
     }
-    engine.add(upper).add(lower).link(upper, lower);
+    if (pair != "three") engine.add(upper).add(lower).link(upper, lower);
     if (die_at != nullptr) {
       const int64_t at = std::atoll(die_at);
       engine.on_step([rank, at](int64_t step) {
