@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -44,6 +46,11 @@ run::AblationResult ablate_command(const std::string& config_path,
     for (const auto& o : row_overrides) launch_options.run_args.insert(
         launch_options.run_args.end(), {"--set", o});
     const int status = launch(launch_options);
+    if (status == 128 + SIGINT || status == 128 + SIGTERM) {
+      // Ctrl-C reached the ranks through the launcher: the user stops the ablation, not a row.
+      std::cerr << "mlo ablate: interrupted" << std::endl;
+      std::exit(status);
+    }
     MLO_CHECK(status == 0, "its ranks failed (exit status ", status, "; their lines above say why)");
     std::vector<run::AblationRowResult> out;
     for (int64_t r = 0; r < nproc; ++r) {

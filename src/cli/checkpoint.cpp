@@ -56,10 +56,17 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) const {
   dist::ProcessGroup* group = engine.group();
   if (group == nullptr || group->size() == 1) return step;
 
-  // Every rank's step, gathered through one sum (each rank fills its own slot).
-  const at::Tensor steps = torch::zeros({group->size()}, torch::kDouble);
-  steps[group->rank()] = static_cast<double>(step);
-  group->all_reduce_sum({steps});
+  // Every rank's step, gathered through one sum (each rank fills its own slot), on the
+  // parameters' device (NCCL reduces device tensors only).
+  const auto gather = [&](int64_t value) {
+    at::Tensor slots = torch::zeros({group->size()}, torch::kDouble);
+    slots[group->rank()] = static_cast<double>(value);
+    const auto params = engine.problems().front()->parameters();
+    if (!params.empty() && !params.front().is_cpu()) slots = slots.to(params.front().device());
+    group->all_reduce_sum({slots});
+    return slots.cpu();
+  };
+  const at::Tensor steps = gather(step);
   const auto common = static_cast<int64_t>(steps.min().item<double>());
   if (step != common) {
     MLO_CHECK(current && fs::exists(previous_path()), "rank ", rank_, ": its state '", path(),
@@ -77,9 +84,7 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) const {
         rank_, common);
   }
   // The others' fallbacks must have worked too: agree once more.
-  const at::Tensor check = torch::zeros({group->size()}, torch::kDouble);
-  check[group->rank()] = static_cast<double>(step);
-  group->all_reduce_sum({check});
+  const at::Tensor check = gather(step);
   MLO_CHECK(check.min().item<double>() == check.max().item<double>(), "the ranks' states are at ",
             "different steps and cannot be matched");
   return step;

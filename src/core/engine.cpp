@@ -211,8 +211,7 @@ void Engine::initialize() {
   std::vector<Problem*> all;
   for (const auto& problem : problems_) all.push_back(problem.get());
   for (const auto& problem : problems_) {
-    const bool parallel = group_ && problem->config().data_parallel();
-    problem->resolve(meter_.get(), all, parallel ? group_.get() : nullptr, config_.strategy());
+    problem->resolve(meter_.get(), all, group_.get(), config_.strategy());
     // Planned lazily, on the model's first forward (it needs a real batch to profile).
     auto plan = memory::configure_checkpointing(problem->module(), problem->name(),
                                                 problem->config().checkpointing());

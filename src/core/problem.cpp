@@ -120,8 +120,11 @@ void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& p
   resolved_ = false;  // (a second resolve lists the parameters afresh)
   trainable_ = parameters();
   resolved_ = true;
-  group_ = group;
-  parallel_ = group ? std::make_unique<detail::DataParallel>(*group, strategy, trainable_) : nullptr;
+  const bool sharded = group != nullptr && config_.data_parallel();
+  group_ = sharded ? group : nullptr;
+  replicas_ = sharded ? nullptr : group;
+  parallel_ =
+      sharded ? std::make_unique<detail::DataParallel>(*group, strategy, trainable_) : nullptr;
   own_buffers_ = module().buffers();
   peer_buffers_.clear();
   for (const Problem* peer : peers) {
@@ -350,6 +353,10 @@ void Problem::optimizer_step() {
   if (parallel_) {
     if (parallel_->shards_optimizer()) parallel_->gather(params);
     parallel_->sync_buffers(own_buffers_);
+  } else if (replicas_ != nullptr) {
+    std::vector<at::Tensor> state = params;
+    state.insert(state.end(), own_buffers_.begin(), own_buffers_.end());
+    replicas_->broadcast(state, /*root=*/0);
   }
   ++optimizer_steps_;
   apply_schedule();

@@ -136,6 +136,33 @@ struct ProcessGroup::Impl {
     }
   }
 
+  // One communication buffer per (dtype, device), grown to the largest bucket and kept.
+  // NOTE: kept on purpose. c10d's worker threads hold the tensors of a collective until some time
+  // after it completed; a buffer allocated per call would then be freed on a worker thread, at a
+  // moment that varies from run to run, which mlo's exact meter (it counts the allocating
+  // thread's frees) would see as a different peak each time. A kept buffer is allocated once,
+  // by the calling thread, and never freed while the group lives.
+  std::map<std::pair<int, std::string>, torch::Tensor> scratch;
+
+  // `tensors` (one dtype and device) copied into the start of their buffer; returns that part.
+  torch::Tensor pack(const std::pair<int, std::string>& key,
+                     const std::vector<torch::Tensor>& tensors) {
+    int64_t numel = 0;
+    for (const auto& t : tensors) numel += t.numel();
+    torch::Tensor& buffer = scratch[key];
+    if (!buffer.defined() || buffer.numel() < numel) {
+      buffer = torch::Tensor();  // the old one goes first
+      buffer = torch::empty({numel}, tensors.front().options());
+    }
+    torch::Tensor flat = buffer.narrow(0, 0, numel);
+    int64_t offset = 0;
+    for (const auto& t : tensors) {
+      flat.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);
+      offset += t.numel();
+    }
+    return flat;
+  }
+
   // Waits for `work`, turning a timeout or a peer's failure into an error a user can act on.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what, int rank) const {
     try {
@@ -212,13 +239,6 @@ std::map<std::pair<int, std::string>, std::vector<torch::Tensor>> buckets(
   return out;
 }
 
-torch::Tensor flatten(const std::vector<torch::Tensor>& tensors) {
-  std::vector<torch::Tensor> flat;
-  flat.reserve(tensors.size());
-  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
-  return torch::cat(flat);
-}
-
 void unflatten(const torch::Tensor& flat, const std::vector<torch::Tensor>& tensors) {
   int64_t offset = 0;
   for (const auto& t : tensors) {
@@ -241,7 +261,7 @@ void ProcessGroup::all_reduce(const std::vector<torch::Tensor>& tensors, bool me
   impl_->check_devices(tensors, "all_reduce", rank_);
   torch::NoGradGuard no_grad;
   for (auto& bucket : buckets(tensors)) {
-    std::vector<torch::Tensor> flat{flatten(bucket.second)};
+    std::vector<torch::Tensor> flat{impl_->pack(bucket.first, bucket.second)};
     impl_->wait(impl_->group->allreduce(flat), "all_reduce", rank_);
     if (mean) flat[0].div_(size_);
     unflatten(flat[0], bucket.second);
@@ -256,7 +276,7 @@ void ProcessGroup::reduce_mean(const std::vector<torch::Tensor>& tensors, int ro
   for (auto& bucket : buckets(tensors)) {
     MLO_CHECK(bucket.second.front().is_floating_point(), "distributed: reduce_mean of a ",
               bucket.second.front().scalar_type(), " tensor (a mean needs a floating-point type)");
-    std::vector<torch::Tensor> flat{flatten(bucket.second)};
+    std::vector<torch::Tensor> flat{impl_->pack(bucket.first, bucket.second)};
     c10d::ReduceOptions options;
     options.rootRank = root;
     options.reduceOp = c10d::ReduceOp::SUM;
@@ -275,7 +295,7 @@ void ProcessGroup::broadcast(const std::vector<torch::Tensor>& tensors, int root
   impl_->check_devices(tensors, "broadcast", rank_);
   torch::NoGradGuard no_grad;
   for (auto& bucket : buckets(tensors)) {
-    std::vector<torch::Tensor> flat{flatten(bucket.second)};
+    std::vector<torch::Tensor> flat{impl_->pack(bucket.first, bucket.second)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
     impl_->wait(impl_->group->broadcast(flat, options), "broadcast", rank_);

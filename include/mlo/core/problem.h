@@ -202,7 +202,8 @@ class Problem {
   /// Resolves per-level settings once, at engine initialization: device, loss scaler, memory
   /// meter (null: not metered), the trainable parameters, the buffers that only this
   /// problem's own step may change (its own; those of its `peers`, restored after each step),
-  /// and the data-parallel group (null: none) with the strategy's sharding of the optimizer.
+  /// and the engine's process group (null: none) with the strategy: a level that is data
+  /// parallel averages over it, one that opted out keeps its replicas equal to rank 0's.
   void resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers,
                dist::ProcessGroup* group = nullptr,
                dist::Strategy strategy = dist::Strategy::kDefault);
@@ -268,6 +269,10 @@ class Problem {
   // level's gradients and optimizer state (src/core/data_parallel.h).
   dist::ProcessGroup* group_ = nullptr;
   std::unique_ptr<detail::DataParallel> parallel_;
+  // A level that opted out of data parallelism under a distributed engine: every rank computes
+  // it on the same data, and its parameters follow rank 0's after each step (kernels that are
+  // not deterministic, e.g. atomic adds on a GPU, would otherwise let the replicas drift).
+  dist::ProcessGroup* replicas_ = nullptr;
   // The trainable parameters, listed once at engine initialization (the step's hot path would
   // otherwise walk the module tree several times per step).
   std::vector<at::Tensor> trainable_;
