@@ -294,14 +294,21 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
 
 bool Problem::all_finite(const std::vector<at::Tensor>& v) const {
   // NOTE: one reduction and one host sync for the whole list: a sum is finite only if every
-  // entry is (an overflow to inf, or inf - inf = nan, survives the summation).
+  // entry is (an overflow to inf, or inf - inf = nan, survives the summation). The sums run in
+  // the tensors' own precision (a float64 sum cost 0.5 ms per check on the main job's CNN); a
+  // sum that overflows although every entry is finite is caught by the exact check below, so the
+  // answer is the same as summing in float64.
   at::Tensor sum;
   for (const auto& t : v) {
     if (!t.defined()) continue;
-    const at::Tensor s = t.detach().sum(at::kDouble);
+    const at::Tensor s = t.detach().sum();
     sum = sum.defined() ? sum + s : s;
   }
-  return !sum.defined() || std::isfinite(sum.item<double>());
+  if (!sum.defined() || std::isfinite(sum.item<double>())) return true;
+  for (const auto& t : v) {
+    if (t.defined() && !at::isfinite(t.detach()).all().item<bool>()) return false;
+  }
+  return true;
 }
 
 void Problem::accumulate(std::vector<at::Tensor> grads) {

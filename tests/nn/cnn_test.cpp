@@ -99,3 +99,31 @@ TEST_CASE("CNN: batch_norm adds a BatchNorm2d after each convolution", "[nn]") {
   CHECK(train_out.sizes() == eval_out.sizes());
   CHECK((train_out - eval_out).abs().max().item<double>() > 1e-3);
 }
+
+TEST_CASE("CNN: a forward without a graph equals the forward with one, bit for bit", "[nn]") {
+  // Without a graph the pooling runs channels-last (ConvPoolImpl::forward); the logits must not
+  // change, with or without batch norm (in eval mode, as in evaluation).
+  for (const bool batch_norm : {false, true}) {
+    CAPTURE(batch_norm);
+    torch::manual_seed(0);
+    mlo::nn::Chain model = mlo::nn::cnn(mlo::nn::CNNOptions().batch_norm(batch_norm));
+    if (batch_norm) model->eval();
+    // Rounded inputs give ties inside pooling windows too.
+    const torch::Tensor x = (torch::randn({8, 1, 28, 28}) * 4).round() / 4;
+    const torch::Tensor with_graph = model->forward(x);
+    REQUIRE(with_graph.requires_grad());
+    torch::Tensor without;
+    {
+      torch::NoGradGuard no_grad;
+      without = model->forward(x);
+    }
+    REQUIRE_FALSE(without.requires_grad());
+    CHECK(without.is_contiguous());
+    CHECK(torch::equal(without, with_graph.detach()));
+    CHECK(torch::equal(model->forward_range(x.detach(), 0, 1).detach(),
+                       [&] {
+                         torch::NoGradGuard no_grad;
+                         return model->forward_range(x, 0, 1);
+                       }()));
+  }
+}
