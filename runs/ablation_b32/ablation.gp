@@ -10,7 +10,7 @@ set key top center horizontal
 set style fill solid 0.7 border -1
 set boxwidth 0.6
 set xtics rotate by -20
-set arrow from graph 0, first 1146.6 to graph 1, first 1146.6 nohead dt 2 lc 'gray40'
+set arrow from graph 0, first 1007.3 to graph 1, first 1007.3 nohead dt 2 lc 'gray40'
 plot 'runs/ablation_b32/ablation.dat' using 0:2:xtic(1) with boxes lc rgb '#4a7ebb' title 'peak', \
      '' using 0:2:(sprintf($2 < 100 ? '%.1f' : '%.0f', $2)) with labels offset 0,0.8 notitle, \
      '' using 0:3:(0.3):(0) with vectors nohead lw 3 lc rgb '#c0392b' title 'floor (state + least activations)', \

@@ -33,14 +33,17 @@ class Reporter : public c10::MemoryReportingInfoBase {
 };
 
 #if MLO_WITH_CUDA
-// (current, peak-since-last-reset) allocated bytes of a CUDA device.
-std::pair<int64_t, int64_t> cuda_stats(const c10::Device& device) {
+// Allocated bytes of a CUDA device (current, peak since the last reset) and reserved ones.
+struct CudaStats {
+  int64_t current = 0, peak = 0, reserved_peak = 0;
+};
+CudaStats cuda_stats(const c10::Device& device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
   // NOTE: element 0 is StatType::AGGREGATE (all pools) in every LibTorch; the enum itself moved
   // out of c10::cuda::CUDACachingAllocator in 2.x (to c10::CachingDeviceAllocator, then
   // c10::CachingAllocator), so it is not named here.
   const auto& allocated = stats.allocated_bytes[0];
-  return {allocated.current, allocated.peak};
+  return {allocated.current, allocated.peak, stats.reserved_bytes[0].peak};
 }
 #endif
 
@@ -72,7 +75,7 @@ MemoryMeter::MemoryMeter(c10::Device device) : device_(device) {
   reporter_ = std::make_shared<Reporter>(this);
 #if MLO_WITH_CUDA
   if (device_.is_cuda()) {
-    current_ = peak_ = cuda_stats(device_).first;
+    current_ = peak_ = cuda_stats(device_).current;
     c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
   }
 #endif
@@ -117,10 +120,11 @@ void MemoryMeter::sync_device() {
   // Fold the allocator's peak since the last reset into every open scope, then reset it, so
   // that nested scopes each see their own maximum.
   if (!device_.is_cuda()) return;
-  const auto [current, peak] = cuda_stats(device_);
-  current_ = current;
-  peak_ = std::max(peak_, peak);
-  for (auto& open : open_) open.peak = std::max(open.peak, peak);
+  const CudaStats stats = cuda_stats(device_);
+  current_ = stats.current;
+  peak_ = std::max(peak_, stats.peak);
+  reserved_peak_ = std::max(reserved_peak_, stats.reserved_peak);
+  for (auto& open : open_) open.peak = std::max(open.peak, stats.peak);
   c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
 #endif
 }
@@ -148,15 +152,23 @@ int64_t MemoryMeter::leave() {
 int64_t MemoryMeter::current() const {
   std::lock_guard<std::mutex> lock(mutex_);
 #if MLO_WITH_CUDA
-  if (device_.is_cuda()) return cuda_stats(device_).first;
+  if (device_.is_cuda()) return cuda_stats(device_).current;
 #endif
   return current_;
+}
+
+int64_t MemoryMeter::reserved_peak() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+#if MLO_WITH_CUDA
+  if (device_.is_cuda()) return std::max(reserved_peak_, cuda_stats(device_).reserved_peak);
+#endif
+  return reserved_peak_;
 }
 
 int64_t MemoryMeter::peak() const {
   std::lock_guard<std::mutex> lock(mutex_);
 #if MLO_WITH_CUDA
-  if (device_.is_cuda()) return std::max(peak_, cuda_stats(device_).second);
+  if (device_.is_cuda()) return std::max(peak_, cuda_stats(device_).peak);
 #endif
   return peak_;
 }
@@ -165,7 +177,7 @@ void MemoryMeter::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
 #if MLO_WITH_CUDA
   if (device_.is_cuda()) {
-    current_ = cuda_stats(device_).first;
+    current_ = cuda_stats(device_).current;
     c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
   }
 #endif

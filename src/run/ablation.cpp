@@ -114,6 +114,7 @@ AblationRowResult combine_ranks(const AblationRow& row, std::vector<AblationRowR
     out.seconds = std::max(out.seconds, r.seconds);
     out.rss_peak_bytes = std::max(out.rss_peak_bytes, r.rss_peak_bytes);
     out.rss_growth_bytes = std::max(out.rss_growth_bytes, r.rss_growth_bytes);
+    out.reserved_peak_bytes = std::max(out.reserved_peak_bytes, r.reserved_peak_bytes);
   }
   out.row = row;
   out.ranks = static_cast<int64_t>(ranks.size());
@@ -153,6 +154,7 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     result.rss_peak_bytes = proc_status_bytes("VmHWM");
+    if (const auto* meter = engine.memory_meter()) result.reserved_peak_bytes = meter->reserved_peak();
     result.seconds = seconds / static_cast<double>(iterations);
     result.state_bytes = state_bytes(engine);
     result.peak_bytes = result.state_bytes + meter_peak;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -68,13 +69,18 @@ std::string ablation_markdown(const AblationResult& r) {
     out << " Overrides:";
     for (const auto& o : r.overrides) out << " `--set " << o << "`";
   }
+  // On CUDA the exact peak is the caching allocator's allocated peak; its reserved peak (the
+  // figure nvidia-smi users compare) gets a column of its own.
+  const bool cuda = std::any_of(r.rows.begin(), r.rows.end(),
+                                [](const AblationRowResult& row) { return row.reserved_peak_bytes > 0; });
   out << "\n\n"
-      << "| row | peak MiB (exact) | vs baseline | RSS growth MiB | s / meta-iter | time ratio "
-         "| floor MiB | peak/floor |\n"
-      << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+      << "| row | peak MiB (exact) | vs baseline | " << (cuda ? "reserved MiB | " : "")
+      << "RSS growth MiB | s / meta-iter | time ratio | floor MiB | peak/floor |\n"
+      << "| --- | ---: | ---: | " << (cuda ? "---: | " : "") << "---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& row : r.rows) {
     out << "| " << row.row.name << " | " << mib(row.peak_bytes) << " | "
         << (row.row.key == "baseline" ? std::string("-") : change(row.peak_ratio)) << " | "
+        << (cuda ? mib(row.reserved_peak_bytes) + " | " : std::string())
         << mib(row.rss_growth_bytes) << " | " << format("%.2f", row.seconds) << " | "
         << format("%.2f", row.time_ratio) << " | " << mib(row.floor_bytes) << " | "
         << format("%.2f", row.over_floor) << " |\n";
@@ -101,14 +107,15 @@ std::string ablation_csv(const AblationResult& r) {
       << r.device << "; threads: " << r.threads << "; batch: " << r.batch << "\n";
   out << "key,row,data,peak_bytes,peak_ratio,rss_growth_bytes,rss_peak_bytes,seconds,time_ratio,"
          "floor_bytes,footprint_bytes,min_activation_bytes,peak_over_floor,state_bytes,"
-         "micro_batch,steps_per_iteration\n";
+         "micro_batch,steps_per_iteration,reserved_peak_bytes,ranks\n";
   for (const auto& row : r.rows) {
     out << row.row.key << "," << csv_field(row.row.name) << "," << data_label(r) << ","
         << row.peak_bytes << "," << format("%.6f", row.peak_ratio) << "," << row.rss_growth_bytes
         << "," << row.rss_peak_bytes << "," << format("%.6f", row.seconds) << ","
         << format("%.6f", row.time_ratio) << "," << row.floor_bytes << "," << row.footprint_bytes
         << "," << row.min_activation_bytes << "," << format("%.6f", row.over_floor) << ","
-        << row.state_bytes << "," << row.micro_batch << "," << row.steps_per_iteration << "\n";
+        << row.state_bytes << "," << row.micro_batch << "," << row.steps_per_iteration << ","
+        << row.reserved_peak_bytes << "," << row.ranks << "\n";
   }
   return out.str();
 }
@@ -138,6 +145,7 @@ std::string ablation_json(const AblationResult& r) {
                          {"state_bytes", row.state_bytes},
                          {"rss_growth_bytes", row.rss_growth_bytes},
                          {"rss_peak_bytes", row.rss_peak_bytes},
+                         {"reserved_peak_bytes", row.reserved_peak_bytes},
                          {"seconds", row.seconds},
                          {"time_ratio", row.time_ratio},
                          {"floor_bytes", row.floor_bytes},
@@ -155,6 +163,7 @@ std::string row_measurement_json(const AblationRowResult& row) {
   const nlohmann::json j{{"peak_bytes", row.peak_bytes},
                          {"state_bytes", row.state_bytes},
                          {"rss_peak_bytes", row.rss_peak_bytes},
+                         {"reserved_peak_bytes", row.reserved_peak_bytes},
                          {"rss_growth_bytes", row.rss_growth_bytes},
                          {"seconds", row.seconds},
                          {"floor_bytes", row.floor_bytes},
@@ -174,6 +183,7 @@ AblationRowResult row_measurement_from_json(const std::string& text) {
     row.state_bytes = j.at("state_bytes").get<int64_t>();
     row.rss_peak_bytes = j.at("rss_peak_bytes").get<int64_t>();
     row.rss_growth_bytes = j.at("rss_growth_bytes").get<int64_t>();
+    row.reserved_peak_bytes = j.at("reserved_peak_bytes").get<int64_t>();
     row.seconds = j.at("seconds").get<double>();
     row.floor_bytes = j.at("floor_bytes").get<int64_t>();
     row.footprint_bytes = j.at("footprint_bytes").get<int64_t>();

@@ -171,6 +171,8 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
       CHECK(fields[2] == "synthetic");
       CHECK(std::stoll(fields[3]) == result.rows[i].peak_bytes);
       CHECK(std::stoll(fields[9]) == result.rows[i].floor_bytes);
+      CHECK(fields[16] == "0");  // the allocator's reserved bytes: CUDA only
+      CHECK(std::stoll(fields[17]) == result.rows[i].ranks);
     }
     const auto json = nlohmann::json::parse(read(dir / "out" / "ablation.json"));
     CHECK(json.at("data") == "synthetic");

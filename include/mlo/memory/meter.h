@@ -103,6 +103,9 @@ class MemoryMeter {
   int64_t current() const;
   /// Highest `current()` since construction or the last `reset_peak()`.
   int64_t peak() const;
+  /// CUDA: the caching allocator's highest reserved bytes (allocated plus its cache; the
+  /// figure nvidia-smi users compare, less the CUDA context) seen while metering. 0 on CPU.
+  int64_t reserved_peak() const;
   /// Sets the peak to the current value.
   void reset_peak();
   /// Clears the per-scope statistics and resets the peak.
@@ -133,6 +136,7 @@ class MemoryMeter {
   mutable std::mutex mutex_;
   int64_t current_ = 0;
   int64_t peak_ = 0;
+  int64_t reserved_peak_ = 0;
   std::vector<Open> open_;
   std::map<std::pair<std::string, std::string>, ScopeStats> stats_;
   std::shared_ptr<c10::DebugInfoBase> reporter_;  // the c10 hook object (CPU)

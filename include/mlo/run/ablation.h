@@ -77,6 +77,10 @@ struct AblationRowResult {
   int64_t peak_bytes = 0;
   int64_t state_bytes = 0;     ///< parameters and buffers of every problem
   int64_t rss_peak_bytes = 0;  ///< the process's peak resident set during the row (VmHWM)
+  /// CUDA: the caching allocator's highest reserved bytes during the row (what nvidia-smi users
+  /// compare, less the CUDA context); there the exact peak is the allocator's allocated peak.
+  /// 0 on CPU.
+  int64_t reserved_peak_bytes = 0;
   /// rss_peak_bytes minus the resident set before the row's experiment was built.
   int64_t rss_growth_bytes = 0;
   double seconds = 0;  ///< mean wall time per meta-iteration
