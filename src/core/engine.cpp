@@ -81,17 +81,6 @@ Engine& Engine::on_step(std::function<bool(int64_t)> hook) {
   return *this;
 }
 
-Engine& Engine::process_group(std::shared_ptr<dist::ProcessGroup> group) {
-  MLO_CHECK(!initialized_, "engine: process_group(...) after initialization");
-  MLO_CHECK(group != nullptr, "engine: process_group(...) got a null group");
-  group_ = std::move(group);
-  return *this;
-}
-
-int Engine::rank() const { return group_ ? group_->rank() : 0; }
-
-int Engine::world_size() const { return group_ ? group_->size() : 1; }
-
 void Engine::check_config(const Problem& problem) const {
   const ProblemConfig& c = problem.config();
   const std::string& name = problem.name();
@@ -141,43 +130,6 @@ void Engine::check_unrolled(const detail::ScheduleNode& node) const {
             "': unrolled cannot serve a middle level (a problem with problems below it): the "
             "replay of its own loss misses the hypergradients its steps followed; use another "
             "method");
-}
-
-void Engine::check_parallel(const detail::ScheduleNode& node) const {
-  using dist::Strategy;
-  const Problem& p = *node.problem;
-  if (config_.strategy() == Strategy::kDefault || !p.config().data_parallel() || !node.method) {
-    return;
-  }
-  // Unrolled replays the inner steps on this rank's shard, but they followed the averaged
-  // gradients: the replay would not be the trajectory. SAMA's preconditioner reads the optimizer
-  // state of every parameter, which zero1/zero2 keep on one rank each.
-  const Method method = p.config().method();
-  MLO_CHECK(method != Method::kUnrolled, "problem '", p.name(), "': the unrolled method cannot ",
-            "run data parallel (its replay on one rank's shard is not the trajectory of the ",
-            "averaged steps); set data_parallel false for this problem, or use another method");
-  MLO_CHECK(method != Method::kSama || config_.strategy() == Strategy::kDistributed, "problem '",
-            p.name(), "': sama reads the optimizer state of every parameter, which strategy ",
-            dist::to_string(config_.strategy()), " shards over the ranks; use strategy ",
-            "distributed, or set data_parallel false for this problem");
-}
-
-// NOTE: the group joins at initialization (not construction), so that a config error is
-// reported before a rank waits for its peers.
-void Engine::connect() {
-  using dist::Strategy;
-  if (config_.strategy() == Strategy::kDefault) {
-    MLO_CHECK(!group_, "engine: a process group was given but the strategy is default; set ",
-              "strategy to distributed, zero1 or zero2");
-    return;
-  }
-  MLO_CHECK(config_.timeout_s() > 0, "engine: timeout_s must be > 0, got ", config_.timeout_s());
-  if (!group_) {
-    dist::GroupOptions options;
-    options.backend = config_.backend();
-    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.timeout_s() * 1000));
-    group_ = dist::ProcessGroup::connect(dist::Rendezvous::from_env(), options);
-  }
 }
 
 void Engine::initialize() {
@@ -319,22 +271,6 @@ void Engine::run() {
   }
 }
 
-bool Engine::agree_to_go_on(bool go_on) {
-  if (!group_) return go_on;
-  // One collective per global step: [rank 0 stopped early, ranks whose hook asked to stop].
-  at::Tensor flags = at::empty({2}, at::kDouble);
-  double* f = flags.data_ptr<double>();
-  f[0] = is_main() && stopped_early_ ? 1.0 : 0.0;
-  f[1] = go_on ? 0.0 : 1.0;
-  // (on the parameters' device: NCCL reduces device tensors only)
-  const auto params = problems_.front()->parameters();
-  if (!params.empty() && !params.front().is_cpu()) flags = flags.to(params.front().device());
-  group_->all_reduce_sum({flags});
-  flags = flags.cpu();
-  stopped_early_ = flags.data_ptr<double>()[0] > 0;
-  return flags.data_ptr<double>()[1] == 0;
-}
-
 void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
   archive.write("global_step", c10::IValue(global_step_));
   archive.write("stopped_early", c10::IValue(stopped_early_));
@@ -375,30 +311,6 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   MLO_CHECK(archive.try_read("schedule", schedule),
             "engine state: no schedule (saved by an older version of mlo?)");
   schedule_->load(schedule);
-}
-
-// NOTE: a state saved under zero1/zero2 holds one rank's shard of the optimizer state (each rank
-// saves its own), which only the same rank of the same split can take back. A complete state
-// (one process, or distributed: rank 0's optimizer state is every rank's) resumes under one
-// process or distributed at any world size, since batch positions count global batches.
-void Engine::check_resumable(torch::serialize::InputArchive& archive) const {
-  c10::IValue value;
-  const bool tagged = archive.try_read("strategy", value);
-  const std::string saved = tagged ? value.toStringRef() : "default";
-  int64_t saved_world = 1;
-  if (archive.try_read("world_size", value)) saved_world = value.toInt();
-  const auto sharded = [](const std::string& s) { return s == "zero1" || s == "zero2"; };
-  const std::string now = dist::to_string(config_.strategy());
-  if (sharded(saved)) {
-    MLO_CHECK(saved == now && saved_world == world_size(), "engine state: saved by strategy ",
-              saved, " on ", saved_world, " rank(s), whose optimizer state is sharded per ",
-              "rank; it resumes only with strategy ", saved, " on ", saved_world,
-              " ranks (this run: ", now, " on ", world_size(), ")");
-  } else {
-    MLO_CHECK(!sharded(now), "engine state: saved by strategy ", saved, " (complete optimizer ",
-              "state); resume it with strategy default or distributed, then switch to ", now,
-              " in a new run");
-  }
 }
 
 void Engine::validate_and_maybe_stop() {
