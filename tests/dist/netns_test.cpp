@@ -1,6 +1,7 @@
 // Two Gloo ranks on two network hosts: each rank runs in its own network namespace, the two
 // joined by a veth pair, so rank 1 reaches rank 0's store and Gloo through MASTER_ADDR on the
 // other host, not loopback. Needs root and iproute2; skipped with the reason otherwise.
+#include "support/labelled_values.h"
 #include "support/subprocess.h"
 
 #include <catch2/catch.hpp>
@@ -18,6 +19,8 @@
 #include <vector>
 
 namespace {
+
+using mlo_test::values;
 
 struct Shell {
   int code = -1;
@@ -114,22 +117,6 @@ class Hosts {
   std::string ip_;
   std::vector<std::string> names_, ifnames_, addresses_, created_;
 };
-
-// The numbers printed after `label` in a worker's log.
-std::vector<double> values(const std::string& log, const std::string& label) {
-  std::istringstream lines(log);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::string first;
-    words >> first;
-    if (first != label) continue;
-    std::vector<double> out;
-    for (double v; words >> v;) out.push_back(v);
-    return out;
-  }
-  FAIL("no '" << label << "' line in:\n" << log);
-  return {};
-}
 
 }  // namespace
 

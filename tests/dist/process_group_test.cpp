@@ -4,6 +4,7 @@
 #include <mlo/base/error.h>
 #include <mlo/dist/process_group.h>
 
+#include "support/labelled_values.h"
 #include "support/subprocess.h"
 
 #include <catch2/catch.hpp>
@@ -15,6 +16,8 @@
 using Catch::Matchers::Contains;
 
 namespace {
+
+using mlo_test::values;
 
 struct Run {
   std::vector<int> codes;
@@ -46,22 +49,6 @@ Run run_workers(int ranks, const std::string& mode, const std::string& timeout_m
     run.logs.push_back(mlo_test::read_file(children[r].log));
   }
   return run;
-}
-
-// The numbers printed after `label` in a worker's log.
-std::vector<double> values(const std::string& log, const std::string& label) {
-  std::istringstream lines(log);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::string first;
-    words >> first;
-    if (first != label) continue;
-    std::vector<double> out;
-    for (double v; words >> v;) out.push_back(v);
-    return out;
-  }
-  FAIL("no '" << label << "' line in:\n" << log);
-  return {};
 }
 
 }  // namespace

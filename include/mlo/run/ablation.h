@@ -129,7 +129,7 @@ std::vector<AblationRow> ablation_rows(
     const std::vector<std::pair<std::string, int64_t>>& other_batches = {});
 
 /// Runs one row on `ranks` processes (the rendezvous variables set for each) with `overrides`
-/// (the user's, the row's and the measuring ones), each calling `measure_ablation_row`; returns
+/// (the user's and the row's), each calling `measure_ablation_row`; returns
 /// each rank's result. Throws when a rank fails. (`mlo ablate` starts them as `mlo ablate-rank`.)
 using RankRunner = std::function<std::vector<AblationRowResult>(
     const std::vector<std::string>& overrides, int64_t ranks)>;
