@@ -278,6 +278,7 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
   archive.write("best_metric", c10::IValue(best_metric_.value_or(0.0)));
   archive.write("without_improvement", c10::IValue(validations_without_improvement_));
   archive.write("world_size", c10::IValue(static_cast<int64_t>(world_size())));
+  archive.write("partial_window", c10::IValue(partial_window()));
   archive.write("strategy", c10::IValue(std::string(dist::to_string(config_.strategy()))));
   for (const auto& problem : problems_) {
     torch::serialize::OutputArchive sub;

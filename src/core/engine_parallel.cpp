@@ -9,6 +9,7 @@
 
 #include <torch/serialize/archive.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -82,6 +83,13 @@ bool Engine::agree_to_go_on(bool go_on) {
 // saves its own), which only the same rank of the same split can take back. A complete state
 // (one process, or distributed: rank 0's optimizer state is every rank's) resumes under one
 // process or distributed at any world size, since batch positions count global batches.
+bool Engine::partial_window() const {
+  if (world_size() <= 1) return false;
+  return std::any_of(problems_.begin(), problems_.end(), [](const ProblemPtr& p) {
+    return p->process_group() != nullptr && p->step_count() % p->config().gradient_accumulation() != 0;
+  });
+}
+
 void Engine::check_resumable(torch::serialize::InputArchive& archive) const {
   c10::IValue value;
   const bool tagged = archive.try_read("strategy", value);
@@ -99,6 +107,15 @@ void Engine::check_resumable(torch::serialize::InputArchive& archive) const {
     MLO_CHECK(!sharded(now), "engine state: saved by strategy ", saved, " (complete optimizer ",
               "state); resume it with strategy default or distributed, then switch to ", now,
               " in a new run");
+    // NOTE: under distributed only rank 0 saves; inside an accumulation window its partial
+    // gradients and micro-batches are its shard's, and a resume would use them on every rank.
+    bool partial = false;
+    if (archive.try_read("partial_window", value)) partial = value.toBool();
+    MLO_CHECK(!partial, "engine state: saved by rank 0 of a ", saved, " run of ", saved_world,
+              " ranks inside an accumulation window (its partial gradients and micro-batches ",
+              "are rank 0's shard only), so it cannot be resumed exactly; resume from a state ",
+              "saved at an accumulation boundary (a save_step or --stop-at that is a multiple ",
+              "of every data-parallel level's gradient_accumulation x unroll_steps)");
   }
 }
 

@@ -3,6 +3,7 @@
 // level accumulates 2 micro-batches; hypergradients (DARTS, Neumann, CG) must match to 1e-5, as
 // must ZeRO-1 and ZeRO-2, which hold about half the optimizer state (and for ZeRO-2 half the
 // gradients) per rank. A rank that dies makes the other fail with a clear error, not hang.
+#include "support/labelled_values.h"
 #include "support/subprocess.h"
 
 #include <catch2/catch.hpp>
@@ -17,6 +18,8 @@
 using Catch::Matchers::Contains;
 
 namespace {
+
+using mlo_test::values;
 
 struct Result {
   int code = 0;
@@ -53,21 +56,6 @@ std::vector<Result> launch(int ranks, const std::vector<std::string>& args,
     out.push_back(result);
   }
   return out;
-}
-
-std::vector<double> values(const std::string& log, const std::string& label) {
-  std::istringstream lines(log);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::string first;
-    words >> first;
-    if (first != label) continue;
-    std::vector<double> out;
-    for (double v; words >> v;) out.push_back(v);
-    return out;
-  }
-  FAIL("no '" << label << "' line in:\n" << log);
-  return {};
 }
 
 double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
@@ -169,4 +157,23 @@ TEST_CASE("dist engine: a rank that dies makes the other fail clearly within the
   CHECK(runs[0].code == 2);
   CHECK_THAT(runs[0].log, Contains("rank 0:") && Contains("failed"));
   CHECK(seconds < 30);  // the engine's timeout is 20 s; a dead peer is usually seen at once
+}
+
+TEST_CASE("dist engine: a state rank 0 saved inside an accumulation window is refused on resume",
+          "[dist]") {
+  // The lower level accumulates 2 micro-batches: after global step 3 it is inside a window,
+  // holding its shard's partial gradients, which resuming would hand to every rank.
+  const std::string file = "engine_partial_" + std::to_string(mlo_test::free_port()) + ".pt";
+  const auto saved = launch(2, {"hpo", "distributed"}, {{"MLO_TEST_SAVE", file}});
+  for (const auto& rank : saved) {
+    INFO(rank.log);
+    REQUIRE(rank.code == 0);
+  }
+  for (int ranks : {1, 2}) {
+    const auto resumed = launch(ranks, {"hpo", "distributed"}, {{"MLO_TEST_LOAD", file}});
+    INFO(resumed[0].log);
+    CHECK(resumed[0].code == 2);
+    CHECK_THAT(resumed[0].log, Contains("inside an accumulation window") &&
+                                   Contains("cannot be resumed exactly"));
+  }
 }

@@ -9,10 +9,13 @@
 // Each rank reads its contiguous shard of every global batch; the lower level accumulates 2
 // micro-batches per optimizer step. Prints the final parameters of both levels, the optimizer
 // state bytes of each (`state_bytes`), and the most gradient bytes a level held at an optimizer
-// step (`grad_bytes`). With MLO_TEST_DIE_AT=K, rank 1 exits abruptly after global step K.
+// step (`grad_bytes`). With MLO_TEST_DIE_AT=K, rank 1 exits abruptly after global step K. With
+// MLO_TEST_SAVE=FILE, rank 0 saves the engine's state after global step 3 into FILE; with
+// MLO_TEST_LOAD=FILE, every rank loads FILE before training.
 #include <mlo/base/error.h>
 #include <mlo/mlo.h>
 #include <mlo/dist/process_group.h>
+#include <mlo/io/state.h>
 
 #include <support/quadratic.h>
 
@@ -202,6 +205,8 @@ int main(int argc, char** argv) {
   const auto where = mlo::dist::Rendezvous::from_env();
   const int rank = where.rank, world = where.world_size;
   const char* die_at = std::getenv("MLO_TEST_DIE_AT");
+  const char* save_to = std::getenv("MLO_TEST_SAVE");
+  const char* load_from = std::getenv("MLO_TEST_LOAD");
   try {
     torch::manual_seed(3 + rank);  // ranks draw different initial weights: rank 0's must win
     mlo::Engine engine(mlo::EngineConfig().train_iters(6).strategy(strategy).timeout_s(20));
@@ -279,6 +284,13 @@ int main(int argc, char** argv) {
         return true;
       });
     }
+    if (save_to != nullptr) {
+      engine.on_step([&engine, rank, save_to](int64_t step) {
+        if (rank == 0 && step == 3) mlo::io::save_state(save_to, engine);
+        return true;
+      });
+    }
+    if (load_from != nullptr) mlo::io::load_state(load_from, engine);
     print("upper_start", upper->parameters());
     engine.run();
     print("upper", upper->parameters());

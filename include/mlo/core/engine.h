@@ -124,7 +124,11 @@ class Engine {
   // Refuses graphs `unrolled` cannot serve (two parents, a middle level).
   void check_unrolled(const detail::ScheduleNode& node) const;
   void check_config(const Problem& problem) const;
-  // Refuses a saved state this run cannot take back (a ZeRO shard of another split).
+  // Whether a data-parallel level of a run on several ranks is inside an accumulation window:
+  // its partial gradients and micro-batches are then this rank's own, not the run's.
+  bool partial_window() const;
+  // Refuses a saved state this run cannot take back (a ZeRO shard of another split, or one
+  // saved inside an accumulation window by rank 0 of a distributed run).
   void check_resumable(torch::serialize::InputArchive& archive) const;
   // Refuses data-parallel setups a method cannot serve exactly (unrolled; sama under ZeRO).
   void check_parallel(const detail::ScheduleNode& node) const;
