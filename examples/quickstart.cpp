@@ -9,7 +9,7 @@
 struct Inner;
 struct Outer : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Inner> inner;
+  Inner* inner = nullptr;
   torch::Tensor training_step(const mlo::Batch& b) override;
   void param_callback() override {  // keep the weights positive
     torch::NoGradGuard no_grad;
@@ -20,7 +20,7 @@ struct Outer : mlo::Problem {
 
 struct Inner : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Outer> outer;
+  Outer* outer = nullptr;
   torch::Tensor logits(const torch::Tensor& x) const {
     return module_as<torch::nn::LinearImpl>()->forward(x).squeeze(-1);
   }
@@ -56,8 +56,8 @@ int main() {
   torch::nn::init::ones_(outer->lambda());
   outer->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0).momentum(0.9))
       .data(std::vector<mlo::Batch>{valid});
-  inner->outer = outer;
-  outer->inner = inner;
+  inner->outer = outer.get();
+  outer->inner = inner.get();
 
   mlo::Engine engine(mlo::EngineConfig().train_iters(2000).valid_step(500));
   engine.add(outer).add(inner).link(/*upper=*/outer, /*lower=*/inner);

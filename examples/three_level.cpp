@@ -20,7 +20,7 @@ struct Top;
 
 struct Student : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Teacher> teacher;
+  Teacher* teacher = nullptr;
   torch::Tensor predict(const torch::Tensor& x) const {
     return module_as<torch::nn::LinearImpl>()->forward(x);
   }
@@ -29,8 +29,8 @@ struct Student : mlo::Problem {
 
 struct Teacher : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Student> student;
-  std::shared_ptr<Top> top;
+  Student* student = nullptr;
+  Top* top = nullptr;
   mlo::Batch student_valid;
   torch::Tensor predict(const torch::Tensor& x) const {
     return module_as<torch::nn::LinearImpl>()->forward(x);
@@ -40,7 +40,7 @@ struct Teacher : mlo::Problem {
 
 struct Top : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Teacher> teacher;
+  Teacher* teacher = nullptr;
   torch::Tensor log_strength() const { return module().parameters()[0]; }
   torch::Tensor training_step(const mlo::Batch& b) override {
     return mse(teacher->predict(b.data), b.target);
@@ -86,10 +86,10 @@ int main() {
   torch::nn::init::constant_(top->log_strength(), -2.0);
   top->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05))
       .data(std::vector<mlo::Batch>{valid_top});
-  low->teacher = mid;
-  mid->student = low;
-  mid->top = top;
-  top->teacher = mid;
+  low->teacher = mid.get();
+  mid->student = low.get();
+  mid->top = top.get();
+  top->teacher = mid.get();
 
   mlo::Engine engine(mlo::EngineConfig().train_iters(2500).valid_step(500));
   engine.add(top).add(mid).add(low).link(top, mid).link(mid, low);

@@ -40,12 +40,10 @@ if [ "${sanitize}" = "1" ]; then
   # Any report fails the test: halt_on_error with -fno-sanitize-recover=all (CMakeLists.txt)
   # turns every UBSan finding into a non-zero exit, with a stack trace to read.
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:${UBSAN_OPTIONS}}"
-  # NOTE: leak checking is off. Problems hold typed handles to each other (shared_ptr both ways,
-  # the pattern of DESIGN.md and of the tests' helpers), so every linked pair a test builds is a
-  # reference cycle that LeakSanitizer reports at exit. Where mlo itself owns such a pair (the
-  # reweighting experiment) it breaks the cycle; scripts/fuzz.sh runs with leak checks on.
-  # Nothing else is suppressed: LibTorch is not instrumented, and ASan reports nothing in it.
-  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
+  # Leak checks are on (LeakSanitizer, part of ASan): problems hold non-owning handles to each
+  # other and the engine owns them, so a test that leaks has a real leak. Nothing is suppressed:
+  # LibTorch is not instrumented, and ASan reports nothing in it.
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
   if [ "${#ctest_args[@]}" -eq 0 ]; then
     # NOTE: everything but consumer/find_package, which builds a separate CMake project against
     # the installed-style package without sanitizer flags: linking the instrumented libmlo there

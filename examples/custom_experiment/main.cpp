@@ -32,7 +32,7 @@ struct Top;
 
 struct Student : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Teacher> teacher;
+  Teacher* teacher = nullptr;
   torch::Tensor predict(const torch::Tensor& x) const {
     return module_as<torch::nn::LinearImpl>()->forward(x);
   }
@@ -41,8 +41,8 @@ struct Student : mlo::Problem {
 
 struct Teacher : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Student> student;
-  std::shared_ptr<Top> top;
+  Student* student = nullptr;
+  Top* top = nullptr;
   mlo::Batch student_valid;
   torch::Tensor predict(const torch::Tensor& x) const {
     return module_as<torch::nn::LinearImpl>()->forward(x);
@@ -52,7 +52,7 @@ struct Teacher : mlo::Problem {
 
 struct Top : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Teacher> teacher;
+  Teacher* teacher = nullptr;
   torch::Tensor log_strength() const { return module().parameters()[0]; }
   torch::Tensor training_step(const mlo::Batch& b) override {
     return mse(teacher->predict(b.data), b.target);
@@ -155,10 +155,10 @@ class DistillExperiment : public mlo::run::Experiment {
       p->optimizer(mlo::run::make_optimizer(settings(p->name()).optimizer, p->module(),
                                             "problems." + p->name()));
     }
-    student_->teacher = teacher_;
-    teacher_->student = student_;
-    teacher_->top = top_;
-    top_->teacher = teacher_;
+    student_->teacher = teacher_.get();
+    teacher_->student = student_.get();
+    teacher_->top = top_.get();
+    top_->teacher = teacher_.get();
 
     engine_.add(top_).add(teacher_).add(student_);
     auto by_name = [&](const std::string& name) -> mlo::ProblemPtr {

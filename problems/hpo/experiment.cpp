@@ -63,8 +63,8 @@ LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings
     }
   }
   pair.outer->data(std::vector<Batch>{shard(data.valid, "outer")});
-  pair.inner->outer = pair.outer;
-  pair.outer->inner = pair.inner;
+  pair.inner->outer = pair.outer.get();
+  pair.outer->inner = pair.inner.get();
   return pair;
 }
 

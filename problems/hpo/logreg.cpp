@@ -76,8 +76,8 @@ LogRegHpo make_logreg_hpo(const LogRegData& data, ProblemConfig inner_config,
   outer->optimizer<torch::optim::SGD>(
       torch::optim::SGDOptions(outer_lr).momentum(options.outer_momentum()));
   outer->data(std::vector<Batch>{data.valid});
-  inner->outer = outer;
-  outer->inner = inner;
+  inner->outer = outer.get();
+  outer->inner = inner.get();
   return {inner, outer};
 }
 

@@ -33,7 +33,7 @@ class LogRegOuter;
 class LogRegInner : public Problem {
  public:
   using Problem::Problem;
-  std::shared_ptr<LogRegOuter> outer;
+  LogRegOuter* outer = nullptr;
   /// mean BCE-with-logits + 1/2 sum_j lambda_j w_j^2 (the bias is not penalized).
   at::Tensor training_step(const Batch& batch) override;
   /// Restarts w and the bias from zero.
@@ -47,7 +47,7 @@ class LogRegOuter : public Problem {
  public:
   using Problem::Problem;
   static constexpr double kMinWeight = 1e-8;
-  std::shared_ptr<LogRegInner> inner;
+  LogRegInner* inner = nullptr;
   at::Tensor training_step(const Batch& batch) override;
   void param_callback() override;
   /// The current lambda.

@@ -98,14 +98,6 @@ ReweightingExperiment::ReweightingExperiment(const run::RunConfig& config)
   build_problems();
 }
 
-ReweightingExperiment::~ReweightingExperiment() {
-  // NOTE: the two problems hold typed handles to each other (shared_ptr both ways); without
-  // breaking the cycle here neither would be freed, with its model, optimizer state and data
-  // (LeakSanitizer, scripts/test.sh --sanitize).
-  if (classifier_) classifier_->reweighter.reset();
-  if (reweighter_) reweighter_->classifier.reset();
-}
-
 void ReweightingExperiment::load_data() {
   const DataConfig& d = settings_.data;
   at::Tensor images, targets;
@@ -254,8 +246,8 @@ void ReweightingExperiment::build_problems() {
           .shard(meta_shard),
       data::make_transform(transform_options(dataset_, /*train=*/false)));
   reweighter_->data(meta_stream_);
-  classifier_->reweighter = reweighter_;
-  reweighter_->classifier = classifier_;
+  classifier_->reweighter = reweighter_.get();
+  reweighter_->classifier = classifier_.get();
   engine_->add(reweighter_);
 
   // The problems by name (the settings' check allows only these two).

@@ -113,7 +113,6 @@ class ReweightingExperiment : public run::Experiment {
 
   /// Loads the data and builds everything; throws `mlo::Error` naming the key of a bad setting.
   explicit ReweightingExperiment(const run::RunConfig& config);
-  ~ReweightingExperiment() override;
 
   Engine& engine() override { return *engine_; }
   /// Metrics of the classifier on `set`: "acc", "balanced_acc" (mean of per-class accuracies),

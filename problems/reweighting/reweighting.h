@@ -38,7 +38,7 @@ class Classifier : public Problem {
  public:
   using Problem::Problem;
   /// The level above (mwn, class_mwn); null trains without it (baseline or l2rw).
-  std::shared_ptr<Reweighter> reweighter;
+  Reweighter* reweighter = nullptr;
   /// l2rw: the meta batches; when set (and no reweighter) the weights are Ren et al.'s.
   std::function<Batch()> l2rw_meta;
   /// l2rw: the finite-difference step relative to |v| (l2rw.h).
@@ -84,7 +84,7 @@ class Classifier : public Problem {
 class Reweighter : public Problem {
  public:
   using Problem::Problem;
-  std::shared_ptr<Classifier> classifier;
+  Classifier* classifier = nullptr;
   /// Mean cross-entropy of the classifier on the meta batch; records "acc".
   at::Tensor training_step(const Batch& batch) override;
   /// Per-sample weights [N] for per-sample losses [N] (pass them detached) of class `targets`.

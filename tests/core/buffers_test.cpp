@@ -34,14 +34,14 @@ struct Upper;
 
 struct Lower : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Upper> upper;
+  Upper* upper = nullptr;
   torch::Tensor training_step(const mlo::Batch& b) override;
 };
 
 // Learns one L2 weight per input feature of the lower model from the meta batches.
 struct Upper : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Lower> lower;
+  Lower* lower = nullptr;
   torch::Tensor lambda() const { return module().parameters()[0]; }
   torch::Tensor training_step(const mlo::Batch& b) override {
     auto out = lower->module_as<NormedLinearImpl>()->forward(b.data);
@@ -71,8 +71,8 @@ Result run(const mlo::ProblemConfig& method, const std::vector<mlo::Batch>& trai
   upper->module(torch::nn::Linear(torch::nn::LinearOptions(4, 1).bias(false)))
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.05))
       .data(meta);
-  lower->upper = upper;
-  upper->lower = lower;
+  lower->upper = upper.get();
+  upper->lower = lower.get();
   mlo::Engine engine(mlo::EngineConfig().train_iters(steps));
   engine.add(upper).add(lower).link(upper, lower);
   engine.run();

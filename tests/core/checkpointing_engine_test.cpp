@@ -12,7 +12,7 @@ namespace {
 
 struct Scale : mlo::Problem {  // upper: per-output scales of the lower's target
   using mlo::Problem::Problem;
-  std::shared_ptr<mlo::Problem> lower;
+  mlo::Problem* lower = nullptr;
   mlo::Batch valid;
   torch::Tensor training_step(const mlo::Batch&) override {
     auto out = lower->module_as<mlo::nn::ChainImpl>()->forward(valid.data);
@@ -22,7 +22,7 @@ struct Scale : mlo::Problem {  // upper: per-output scales of the lower's target
 
 struct Fit : mlo::Problem {  // lower: a tanh MLP chain fit to targets scaled by the upper
   using mlo::Problem::Problem;
-  std::shared_ptr<Scale> upper;
+  Scale* upper = nullptr;
   torch::Tensor training_step(const mlo::Batch& b) override {
     auto out = module_as<mlo::nn::ChainImpl>()->forward(b.data);
     return torch::mse_loss(out, b.target * upper->module().parameters()[0]);
@@ -52,8 +52,8 @@ std::vector<torch::Tensor> run(mlo::ProblemConfig lower_config, int64_t steps,
   scales->register_parameter("s", torch::ones({2}, torch::kDouble));
   upper->module(scales).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.5));
   upper->valid = valid;
-  lower->upper = upper;
-  upper->lower = lower;
+  lower->upper = upper.get();
+  upper->lower = lower.get();
   mlo::Engine engine(mlo::EngineConfig().train_iters(steps));
   engine.add(upper).add(lower).link(upper, lower);
   engine.run();

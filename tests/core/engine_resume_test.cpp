@@ -37,7 +37,7 @@ struct Node : mlo::Problem {
     for (const auto& in : inputs) loss = loss + ((1 + x) * w() * in->w()).sum();
     return loss;
   }
-  std::vector<std::shared_ptr<Node>> inputs;
+  std::vector<Node*> inputs;  // non-owning: the engine owns the problems
 };
 
 using Nodes = std::vector<std::shared_ptr<Node>>;
@@ -45,8 +45,8 @@ using Nodes = std::vector<std::shared_ptr<Node>>;
 void link(mlo::Engine& engine, const std::shared_ptr<Node>& upper,
           const std::shared_ptr<Node>& lower) {
   engine.link(upper, lower);
-  upper->inputs.push_back(lower);
-  lower->inputs.push_back(upper);
+  upper->inputs.push_back(lower.get());
+  lower->inputs.push_back(upper.get());
 }
 
 // Builds a fresh graph, runs it to `stop` (saving there) and then, in a second fresh graph that

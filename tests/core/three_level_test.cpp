@@ -31,7 +31,9 @@ struct Level : mlo::Problem {
     module(Scalar(init)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
   }
   torch::Tensor w() const { return module_as<ScalarImpl>()->w; }
-  std::shared_ptr<Level> top, mid, low;
+  Level* top = nullptr;  // non-owning handles: the engine owns the problems
+  Level* mid = nullptr;
+  Level* low = nullptr;
 };
 
 struct Low : Level {
@@ -65,9 +67,9 @@ void run_and_check(const mlo::ProblemConfig& method, double factor) {
   auto mid = std::make_shared<Mid>("mid", mlo::ProblemConfig(method).unroll_steps(2), -0.4);
   auto top = std::make_shared<Top>("top", mlo::ProblemConfig(), 0.5);
   for (Level* p : std::vector<Level*>{low.get(), mid.get(), top.get()}) {
-    p->top = top;
-    p->mid = mid;
-    p->low = low;
+    p->top = top.get();
+    p->mid = mid.get();
+    p->low = low.get();
   }
   mlo::Engine engine(mlo::EngineConfig().train_iters(12));
   engine.add(top).add(mid).add(low).link(top, mid).link(mid, low).u2l(top, low);

@@ -70,7 +70,7 @@ struct GradBytes {
 
 struct Decay : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<mlo::Problem> lower;
+  mlo::Problem* lower = nullptr;
   GradBytes grads;
   torch::Tensor lambda() const { return module_as<ParameterModule>()->tensors.at(0); }
   torch::Tensor training_step(const mlo::Batch& b) override {
@@ -82,7 +82,7 @@ struct Decay : mlo::Problem {
 
 struct Logistic : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Decay> upper;
+  Decay* upper = nullptr;
   GradBytes grads;
   torch::Tensor training_step(const mlo::Batch& b) override {
     const auto& p = module_as<ParameterModule>()->tensors;
@@ -108,7 +108,7 @@ torch::Tensor per_sample_ce(const torch::Tensor& logits, const torch::Tensor& ta
 
 struct WeightNet : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<mlo::Problem> lower;
+  mlo::Problem* lower = nullptr;
   GradBytes grads;
   torch::Tensor weights(const torch::Tensor& losses) {
     return torch::sigmoid(module_as<Mlp>()->forward(losses.detach().unsqueeze(1))).squeeze(1);
@@ -121,7 +121,7 @@ struct WeightNet : mlo::Problem {
 
 struct Classifier : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<WeightNet> upper;
+  WeightNet* upper = nullptr;
   GradBytes grads;
   torch::Tensor training_step(const mlo::Batch& b) override {
     const auto losses = per_sample_ce(module_as<Mlp>()->forward(b.data), b.target);
@@ -146,7 +146,9 @@ struct Level : mlo::Problem {
         .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.2).momentum(0.5));
   }
   torch::Tensor w() const { return module_as<Scalar>()->w; }
-  std::shared_ptr<Level> top, mid, low;
+  Level* top = nullptr;  // non-owning handles: the engine owns the problems
+  Level* mid = nullptr;
+  Level* low = nullptr;
 };
 
 struct Low : Level {
@@ -215,8 +217,8 @@ int main(int argc, char** argv) {
     if (pair == "hpo") {
       auto decay = std::make_shared<Decay>("decay");
       auto logistic = std::make_shared<Logistic>("logistic", lower_config(method));
-      decay->lower = logistic;
-      logistic->upper = decay;
+      decay->lower = logistic.get();
+      logistic->upper = decay.get();
       decay->module(std::make_shared<ParameterModule>(Params{{"lambda", 0.1 * torch::randn({5}, kDouble)}}))
           .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(2.0).momentum(0.5));
       logistic
@@ -235,8 +237,8 @@ int main(int argc, char** argv) {
     } else if (pair == "reweight") {
       auto net = std::make_shared<WeightNet>("weights");
       auto classifier = std::make_shared<Classifier>("classifier", lower_config(method));
-      net->lower = classifier;
-      classifier->upper = net;
+      net->lower = classifier.get();
+      classifier->upper = net.get();
       auto mlp = std::make_shared<Mlp>(6, 16, 3);
       mlp->to(torch::kFloat64);
       classifier->module(mlp).optimizer<torch::optim::SGD>(
@@ -260,9 +262,9 @@ int main(int argc, char** argv) {
       auto mid = std::make_shared<Mid>("mid", lower_config(method).gradient_accumulation(1), -0.4);
       auto top = std::make_shared<Top>("top", mlo::ProblemConfig(), 0.5);
       for (Level* p : std::vector<Level*>{low.get(), mid.get(), top.get()}) {
-        p->top = top;
-        p->mid = mid;
-        p->low = low;
+        p->top = top.get();
+        p->mid = mid.get();
+        p->low = low.get();
       }
       const auto y = torch::zeros({8}, torch::kLong);
       low->data(stream(features(8, 1, 0.3), y, 4, rank, world));

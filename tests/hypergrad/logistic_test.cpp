@@ -34,7 +34,7 @@ struct Hyper : mlo::Problem {
 // Trains on a fixed data set held by the problem (apply() needs no Engine or batch stream).
 struct Classifier : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Hyper> hyper;
+  Hyper* hyper = nullptr;
   torch::Tensor x, y;
   torch::Tensor training_step(const mlo::Batch&) override {
     const auto& p = module_as<ParameterModule>()->tensors;
@@ -60,7 +60,7 @@ struct Setup {
     classifier = std::make_shared<Classifier>("classifier");
     classifier->module(std::make_shared<ParameterModule>(
         Params{{"weight", torch::randn({3}, opts)}, {"bias", torch::randn({1}, opts)}}));
-    classifier->hyper = hyper;
+    classifier->hyper = hyper.get();
     classifier->x = torch::randn({40, 3}, opts);
     classifier->y = (classifier->x.mv(torch::randn({3}, opts)) > 0).to(torch::kFloat64);
     v = {torch::randn({3}, opts), torch::randn({1}, opts)};

@@ -24,7 +24,7 @@ struct Upper : mlo::Problem {
 };
 struct Lower : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Upper> upper;
+  Upper* upper = nullptr;
   torch::Tensor a, x;
   torch::Tensor w() const { return module_as<ParameterModule>()->tensors.at(0); }
   torch::Tensor training_step(const mlo::Batch&) override {
@@ -48,7 +48,7 @@ Measured measure(int64_t steps, const mlo::UnrolledOptions& options) {
   lower->module(std::make_shared<ParameterModule>(
       std::vector<std::pair<std::string, torch::Tensor>>{{"w", torch::randn({n})}}));
   lower->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
-  lower->upper = upper;
+  lower->upper = upper.get();
   lower->a = torch::rand({n}) + 0.5;
   lower->x = torch::randn({n, m}) / 100.0;
   mlo::hypergrad::Unrolled method(options);

@@ -78,7 +78,7 @@ namespace {
 // Upper level: per-output weights of the lower's penalty, trained on validation data.
 struct Weights : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<mlo::Problem> lower;
+  mlo::Problem* lower = nullptr;
   torch::Tensor lambda() const { return module().parameters()[0]; }
   torch::Tensor training_step(const mlo::Batch& b) override {
     auto out = lower->module_as<torch::nn::LinearImpl>()->forward(b.data);
@@ -88,7 +88,7 @@ struct Weights : mlo::Problem {
 
 struct Penalized : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Weights> upper;
+  Weights* upper = nullptr;
   mlo::Batch train;
   torch::Tensor training_step(const mlo::Batch&) override {
     auto linear = module_as<torch::nn::LinearImpl>();
@@ -118,8 +118,8 @@ TEST_CASE("Accumulation: an upper level steps with the mean of its micro-step hy
     upper->module(torch::nn::Linear(torch::nn::LinearOptions(3, 1).bias(false)))
         .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.5).momentum(0.5))
         .data(accumulation == 1 ? std::vector<mlo::Batch>{valid} : split(valid, accumulation));
-    lower->upper = upper;
-    upper->lower = lower;
+    lower->upper = upper.get();
+    upper->lower = lower.get();
     mlo::Engine engine(mlo::EngineConfig().train_iters(2 * accumulation));
     engine.add(upper).add(lower).link(upper, lower);
     engine.run();
@@ -153,7 +153,7 @@ namespace {
 // belong to the upper level.
 struct BatchPenalized : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Weights> upper;
+  Weights* upper = nullptr;
   torch::Tensor training_step(const mlo::Batch& b) override {
     auto linear = module_as<torch::nn::LinearImpl>();
     return torch::mse_loss(linear->forward(b.data), b.target) +
@@ -195,8 +195,8 @@ TEST_CASE("Accumulation: a lower level's hypergradient uses all G micro-batches 
           .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.5))
           .data(std::vector<mlo::Batch>{valid});
       upper->module().to(torch::kDouble);
-      lower->upper = upper;
-      upper->lower = lower;
+      lower->upper = upper.get();
+      upper->lower = lower.get();
       mlo::Engine engine(mlo::EngineConfig().train_iters(6 * accumulation));
       engine.add(upper).add(lower).link(upper, lower);
       engine.run();

@@ -25,14 +25,14 @@ struct Upper;
 
 struct Lower : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Upper> upper;
+  Upper* upper = nullptr;
   torch::Tensor w() const { return module_as<ScalarImpl>()->w; }
   torch::Tensor training_step(const mlo::Batch&) override;
 };
 
 struct Upper : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<Lower> lower;
+  Lower* lower = nullptr;
   std::vector<double> lambdas;  // lambda at the start of each upper step
   int64_t inject_at = kInjectAt;
   torch::Tensor lambda() const { return module_as<ScalarImpl>()->w; }
@@ -62,8 +62,8 @@ Pair make(const mlo::ProblemConfig& method, std::optional<mlo::LossScaling> scal
       "upper",
       mlo::ProblemConfig().loss_scaling(scaling).gradient_accumulation(upper_accumulation));
   p.upper->module(Scalar(0.5)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
-  p.lower->upper = p.upper;
-  p.upper->lower = p.lower;
+  p.lower->upper = p.upper.get();
+  p.upper->lower = p.lower.get();
   return p;
 }
 

@@ -63,8 +63,8 @@ TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the froz
   reweighter->module(net)
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0))
       .data(std::vector<mlo::Batch>{meta});
-  classifier->reweighter = reweighter;
-  reweighter->classifier = classifier;
+  classifier->reweighter = reweighter.get();
+  reweighter->classifier = classifier.get();
   mlo::Engine engine(mlo::EngineConfig().train_iters(1));
   engine.add(reweighter).add(classifier).link(reweighter, classifier);
   engine.run();

@@ -33,8 +33,8 @@ Pair make_pair(const mlo::Batch& train, const mlo::Batch& meta) {
   p.reweighter->module(mlo::nn::MWN(8))
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
       .data(std::vector<mlo::Batch>{meta});
-  p.classifier->reweighter = p.reweighter;
-  p.reweighter->classifier = p.classifier;
+  p.classifier->reweighter = p.reweighter.get();
+  p.reweighter->classifier = p.classifier.get();
   return p;
 }
 
@@ -139,8 +139,8 @@ Pair make_double_pair(const mlo::Batch& train, const mlo::Batch& meta,
   p.reweighter->module(mwn)
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
       .data(std::vector<mlo::Batch>{meta});
-  p.classifier->reweighter = p.reweighter;
-  p.reweighter->classifier = p.classifier;
+  p.classifier->reweighter = p.reweighter.get();
+  p.reweighter->classifier = p.classifier.get();
   return p;
 }
 
@@ -307,8 +307,8 @@ TEST_CASE("Reweighting: with batch norm only the classifier's own step moves run
   reweighter->module(mlo::nn::MWN(8))
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
       .data(std::vector<mlo::Batch>{meta});
-  classifier->reweighter = reweighter;
-  reweighter->classifier = classifier;
+  classifier->reweighter = reweighter.get();
+  reweighter->classifier = classifier.get();
   // Expected: a copy of the BN layer after one train-mode forward on the training batch.
   torch::Tensor want_mean, want_var;
   {

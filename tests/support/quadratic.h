@@ -46,7 +46,7 @@ struct QuadraticUpper : mlo::Problem {
 /// Lower level: holds w; its loss reads lambda through a typed handle to the upper problem.
 struct QuadraticLower : mlo::Problem {
   using mlo::Problem::Problem;
-  std::shared_ptr<QuadraticUpper> upper;
+  QuadraticUpper* upper = nullptr;
   torch::Tensor a, b;
   torch::Tensor w() const { return module_as<ParameterModule>()->tensors.at(0); }
   torch::Tensor training_step(const mlo::Batch&) override {
@@ -99,7 +99,7 @@ struct Quadratic {
     q.lower = std::make_shared<QuadraticLower>("lower", lower_config);
     q.lower->module(std::make_shared<ParameterModule>(
         std::vector<std::pair<std::string, torch::Tensor>>{{"w", torch::randn({n}, opts)}}));
-    q.lower->upper = q.upper;
+    q.lower->upper = q.upper.get();
     q.lower->a = q.a;
     q.lower->b = q.b;
     return q;

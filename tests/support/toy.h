@@ -42,7 +42,7 @@ struct Toy : mlo::Problem {
   torch::Tensor w() const { return module_as<ScalarImpl>()->w; }
   double value() const { return w().item<double>(); }
 
-  std::vector<std::shared_ptr<Toy>> inputs;
+  std::vector<Toy*> inputs;  // non-owning: the engine owns the problems
   std::shared_ptr<Trace> trace;
   double target = 1.0;
 };
@@ -56,8 +56,8 @@ inline std::shared_ptr<Toy> toy(const std::string& name, mlo::ProblemConfig conf
 inline void link(mlo::Engine& engine, const std::shared_ptr<Toy>& upper,
                  const std::shared_ptr<Toy>& lower) {
   engine.link(upper, lower);
-  upper->inputs.push_back(lower);
-  lower->inputs.push_back(upper);
+  upper->inputs.push_back(lower.get());
+  lower->inputs.push_back(upper.get());
 }
 
 // Local steps at which `name` stepped its optimizer, in order.

@@ -69,15 +69,16 @@ struct StepContext {
 /// ```
 /// struct Inner : mlo::Problem {
 ///   using mlo::Problem::Problem;
-///   std::shared_ptr<Outer> outer;   // typed handle to the level above
+///   Outer* outer = nullptr;   // typed, non-owning handle to the level above
 ///   torch::Tensor training_step(const mlo::Batch& b) override {
 ///     return loss(module_as<torch::nn::LinearImpl>()->forward(b.data), b.target, outer->lambda());
 ///   }
 /// };
 /// auto inner = std::make_shared<Inner>("inner", mlo::ProblemConfig().unroll_steps(10));
-/// inner->module(torch::nn::Linear(20,
-/// 1)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
-///      .data(batches);
+/// inner->module(torch::nn::Linear(20, 1))
+///     .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
+///     .data(batches);
+/// inner->outer = outer.get();   // the engine owns both problems; handles do not own
 /// ```
 ///
 /// Problems are stepped by an `Engine`; they are non-copyable, and their state goes through
