@@ -13,6 +13,18 @@
 #include <utility>
 
 namespace mlo {
+namespace {
+
+// The optimizer's state as `archive` has it, and nothing else. NOTE: LibTorch's
+// `Optimizer::load` only overwrites the entries the archive holds: a snapshot taken before the
+// first step (no momentum buffers, Adam moments or step counts yet) would leave the state of
+// the steps taken since in place.
+void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& archive) {
+  optimizer.state().clear();
+  optimizer.load(archive);
+}
+
+}  // namespace
 
 void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   torch::serialize::OutputArchive module_archive;
@@ -80,7 +92,7 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   if (optimizer_) {
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
-    optimizer_->load(optimizer_archive);
+    load_optimizer(*optimizer_, optimizer_archive);
   }
   if (stream_) {
     torch::serialize::InputArchive data_archive;
@@ -161,7 +173,7 @@ void Problem::restore_state() {
   module().load(module_archive);
   torch::serialize::InputArchive optimizer_archive;
   archive.read("optimizer", optimizer_archive);
-  optimizer().load(optimizer_archive);
+  load_optimizer(optimizer(), optimizer_archive);
   optimizer_steps_ = mlo::archive::read_int(archive, "optimizer_steps", "roll-back snapshot of '" + name_ + "'");
   apply_schedule();
 }

@@ -163,3 +163,52 @@ TEST_CASE("Schedule: roll_back after warmup rewinds only the last unroll, not th
                                << ")");
   CHECK(inner->value() == Approx(expected).epsilon(1e-12));
 }
+
+TEST_CASE("Schedule: roll_back on the first unroll redoes the step with a fresh optimizer state",
+          "[core][schedule]") {
+  // The snapshot of the first unroll is taken before any optimizer step: it holds no momentum
+  // buffer, Adam moment or step count. The redo must start from that empty state, not from the
+  // state the discarded steps built (LibTorch's Optimizer::load keeps entries an archive lacks).
+  struct Case {
+    const char* name;
+    std::function<void(Toy&)> optimizer;
+    // w after one step from w0 with gradient g, from a fresh state (lr 0.1).
+    std::function<double(double w0, double g)> one_step;
+  };
+  const std::vector<Case> cases{
+      {"sgd momentum 0.9",
+       [](Toy& p) {
+         p.optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9));
+       },
+       // The first step sets the buffer to g: w0 - lr g.
+       [](double w0, double g) { return w0 - 0.1 * g; }},
+      {"adam",
+       [](Toy& p) { p.optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.1)); },
+       // Step 1, bias-corrected: m = g, v = g^2, so w0 - lr g / (|g| + eps).
+       [](double w0, double g) { return w0 - 0.1 * g / (std::abs(g) + 1e-8); }},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      auto outer = mlo_test::toy("outer", ProblemConfig(), nullptr);
+      auto inner = mlo_test::toy("inner", ProblemConfig().unroll_steps(3).roll_back(true), nullptr);
+      c.optimizer(*inner);
+      int64_t calls = 0;
+      inner->data([&calls] {
+        ++calls;
+        return mlo::Batch(torch::full({1}, 0.1 * static_cast<double>(calls), torch::kDouble));
+      });
+      mlo::Engine engine;
+      engine.add(outer).add(inner);
+      mlo_test::link(engine, outer, inner);
+      engine.initialize();
+      const double w0 = inner->value();
+      for (int i = 0; i < 3; ++i) engine.step();  // the third inner step: outer steps, redo
+      REQUIRE(outer->step_count() == 1);
+      // dL/dw = 2 (w - 1) + batch + outer.w, at w0 on the third batch.
+      const double g = 2.0 * (w0 - 1.0) + 0.3 + outer->value();
+      const double expected = c.one_step(w0, g);
+      INFO("inner after the redo " << inner->value() << ", expected " << expected);
+      CHECK(inner->value() == Approx(expected).epsilon(1e-12));
+    }
+  }
+}
