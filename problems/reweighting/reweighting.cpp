@@ -79,6 +79,25 @@ at::Tensor Classifier::weight_inputs(const Batch& batch, const at::Tensor& losse
   return frozen_.back().losses;
 }
 
+void Classifier::save_step_state(torch::serialize::OutputArchive& archive) const {
+  const auto& window = current_batches();
+  for (size_t i = 0; i < window.size(); ++i) {
+    const at::Tensor losses = frozen_losses(window[i]);
+    if (losses.defined()) archive.write("frozen." + std::to_string(i), losses, /*is_buffer=*/true);
+  }
+}
+
+void Classifier::load_step_state(torch::serialize::InputArchive& archive) {
+  frozen_.clear();
+  const auto& window = current_batches();
+  for (size_t i = 0; i < window.size(); ++i) {
+    at::Tensor losses;
+    if (archive.try_read("frozen." + std::to_string(i), losses, /*is_buffer=*/true)) {
+      frozen_.push_back({window[i].data, losses});
+    }
+  }
+}
+
 void Classifier::record_weights(const at::Tensor& weights, const at::Tensor& target) {
   const at::Tensor d = weights.detach().to(at::kDouble);
   const double mean = d.mean().item<double>();

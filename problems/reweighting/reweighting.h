@@ -60,6 +60,11 @@ class Classifier : public Problem {
   at::Tensor training_step(const Batch& batch) override;
   /// Logits of the classifier for `x`.
   at::Tensor logits(const at::Tensor& x);
+  /// Saves the frozen weight-net inputs of the latest window's batches: a parent that steps
+  /// after a resume re-evaluates those batches with them.
+  void save_step_state(torch::serialize::OutputArchive& archive) const override;
+  /// Restores them, matched to the saved window's batches.
+  void load_step_state(torch::serialize::InputArchive& archive) override;
 
  private:
   // The frozen weight-net input of `batch` if it is one of the latest window's (else undefined).

@@ -75,6 +75,9 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
     if (grad.defined()) grad_archive.write(std::to_string(i), grad, /*is_buffer=*/true);
   }
   archive.write("accumulated_grads", grad_archive);
+  torch::serialize::OutputArchive step_archive;
+  save_step_state(step_archive);
+  archive.write("step_state", step_archive);
   // The roll-back snapshot taken at the start of the current unroll.
   if (cached_state_) {
     const std::string bytes = cached_state_->str();
@@ -145,6 +148,10 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
         std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
                     static_cast<size_t>(bytes.numel())));
   }
+  torch::serialize::InputArchive step_archive;
+  MLO_CHECK(archive.try_read("step_state", step_archive), owner,
+            ": the saved state has no 'step_state' (saved by another version?)");
+  load_step_state(step_archive);
   apply_schedule();
 }
 

@@ -109,23 +109,23 @@ TEST_CASE("Resume: a damaged or missing state file is refused", "[cli][resume]")
                       Catch::Matchers::Contains("is damaged or incomplete"));
 }
 
-TEST_CASE("Resume: roll_back stopped mid-unroll resumes bit for bit", "[cli][resume]") {
-  // The reproduction from the review: unroll 3 with roll-back, stopped after step 4 (inside the
-  // second unroll, whose pre-unroll snapshot must be in the saved state), then resumed to 6.
-  const std::vector<std::string> overrides = {"engine.train_iters=6", "engine.save_step=2",
-                                              "problems.classifier.unroll_steps=3",
-                                              "problems.classifier.roll_back=true"};
-  const auto full_dir = scratch("roll_back_full");
-  const auto part_dir = scratch("roll_back_part");
+namespace {
+
+// Runs kTiny with `overrides` to the end, and again stopped after `stop_at` and resumed; the
+// test metrics and every logged metric must be bitwise equal.
+void check_resume_exact(const std::string& name, const std::vector<std::string>& overrides,
+                        int64_t stop_at, int64_t steps) {
+  const auto full_dir = scratch(name + "_full");
+  const auto part_dir = scratch(name + "_part");
   mlo::cli::RunOptions options;
   options.progress = false;
   options.out_dir = full_dir.string();
   const auto full =
       mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml", overrides), options);
-  REQUIRE(full.steps == 6);
+  REQUIRE(full.steps == steps);
 
   options.out_dir = part_dir.string();
-  options.stop_at = 4;
+  options.stop_at = stop_at;
   const auto part =
       mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml", overrides), options);
   REQUIRE(part.interrupted);
@@ -133,12 +133,37 @@ TEST_CASE("Resume: roll_back stopped mid-unroll resumes bit for bit", "[cli][res
   options.resume = true;
   const auto resumed =
       mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml", overrides), options);
-  REQUIRE(resumed.steps == 6);
-  for (const auto& [name, value] : full.test) {
-    INFO("test metric " << name);
-    CHECK(resumed.test.at(name) == value);  // bitwise
+  REQUIRE(resumed.steps == steps);
+  for (const auto& [metric, value] : full.test) {
+    INFO("test metric " << metric);
+    CHECK(resumed.test.at(metric) == value);  // bitwise
   }
   CHECK(read(part_dir / "metrics.csv") == read(full_dir / "metrics.csv"));
+}
+
+}  // namespace
+
+TEST_CASE("Resume: roll_back stopped mid-unroll resumes bit for bit", "[cli][resume]") {
+  // The reproduction from the review: unroll 3 with roll-back, stopped after step 4 (inside the
+  // second unroll, whose pre-unroll snapshot must be in the saved state), then resumed to 6.
+  check_resume_exact("roll_back",
+                     {"engine.train_iters=6", "engine.save_step=2",
+                      "problems.classifier.unroll_steps=3", "problems.classifier.roll_back=true"},
+                     /*stop_at=*/4, /*steps=*/6);
+}
+
+TEST_CASE("Resume: inside an accumulation window, frozen weight inputs and DARTS, bit for bit",
+          "[cli][resume]") {
+  // The weight net's inputs are frozen at the losses of the classifier's own steps; the
+  // reweighter's DARTS re-evaluates the whole window (steps 5 and 6) with them after step 6.
+  // Stopped after step 5, the frozen inputs of step 5 must come back with the state, or the
+  // re-evaluation of batch 5 reads losses at the perturbed weights.
+  check_resume_exact("frozen_window",
+                     {"engine.train_iters=8", "engine.save_step=2",
+                      "problems.classifier.unroll_steps=1",
+                      "problems.classifier.gradient_accumulation=2",
+                      "problems.classifier.method=darts", "reweighting.freeze_weight_inputs=true"},
+                     /*stop_at=*/5, /*steps=*/8);
 }
 
 TEST_CASE("Run: validation rows come from the validation split; the test set only at the end",

@@ -104,6 +104,13 @@ class Problem {
   virtual void param_callback() {}
   /// Replaces the optimizer step when it returns true (the default returns false).
   virtual bool custom_optimizer_step() { return false; }
+  /// Saves a subclass's own step state: whatever its later steps or re-evaluations read besides
+  /// the module, the optimizer and the counters (e.g. inputs frozen at its latest own step), so
+  /// that a resumed run continues bit for bit. Called by `state_dict`.
+  virtual void save_step_state(torch::serialize::OutputArchive& archive) const { (void)archive; }
+  /// Restores what `save_step_state` wrote. Called by `load_state_dict` after the problem's own
+  /// state: `current_batches()` already holds the saved accumulation window.
+  virtual void load_step_state(torch::serialize::InputArchive& archive) { (void)archive; }
 
   // ---- Setup (chained). ---------------------------------------------------------------------
 
