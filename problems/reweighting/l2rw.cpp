@@ -1,6 +1,7 @@
 #include "problems/reweighting/l2rw.h"
 
 #include <mlo/base/error.h>
+#include <mlo/memory/precision.h>
 
 #include <torch/torch.h>
 
@@ -23,6 +24,9 @@ at::Tensor l2rw_weights(const std::function<at::Tensor(const at::Tensor&)>& logi
                         const std::vector<at::Tensor>& params, const Batch& train,
                         const Batch& meta, double alpha) {
   MLO_CHECK(alpha > 0, "l2rw: alpha must be > 0, got ", alpha);
+  // NOTE: under bf16/fp16 the look-ahead runs inside the classifier's autocast region; cached
+  // weight casts would hide the perturbations below (memory/precision.h).
+  memory::CastCacheOff no_cache;
   at::AutoGradMode enable_grad(true);
   const at::Tensor meta_loss = per_sample_ce(logits(meta.data), meta.target).mean();
   const auto v = torch::autograd::grad({meta_loss}, params, {}, /*retain_graph=*/false,

@@ -5,6 +5,7 @@
 
 #include <mlo/core/config.h>
 #include <mlo/nn/chain.h>
+#include <mlo/memory/precision.h>
 #include <mlo/nn/mwn.h>
 
 #include <torch/nn/functional/loss.h>
@@ -148,6 +149,7 @@ at::Tensor Classifier::training_step(const Batch& batch) {
     // the classifier's forward needs no graph, only the weight net's does.
     at::Tensor losses;
     {
+      memory::CastCacheOff no_cache;  // casts without history are not kept (memory/precision.h)
       torch::NoGradGuard no_grad;
       losses = per_sample_cross_entropy(logits(batch.data), batch.target);
     }

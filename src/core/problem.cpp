@@ -145,6 +145,15 @@ void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& p
   scaler_ = scaling ? std::make_unique<memory::LossScaler>(*scaling) : nullptr;
 }
 
+std::string Problem::parameter_name(const at::Tensor& parameter) const {
+  if (module_) {
+    for (const auto& item : module_->named_parameters()) {
+      if (item.value().unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl()) return item.key();
+    }
+  }
+  return "(unnamed)";
+}
+
 memory::Footprint Problem::footprint() const {
   return memory::footprint(module(), optimizer_ ? optimizer_.get() : nullptr);
 }
@@ -252,8 +261,23 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{}, /*retain_graph=*/false,
                                   /*create_graph=*/false, /*allow_unused=*/true);
   }
+  // NOTE: a parameter the loss does not reach would silently train with a zero gradient (a
+  // weight cast cached without history under autocast did exactly that). Only this problem's own
+  // parameters may go without a direct gradient, and only when hypergradient paths supply one
+  // (an upper problem whose parameters enter its loss only through a lower problem's).
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (!grads[i].defined()) grads[i] = at::zeros_like(inputs[i]);
+    if (grads[i].defined()) continue;
+    if (i >= own.size() || paths.empty()) {
+      const Problem* holder = this;  // whose parameter inputs[i] is
+      for (size_t k = 0; k < offsets.size(); ++k) {
+        if (i >= offsets[k]) holder = lowers[k];
+      }
+      MLO_CHECK(false, "problem '", name_, "': its loss does not depend on parameter '",
+                holder->parameter_name(inputs[i]), "' of problem '", holder->name(),
+                "', which requires grad; set requires_grad false on it before Engine::initialize ",
+                "if it is meant to stay fixed");
+    }
+    grads[i] = at::zeros_like(inputs[i]);
   }
   std::vector<at::Tensor> total(grads.begin(), grads.begin() + static_cast<long>(own.size()));
   auto scope =

@@ -6,6 +6,7 @@
 #include <mlo/detail/torch_compat.h>
 #include <mlo/memory/checkpoint.h>
 #include <mlo/memory/planner.h>
+#include <mlo/memory/precision.h>
 #include <mlo/nn/chain.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -134,7 +135,13 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     state->autocast_cuda_dtype = mlo::detail::autocast_dtype(c10::kCUDA);
 
     const auto version = input._version();
-    at::Tensor output = state->fn(input);
+    at::Tensor output;
+    {
+      // NOTE: casts made here have no history; kept in autocast's cache, they would replace
+      // the weights' casts in a later forward of the same region (memory/precision.h).
+      CastCacheOff no_cache;
+      output = state->fn(input);
+    }
     MLO_CHECK(input._version() == version,
               "checkpoint: the block modified its input in place; it cannot be checkpointed "
               "(its input is what backward recomputes from)");

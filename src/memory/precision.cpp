@@ -41,6 +41,12 @@ AutocastGuard::~AutocastGuard() {
   detail::set_autocast_dtype(device_, previous_dtype_);
 }
 
+CastCacheOff::CastCacheOff() : previous_(at::autocast::is_autocast_cache_enabled()) {
+  at::autocast::set_autocast_cache_enabled(false);
+}
+
+CastCacheOff::~CastCacheOff() { at::autocast::set_autocast_cache_enabled(previous_); }
+
 LossScaler::LossScaler(const LossScaling& options)
     : options_(options), scale_(options.init_scale()) {
   MLO_CHECK(options.init_scale() > 0, "loss scaling: init_scale must be > 0, got ",

@@ -5,6 +5,7 @@
 #include <mlo/memory/checkpoint.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
+#include <mlo/memory/precision.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/autograd.h>
@@ -107,6 +108,11 @@ ChainProfile profile_chain(nn::ChainImpl& chain, const torch::Tensor& sample,
   MLO_CHECK(!options.process_cpu_time() || device.is_cpu(),
             "profile_chain: process_cpu_time needs a CPU sample, got ", device.str());
   StateRestorer restorer(chain, device);
+  // NOTE: the profile may run inside the caller's autocast region (a plan made lazily at the
+  // first forward); casts cached by its passes would replace the weights' casts in the caller's
+  // next forward, without history (memory/precision.h). Each pass casts afresh, as an uncached
+  // forward does.
+  CastCacheOff no_cache;
   Timer timer(device, options.process_cpu_time());
   MemoryMeter meter(device);
   MemoryMeter::Active on(meter);

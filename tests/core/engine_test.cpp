@@ -39,6 +39,34 @@ TEST_CASE("Engine: a problem without an optimizer is refused", "[core][engine]")
   REQUIRE_THROWS_WITH(engine.initialize(), Contains("problem 'lonely': no optimizer"));
 }
 
+TEST_CASE("Engine: a parameter that gets no gradient is an error naming it, not a zero",
+          "[core][engine]") {
+  // A lower-level loss that misses a trainable parameter (here the bias; in the wild, a weight
+  // whose autocast cast had no history) would train it with a silent zero gradient.
+  struct WeightOnly : mlo::Problem {
+    using mlo::Problem::Problem;
+    torch::Tensor training_step(const mlo::Batch& b) override {
+      return b.data.matmul(module_as<torch::nn::LinearImpl>()->weight.t()).pow(2).mean();
+    }
+  };
+  auto p = std::make_shared<WeightOnly>("fit");
+  p->module(torch::nn::Linear(3, 1)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+  p->data(std::vector<mlo::Batch>{mlo::Batch(torch::ones({2, 3}))});
+  mlo::Engine engine(mlo::EngineConfig().train_iters(1));
+  engine.add(p);
+  REQUIRE_THROWS_WITH(engine.run(), Contains("problem 'fit': its loss does not depend on "
+                                             "parameter 'bias' of problem 'fit'"));
+  // Frozen on purpose: fine.
+  auto q = std::make_shared<WeightOnly>("frozen_bias");
+  auto linear = torch::nn::Linear(3, 1);
+  linear->bias.set_requires_grad(false);
+  q->module(linear).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+  q->data(std::vector<mlo::Batch>{mlo::Batch(torch::ones({2, 3}))});
+  mlo::Engine ok(mlo::EngineConfig().train_iters(1));
+  ok.add(q);
+  REQUIRE_NOTHROW(ok.run());
+}
+
 TEST_CASE("Engine: validation runs every valid_step in eval mode", "[core][engine]") {
   auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
   std::vector<int64_t> at;

@@ -3,6 +3,7 @@
 #include <mlo/base/error.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
+#include <mlo/memory/precision.h>
 #include <mlo/nn/resnet.h>
 #include <torch/torch.h>
 
@@ -237,5 +238,25 @@ TEST_CASE("Planner: a planned ResNet computes the same loss and gradients", "[me
   for (size_t i = 0; i < plain.size(); ++i) {
     INFO("tensor " << i);
     CHECK(torch::allclose(plain[i], ckpt[i], /*rtol=*/1e-4, /*atol=*/1e-6));
+  }
+}
+
+TEST_CASE("Planner: a bf16 profile inside autocast sees every block's weight gradients",
+          "[memory][planner][precision]") {
+  // Plans are made lazily at the first forward, inside the level's autocast region. The
+  // profile's pass without grad must not leave weight casts without history in autocast's
+  // cache for its pass with grad: the conv blocks would report no parameter gradients.
+  torch::manual_seed(0);
+  auto model = mlo::nn::resnet32();
+  model->train();
+  const auto x = torch::randn({2, 3, 32, 32});
+  const auto fp32 = mlo::memory::profile_chain(*model, x);
+  mlo::memory::AutocastGuard autocast(mlo::Precision::kBF16, c10::kCPU);
+  const auto bf16 = mlo::memory::profile_chain(*model, x);
+  REQUIRE(bf16.size() == fp32.size());
+  for (size_t i = 0; i < bf16.size(); ++i) {
+    // The weights' gradients stay float32 (the casts' backward widens them): the same bytes.
+    INFO("block " << i << " (" << bf16.blocks[i].name << ")");
+    CHECK(bf16.blocks[i].param_grad_bytes == fp32.blocks[i].param_grad_bytes);
   }
 }

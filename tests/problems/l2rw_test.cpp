@@ -4,6 +4,7 @@
 #include "problems/reweighting/reweighting.h"
 
 #include <mlo/mlo.h>
+#include <mlo/memory/precision.h>
 #include <mlo/nn/chain.h>
 #include <torch/torch.h>
 
@@ -95,4 +96,39 @@ TEST_CASE("L2RW: a zero meta gradient gives zero weights; alpha must be positive
   CHECK(rw::l2rw_weights(zero, chain->parameters(), train, meta).abs().sum().item<double>() == 0.0);
   auto model = [&](const torch::Tensor& x) { return chain->forward(x); };
   CHECK_THROWS_AS(rw::l2rw_weights(model, chain->parameters(), train, meta, 0.0), mlo::Error);
+}
+
+TEST_CASE("L2RW under bf16: the look-ahead forwards see their perturbations",
+          "[problems][reweighting][precision]") {
+  // Inside the classifier's autocast region the meta forward casts the (float) weights to bf16
+  // and autocast would keep those casts for the region: the look-ahead forwards at w +- h v
+  // would then run at w, and every weight would be 0. They must match the float32 weights of
+  // the same finite difference up to bf16 rounding.
+  // An all-convolution net, as in the review's reproduction (convolutions are autocast to bf16
+  // on the CPU with their weight casts cached).
+  torch::manual_seed(3);
+  mlo::nn::Chain chain;
+  chain->push_back("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3)))
+      .push_back("act", torch::nn::Functional(torch::tanh))
+      .push_back("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 3, 3)))
+      .push_back("pool", torch::nn::Functional([](const torch::Tensor& x) {
+                   return x.mean({2, 3});
+                 }));
+  torch::manual_seed(4);
+  const mlo::Batch train(torch::randn({10, 1, 6, 6}), torch::randint(3, {10}));
+  const mlo::Batch meta(torch::randn({6, 1, 6, 6}), torch::randint(3, {6}));
+  auto model = [&](const torch::Tensor& x) { return chain->forward(x); };
+  // A step of length 1 along the meta gradient: large enough to show through bf16's 8 bits.
+  const double alpha = 1.0;
+  const auto fp32 = rw::l2rw_weights(model, chain->parameters(), train, meta, alpha);
+  torch::Tensor bf16;
+  {
+    mlo::memory::AutocastGuard autocast(mlo::Precision::kBF16, c10::kCPU);
+    bf16 = rw::l2rw_weights(model, chain->parameters(), train, meta, alpha);
+  }
+  INFO("fp32 " << fp32 << "\nbf16 " << bf16);
+  REQUIRE(fp32.sum().item<double>() == Approx(1.0).epsilon(1e-6));
+  CHECK(bf16.sum().item<double>() == Approx(1.0).epsilon(1e-6));  // not all zero
+  // Each weight within 0.05 of the float32 one (bf16 keeps ~3 significant digits of each loss).
+  CHECK((bf16 - fp32).abs().max().item<double>() < 0.05);
 }

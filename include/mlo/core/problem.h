@@ -174,6 +174,9 @@ class Problem {
   at::Tensor current_loss(size_t micro);
   /// `training_step(batch)` under the level's precision (autocast for bf16/fp16).
   at::Tensor loss(const Batch& batch);
+  /// The module's name for `parameter` ("conv1.weight"), or "(unnamed)" if it is not one of
+  /// the module's parameters; for error messages.
+  std::string parameter_name(const at::Tensor& parameter) const;
   /// Bytes of this level's parameters, gradients and optimizer state (`memory::footprint`).
   memory::Footprint footprint() const;
   /// The level's loss scaler, or null when loss scaling is off.

@@ -42,6 +42,37 @@ class AutocastGuard {
   c10::ScalarType previous_dtype_ = c10::kFloat;
 };
 
+/// Turns off autocast's cache of low-precision weight casts while alive, and restores the
+/// previous setting afterwards. Nestable.
+///
+/// Inside an autocast region LibTorch casts a float weight that requires grad once and reuses
+/// the cast until the region ends. A cast made under no_grad has no autograd history, and a cast
+/// made before the weight changed in place holds the old values; a later forward of the same
+/// weight in the same region would reuse it, so the weight gets no gradient or the change is
+/// invisible. Passes without a graph inside a region (a checkpointed segment's forward,
+/// profiling, re-evaluations) and passes at weights changed in place (look-aheads) run under
+/// this guard:
+///
+/// ```
+/// memory::AutocastGuard autocast(Precision::kBF16, c10::kCPU);
+/// {
+///   memory::CastCacheOff no_cache;
+///   torch::NoGradGuard no_grad;
+///   probe = model->forward(x);       // casts made here are not kept
+/// }
+/// loss = model->forward(x).sum();    // casts with history: every weight gets its gradient
+/// ```
+class CastCacheOff {
+ public:
+  CastCacheOff();
+  ~CastCacheOff();
+  CastCacheOff(const CastCacheOff&) = delete;
+  CastCacheOff& operator=(const CastCacheOff&) = delete;
+
+ private:
+  bool previous_ = true;
+};
+
 /// Dynamic loss scaling (as in mixed-precision training): the loss is multiplied by `scale()`;
 /// before the optimizer step the gradients are divided by it and checked. On inf/nan the step is
 /// skipped and the scale is multiplied by `backoff_factor`; after `growth_interval` clean steps
