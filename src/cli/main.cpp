@@ -87,7 +87,9 @@ int main(int argc, char** argv) {
         return interrupted ? 130 : 0;
       }
       const auto result = run_experiment(config, options);
-      return result.interrupted && options.stop_at != result.steps ? 130 : 0;
+      // (a --stop-at inside an accumulation window stops at the window's end, a little later)
+      const bool stopped_as_asked = options.stop_at > 0 && result.steps >= options.stop_at;
+      return result.interrupted && !stopped_as_asked ? 130 : 0;
     }
     if (compare.parsed()) return compare.run();
     if (launch.parsed()) return launch.run();

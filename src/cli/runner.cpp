@@ -179,6 +179,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   });
   g_interrupted = false;
   bool stopped = false;
+  bool save_due = false;  // a periodic save that waits for an accumulation window's end
+  bool window_note_logged = false;
   const auto previous_handler = std::signal(SIGINT, on_interrupt);
   const auto previous_term = std::signal(SIGTERM, on_interrupt);
   const auto restore_signals = [&] {
@@ -200,12 +202,26 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
       std::snprintf(status, sizeof(status), "loss %.4f", engine.problems().front()->last_loss());
       progress->update(step, status);
     }
-    if (g_interrupted || step == options.stop_at) {
-      stopped = true;  // saved below, once every rank has stopped at this step
-      return false;
+    // NOTE: a state saved inside a distributed run's accumulation window cannot be resumed
+    // (Engine::state_resumable); it must never replace the last one that can. A save or a stop
+    // that falls inside a window waits for its end (at most G - 1 more steps of that level).
+    const bool resumable = engine.state_resumable();
+    if (g_interrupted || (options.stop_at > 0 && step >= options.stop_at)) {
+      if (resumable) {
+        stopped = true;  // saved below, once every rank has stopped at this step
+        return false;
+      }
+      if (!window_note_logged) {
+        spdlog::warn("stop requested at global step {}, inside an accumulation window: finishing "
+                     "the window first, so that the saved state can be resumed",
+                     step);
+        window_note_logged = true;
+      }
     }
-    if (config.engine.save_step > 0 && step % config.engine.save_step == 0) {
+    if (config.engine.save_step > 0 && step % config.engine.save_step == 0) save_due = true;
+    if (save_due && resumable) {
       checkpoints.save(engine);
+      save_due = false;
     }
     return true;
   });
@@ -224,7 +240,14 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   // every rank stopped at the same step, short of train_iters and not by early stopping.
   stopped = stopped || (result.steps < config.engine.train_iters && !engine.stopped_early());
 
-  checkpoints.save(engine);
+  if (engine.state_resumable()) {
+    checkpoints.save(engine);
+  } else if (main) {
+    // (an early stop, or train_iters, inside a window: the previous state stays)
+    spdlog::warn("the run ended at global step {}, inside an accumulation window; its state "
+                 "cannot be resumed exactly and is not saved ({} keeps the previous one)",
+                 engine.global_step(), checkpoints.path());
+  }
   if (stopped) {
     result.interrupted = true;
     if (main || checkpoints.saves()) {

@@ -16,7 +16,9 @@ struct RunOptions {
   std::string out_dir;
   /// Continue from <out_dir>/state.pt.
   bool resume = false;
-  /// Save the state and stop after this global step, as Ctrl-C does (0: run to the end).
+  /// Save the state and stop after this global step, as Ctrl-C does (0: run to the end). Inside
+  /// a distributed run's accumulation window both wait for the window's end (a state saved
+  /// inside one could not be resumed).
   int64_t stop_at = 0;
   /// Progress bar on a terminal; nullopt = when standard error is a terminal.
   std::optional<bool> progress;

@@ -90,6 +90,11 @@ bool Engine::partial_window() const {
   });
 }
 
+bool Engine::state_resumable() const {
+  // (zero1/zero2: every rank saves its own window and shard, resumed on the same split)
+  return config_.strategy() != dist::Strategy::kDistributed || !partial_window();
+}
+
 void Engine::check_resumable(torch::serialize::InputArchive& archive) const {
   c10::IValue value;
   const bool tagged = archive.try_read("strategy", value);

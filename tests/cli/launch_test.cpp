@@ -290,3 +290,38 @@ TEST_CASE("mlo launch: a global batch that does not split over the ranks is name
                                     "split evenly over WORLD_SIZE=3 ranks"));
   CHECK_FALSE(fs::exists(dir / "out" / "results.json"));
 }
+
+TEST_CASE(
+    "mlo launch: a stop inside a distributed accumulation window waits for the window's end and "
+    "resumes to the uninterrupted result",
+    "[cli][dist]") {
+  // Under distributed, rank 0 saves for every rank, so a state saved inside an accumulation
+  // window (rank 0's partial gradients) cannot be resumed. The stop at 5 (window 3 of the
+  // classifier: steps 5-6) must finish the window, save at 6, and a resume must end exactly
+  // where the uninterrupted run does; before, it saved at 5 over the only state and the resume
+  // was refused.
+  const std::vector<std::string> accumulate{"--set", "problems.classifier.gradient_accumulation=2",
+                                            "--no-progress"};
+  const fs::path full_dir = scratch("window_full");
+  const Launch full = launch(full_dir, accumulate, "full.log");
+  INFO(full.output);
+  REQUIRE(full.code == 0);
+
+  const fs::path dir = scratch("window_stop");
+  std::vector<std::string> stop_args = accumulate;
+  stop_args.insert(stop_args.end(), {"--stop-at", "5"});
+  const Launch stop = launch(dir, stop_args, "stop.log");
+  INFO(stop.output);
+  REQUIRE(stop.code == 0);
+  CHECK_THAT(stop.output, Contains("inside an accumulation window: finishing the window first"));
+  CHECK_THAT(stop.output, Contains("stopped at global step 6"));
+
+  std::vector<std::string> resume_args = accumulate;
+  resume_args.push_back("--resume");
+  const Launch resumed = launch(dir, resume_args, "resume.log");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  CHECK_THAT(resumed.output, Contains("at global step 6"));
+  CHECK(mlo_test::read_file((dir / "out" / "results.json").string()) ==
+        mlo_test::read_file((full_dir / "out" / "results.json").string()));
+}

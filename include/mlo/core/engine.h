@@ -118,6 +118,11 @@ class Engine {
   /// The process group (after initialization, under a distributed strategy), else null.
   dist::ProcessGroup* group() const { return group_.get(); }
   const std::vector<ProblemPtr>& problems() const { return problems_; }
+  /// Whether a state saved now can be resumed exactly. False only for a `distributed` run on
+  /// several ranks while a data-parallel level is inside an accumulation window: rank 0 saves
+  /// for every rank, and its partial gradients and micro-batches are its own shard's. A saver
+  /// then waits for the window's end instead of replacing a resumable state.
+  bool state_resumable() const;
 
  private:
   void step_problem(detail::ScheduleNode& node);
