@@ -51,7 +51,7 @@ struct ScopeStats {
 /// Bytes as MiB, for reports.
 double to_mib(int64_t bytes);
 
-/// Exact byte accounting of tensor allocations (DESIGN.md §6): current and peak bytes overall,
+/// Exact byte accounting of tensor allocations (docs/memory.md): current and peak bytes overall,
 /// per (owner, phase) scope and per meta-iteration. Attach it with `Active` on the thread that
 /// allocates; the Engine opens the scopes of each problem's phases.
 class MemoryMeter {
