@@ -76,6 +76,8 @@ struct LogRegHpoOptions {
   TORCH_ARG(bool, freeze_weights) = false;
 };
 
+/// The linked pair. It owns both problems (with the engine they are added to); their handles to
+/// each other do not own, so keep both (or the engine) alive while either is used.
 struct LogRegHpo {
   std::shared_ptr<LogRegInner> inner;
   std::shared_ptr<LogRegOuter> outer;

@@ -180,6 +180,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   g_interrupted = false;
   bool stopped = false;
   bool save_due = false;  // a periodic save that waits for an accumulation window's end
+  bool stop_requested = false;  // --stop-at reached (the stop may wait for a window's end)
   bool window_note_logged = false;
   const auto previous_handler = std::signal(SIGINT, on_interrupt);
   const auto previous_term = std::signal(SIGTERM, on_interrupt);
@@ -204,9 +205,12 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     }
     // NOTE: a state saved inside a distributed run's accumulation window cannot be resumed
     // (Engine::state_resumable); it must never replace the last one that can. A save or a stop
-    // that falls inside a window waits for its end (at most G - 1 more steps of that level).
+    // that falls inside a window waits until every data-parallel level is at a window boundary
+    // (a second Ctrl-C/SIGTERM ends the process at once, keeping the previous state).
     const bool resumable = engine.state_resumable();
-    if (g_interrupted || (options.stop_at > 0 && step >= options.stop_at)) {
+    if (options.stop_at > 0 && step == options.stop_at) stop_requested = true;
+    // (at train_iters the run ends anyway, with its results)
+    if ((g_interrupted || stop_requested) && step < config.engine.train_iters) {
       if (resumable) {
         stopped = true;  // saved below, once every rank has stopped at this step
         return false;
@@ -244,9 +248,12 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     checkpoints.save(engine);
   } else if (main) {
     // (an early stop, or train_iters, inside a window: the previous state stays)
+    const bool kept = fs::exists(checkpoints.path());
     spdlog::warn("the run ended at global step {}, inside an accumulation window; its state "
-                 "cannot be resumed exactly and is not saved ({} keeps the previous one)",
-                 engine.global_step(), checkpoints.path());
+                 "cannot be resumed exactly and is not saved ({})",
+                 engine.global_step(),
+                 kept ? checkpoints.path() + " keeps the previous one"
+                      : "no earlier state was saved, so --resume is not possible");
   }
   if (stopped) {
     result.interrupted = true;

@@ -261,22 +261,17 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{}, /*retain_graph=*/false,
                                   /*create_graph=*/false, /*allow_unused=*/true);
   }
-  // NOTE: a parameter the loss does not reach would silently train with a zero gradient (a
-  // weight cast cached without history under autocast did exactly that). Only this problem's own
-  // parameters may go without a direct gradient, and only when hypergradient paths supply one
-  // (an upper problem whose parameters enter its loss only through a lower problem's).
+  // NOTE: a parameter of a level whose gradient is its own loss's alone, and that the loss
+  // does not reach, would train with a silent zero gradient (a weight cast cached without
+  // history under autocast did exactly that): an error unless the level accepts it. An upper
+  // level's parameters may enter only through its paths, and an upper loss may not reach every
+  // parameter of a lower level (one head of a multi-task model): zero is then exact.
   for (size_t i = 0; i < grads.size(); ++i) {
     if (grads[i].defined()) continue;
-    if (i >= own.size() || paths.empty()) {
-      const Problem* holder = this;  // whose parameter inputs[i] is
-      for (size_t k = 0; k < offsets.size(); ++k) {
-        if (i >= offsets[k]) holder = lowers[k];
-      }
-      MLO_CHECK(false, "problem '", name_, "': its loss does not depend on parameter '",
-                holder->parameter_name(inputs[i]), "' of problem '", holder->name(),
-                "', which requires grad; set requires_grad false on it before Engine::initialize ",
-                "if it is meant to stay fixed");
-    }
+    MLO_CHECK(i >= own.size() || !paths.empty() || config_.allow_unused_parameters(), "problem '",
+              name_, "': its loss does not depend on its parameter '", parameter_name(inputs[i]),
+              "', which requires grad; set requires_grad false on it before Engine::initialize if ",
+              "it is meant to stay fixed, or allow_unused_parameters if some batches do not use it");
     grads[i] = at::zeros_like(inputs[i]);
   }
   std::vector<at::Tensor> total(grads.begin(), grads.begin() + static_cast<long>(own.size()));

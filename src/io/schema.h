@@ -80,6 +80,7 @@ inline void visit(Fields& v, run::ProblemSettings& c) {
   });
   v("log_step", c.log_step, at_least(0));
   v("data_parallel", c.data_parallel);
+  v("allow_unused_parameters", c.allow_unused_parameters);
 }
 
 inline void visit(Fields& v, run::EngineSettings& c) {

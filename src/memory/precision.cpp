@@ -29,7 +29,11 @@ AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device) : devi
   previous_dtype_ = detail::autocast_dtype(device_);
   detail::set_autocast_dtype(device_, precision == Precision::kBF16 ? c10::kBFloat16 : c10::kHalf);
   detail::set_autocast_enabled(device_, true);
-  at::autocast::increment_nesting();
+  // NOTE: a region opened inside another (a level's loss evaluated inside a caller's region)
+  // starts from an empty cast cache: weights changed in place since the outer region cast them
+  // (DARTS, SAMA and L2RW perturb them) must be cast afresh. Casts still in use stay alive
+  // through the outer graph; only the cache forgets them.
+  if (at::autocast::increment_nesting() > 1) at::autocast::clear_cache();
 }
 
 AutocastGuard::~AutocastGuard() {

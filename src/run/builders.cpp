@@ -79,7 +79,8 @@ ProblemConfig make_problem_config(const ProblemSettings& s, const std::string& k
       .gradient_clipping(s.gradient_clipping)
       .gradient_accumulation(s.gradient_accumulation)
       .log_step(s.log_step)
-      .data_parallel(s.data_parallel);
+      .data_parallel(s.data_parallel)
+      .allow_unused_parameters(s.allow_unused_parameters);
   c.precision(from_string<Precision>(s.precision, key + ".precision"));
   c.checkpointing(s.checkpointing);  // validated by the planner, where it is used
   // Every method's options are kept; `method` picks the one in use.

@@ -325,3 +325,25 @@ TEST_CASE(
   CHECK(mlo_test::read_file((dir / "out" / "results.json").string()) ==
         mlo_test::read_file((full_dir / "out" / "results.json").string()));
 }
+
+TEST_CASE("mlo launch: a distributed run that ends inside an accumulation window keeps the "
+          "previous state",
+          "[cli][dist]") {
+  // train_iters 7 with windows of 2 classifier steps: the run ends inside the window 7-8, whose
+  // state rank 0 cannot save for every rank. The step-4 save stays, and a resume starts there.
+  const std::vector<std::string> args{"--set", "problems.classifier.gradient_accumulation=2",
+                                      "--set", "engine.train_iters=7", "--no-progress"};
+  const fs::path dir = scratch("window_end");
+  const Launch first = launch(dir, args, "first.log");
+  INFO(first.output);
+  REQUIRE(first.code == 0);
+  CHECK_THAT(first.output, Contains("the run ended at global step 7, inside an accumulation "
+                                    "window") &&
+                               Contains("state.pt keeps the previous one"));
+  std::vector<std::string> resume_args = args;
+  resume_args.push_back("--resume");
+  const Launch resumed = launch(dir, resume_args, "resume.log");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  CHECK_THAT(resumed.output, Contains("resumed from") && Contains("at global step 4"));
+}

@@ -55,7 +55,7 @@ TEST_CASE("Engine: a parameter that gets no gradient is an error naming it, not 
   mlo::Engine engine(mlo::EngineConfig().train_iters(1));
   engine.add(p);
   REQUIRE_THROWS_WITH(engine.run(), Contains("problem 'fit': its loss does not depend on "
-                                             "parameter 'bias' of problem 'fit'"));
+                                             "its parameter 'bias'"));
   // Frozen on purpose: fine.
   auto q = std::make_shared<WeightOnly>("frozen_bias");
   auto linear = torch::nn::Linear(3, 1);
@@ -65,6 +65,16 @@ TEST_CASE("Engine: a parameter that gets no gradient is an error naming it, not 
   mlo::Engine ok(mlo::EngineConfig().train_iters(1));
   ok.add(q);
   REQUIRE_NOTHROW(ok.run());
+  // Accepted on purpose: the bias trains with a zero gradient (stays where it was).
+  auto r = std::make_shared<WeightOnly>(
+      "unused_bias", ProblemConfig().allow_unused_parameters(true));
+  r->module(torch::nn::Linear(3, 1)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+  r->data(std::vector<mlo::Batch>{mlo::Batch(torch::ones({2, 3}))});
+  const auto bias = r->module_as<torch::nn::LinearImpl>()->bias.detach().clone();
+  mlo::Engine accepting(mlo::EngineConfig().train_iters(1));
+  accepting.add(r);
+  REQUIRE_NOTHROW(accepting.run());
+  CHECK(torch::equal(r->module_as<torch::nn::LinearImpl>()->bias, bias));
 }
 
 TEST_CASE("Engine: validation runs every valid_step in eval mode", "[core][engine]") {

@@ -80,6 +80,12 @@ struct ProblemConfig {
   /// rank reads the same, full batches of it and no collective runs for its own gradient).
   /// Ignored with `Strategy::kDefault`.
   TORCH_ARG(bool, data_parallel) = true;
+  /// A trainable parameter of this level that its own loss does not reach gets no gradient. By
+  /// default that is an error naming the parameter (it would otherwise train with a silent zero
+  /// gradient) for a level whose gradient is its loss's alone (no hypergradient path); true
+  /// accepts it as a zero gradient (a head used by some batches only, a branch frozen for a
+  /// while). An upper level's parameters that enter only through a lower level are always fine.
+  TORCH_ARG(bool, allow_unused_parameters) = false;
   /// Activation checkpointing of this level's model: `checkpointing(Checkpointing::kSqrt)` or
   /// `checkpointing(CheckpointingOptions(Checkpointing::kOptimal).budget_fraction(0.4))`.
   TORCH_ARG(CheckpointingOptions, checkpointing) = CheckpointingOptions();

@@ -27,7 +27,8 @@ namespace memory {
 bool precision_supported(Precision precision, c10::DeviceType device);
 
 /// Enables autocast to the precision's dtype on `device` while alive (no-op for fp32), and
-/// restores the previous autocast state afterwards. Nestable.
+/// restores the previous autocast state afterwards. Nestable; a nested region starts with an
+/// empty weight-cast cache (see `CastCacheOff`), and the outermost one clears it when it ends.
 class AutocastGuard {
  public:
   AutocastGuard(Precision precision, c10::DeviceType device);

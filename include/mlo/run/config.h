@@ -75,6 +75,9 @@ struct ProblemSettings {
   /// Under a distributed engine strategy: shard this level's training batches over the ranks
   /// (true), or let every rank read the same full batches (false, the per-level opt-out).
   bool data_parallel = true;
+  /// Accept trainable parameters the level's loss does not reach as zero gradients
+  /// (`ProblemConfig::allow_unused_parameters`; default: an error naming them).
+  bool allow_unused_parameters = false;
 };
 
 /// `early_stopping:` (optional).
