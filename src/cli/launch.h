@@ -3,8 +3,9 @@
 // CONFIG [mlo run args...]`, a local launcher in the manner of torchrun: it starts N copies of
 // this program's `run` subcommand with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
 // set, prefixes each line of each rank's output with "[rank r] ", forwards SIGINT and SIGTERM to
-// every rank, and returns the worst exit code. When one rank fails, the others get the engine's
-// timeout (engine.timeout_s) to fail on their own, and are then killed.
+// every rank, and returns the worst exit code. When one rank fails, or after it forwarded a
+// signal, the ranks get a grace period (engine.timeout_s, or --grace) to exit on their own; any
+// still running then is killed (SIGKILL, which also ends a stopped rank) and the launch fails.
 
 #include <string>
 #include <vector>
@@ -26,8 +27,9 @@ struct LaunchOptions {
   /// The experiment YAML and the `mlo run` arguments after it (--set, --out, --resume, ...).
   std::string config;
   std::vector<std::string> run_args;
-  /// Seconds the other ranks get to fail on their own after one failed (< 0: the config's
-  /// engine.timeout_s, with its --set overrides).
+  /// Seconds the ranks get to exit on their own after one failed or after the first forwarded
+  /// signal, before the launcher kills them (< 0: the config's engine.timeout_s, with its --set
+  /// overrides).
   double grace_s = -1;
   /// The program whose `subcommand` each rank runs ("": this one, /proc/self/exe).
   std::string program;
