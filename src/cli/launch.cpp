@@ -1,5 +1,8 @@
 #include "launch.h"
 
+#include "ablate.h"
+#include "run_arguments.h"
+
 #include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
 #include <mlo/run/config.h>
@@ -156,15 +159,29 @@ std::vector<std::string> rank_env(const LaunchOptions& o, int port, int rank) {
   return env;
 }
 
-// The configuration the ranks will run (with the --set overrides).
+// The configuration the ranks will run. Their command line `subcommand config run_args...` is
+// read with the very definitions their subcommand parses it with (mlo run's, or mlo ablate's
+// per-rank rows'), so the overrides are theirs (several values per --set included), and
+// arguments they would refuse fail here, once, before any rank starts.
 run::RunConfig rank_config(const LaunchOptions& o) {
-  std::vector<std::string> overrides;
-  for (size_t i = 0; i < o.run_args.size(); ++i) {
-    const std::string& a = o.run_args[i];
-    if (a == "--set" && i + 1 < o.run_args.size()) overrides.push_back(o.run_args[++i]);
-    if (a.rfind("--set=", 0) == 0) overrides.push_back(a.substr(6));
+  CLI::App app;
+  RunArguments run;
+  add_run_command(app, run);
+  const auto ablate_rank = add_ablate_rank_command(app);
+  MLO_CHECK(o.subcommand == "run" || o.subcommand == "ablate-rank",
+            "mlo launch: cannot start ranks of subcommand '", o.subcommand,
+            "' (run or ablate-rank)");
+  std::vector<std::string> args{o.subcommand, o.config};
+  args.insert(args.end(), o.run_args.begin(), o.run_args.end());
+  std::reverse(args.begin(), args.end());  // CLI11 takes the last argument first
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    throw Error("mlo launch: the arguments after CONFIG are not valid for mlo " + o.subcommand +
+                ": " + e.what());
   }
-  return io::load_run_config(o.config, overrides);
+  return io::load_run_config(o.config,
+                             ablate_rank->parsed() ? ablate_rank->overrides : run.overrides);
 }
 
 std::string describe(int status) {
@@ -343,7 +360,8 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   command_->add_option("--grace", options_.grace_s,
                        "seconds the ranks get to exit after one fails or a signal is forwarded, "
                        "before they are killed (default engine.timeout_s)");
-  // NOTE: CONFIG and everything after it go to `mlo run` unparsed (--set, --out, --resume, ...).
+  // NOTE: CONFIG and everything after it go to `mlo run` as they are (--set, --out, --resume,
+  // ...); `launch` reads them with mlo run's own definitions (rank_config).
   command_->prefix_command();
   command_->footer("Usage: mlo launch --nproc N [--master-port P] CONFIG [mlo run options...]");
 }

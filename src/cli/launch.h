@@ -24,7 +24,8 @@ struct LaunchOptions {
   /// Port of rank 0's store (0: a free port on this machine).
   int master_port = 0;
   std::string master_addr = "127.0.0.1";
-  /// The experiment YAML and the `mlo run` arguments after it (--set, --out, --resume, ...).
+  /// The experiment YAML and the `mlo run` arguments after it (--set, --out, --resume, ...),
+  /// read by `launch` with the same definitions as the ranks' subcommand reads them.
   std::string config;
   std::vector<std::string> run_args;
   /// Seconds the ranks get to exit on their own after one failed or after the first forwarded
@@ -39,7 +40,8 @@ struct LaunchOptions {
 };
 
 /// Starts the ranks and supervises them until all have exited; returns the worst exit code (a
-/// rank killed by signal s counts as 128 + s). Throws `mlo::Error` for bad options.
+/// rank killed by signal s counts as 128 + s). Throws `mlo::Error` for bad options, a bad
+/// config, or arguments the ranks' subcommand would refuse (before any rank starts).
 int launch(const LaunchOptions& options);
 
 /// Registers `launch` on `app`; after parsing, `run()` launches if it was chosen.

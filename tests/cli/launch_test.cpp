@@ -298,7 +298,7 @@ TEST_CASE("mlo launch: --set takes several values, as in mlo run", "[cli][dist]"
   const std::string output = mlo_test::read_file(child.log);
   INFO(output);
   CHECK(code == 0);
-  CHECK_THAT(output, Contains("[rank 1] mlo: rank 1 of 2, strategy distributed"));
+  CHECK_THAT(output, Contains("[mlo-rank1] [info] mlo: rank 1 of 2, strategy distributed"));
   CHECK_THAT(mlo_test::read_file((dir / "out" / "results.json").string()),
              Contains("\"steps\":1"));
 }
