@@ -1,5 +1,8 @@
 #include "launch.h"
 
+#include "ablate.h"
+#include "run_arguments.h"
+
 #include <mlo/base/error.h>
 #include <mlo/io/yaml.h>
 #include <mlo/run/config.h>
@@ -91,7 +94,8 @@ struct Channel {
 struct Rank {
   pid_t pid = -1;
   bool running = true;
-  int code = 0;  // exit code, 128 + signal when killed
+  bool killed = false;  // by the launcher, after the grace period
+  int code = 0;         // exit code, 128 + signal when killed
   std::string how;
 };
 
@@ -155,15 +159,29 @@ std::vector<std::string> rank_env(const LaunchOptions& o, int port, int rank) {
   return env;
 }
 
-// The configuration the ranks will run (with the --set overrides).
+// The configuration the ranks will run. Their command line `subcommand config run_args...` is
+// read with the very definitions their subcommand parses it with (mlo run's, or mlo ablate's
+// per-rank rows'), so the overrides are theirs (several values per --set included), and
+// arguments they would refuse fail here, once, before any rank starts.
 run::RunConfig rank_config(const LaunchOptions& o) {
-  std::vector<std::string> overrides;
-  for (size_t i = 0; i < o.run_args.size(); ++i) {
-    const std::string& a = o.run_args[i];
-    if (a == "--set" && i + 1 < o.run_args.size()) overrides.push_back(o.run_args[++i]);
-    if (a.rfind("--set=", 0) == 0) overrides.push_back(a.substr(6));
+  CLI::App app;
+  RunArguments run;
+  add_run_command(app, run);
+  const auto ablate_rank = add_ablate_rank_command(app);
+  MLO_CHECK(o.subcommand == "run" || o.subcommand == "ablate-rank",
+            "mlo launch: cannot start ranks of subcommand '", o.subcommand,
+            "' (run or ablate-rank)");
+  std::vector<std::string> args{o.subcommand, o.config};
+  args.insert(args.end(), o.run_args.begin(), o.run_args.end());
+  std::reverse(args.begin(), args.end());  // CLI11 takes the last argument first
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    throw Error("mlo launch: the arguments after CONFIG are not valid for mlo " + o.subcommand +
+                ": " + e.what());
   }
-  return io::load_run_config(o.config, overrides);
+  return io::load_run_config(o.config,
+                             ablate_rank->parsed() ? ablate_rank->overrides : run.overrides);
 }
 
 std::string describe(int status) {
@@ -189,6 +207,7 @@ int launch(const LaunchOptions& options) {
             "); set engine.strategy to distributed, zero1 or zero2 (e.g. --set "
             "engine.strategy=distributed)");
   const double grace = o.grace_s >= 0 ? o.grace_s : config.engine.timeout_s;
+  const char* grace_from = o.grace_s >= 0 ? "--grace" : "engine.timeout_s";
   const int port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
   if (o.program.empty()) {
     char self[4096];
@@ -215,15 +234,29 @@ int launch(const LaunchOptions& options) {
   for (int r = 0; r < o.nproc; ++r) ranks.push_back(spawn(argv, rank_env(o, port, r), r, channels));
 
   int first_failed = -1;
-  bool forwarded = false;  // after a forwarded signal, ranks exiting non-zero are no failure
+  int forwarded = 0;  // the first signal forwarded; after it, ranks exiting non-zero are no failure
+  // NOTE: the grace period starts at the first failure or the first forwarded signal, whichever
+  // comes first; any rank still running when it ends is killed (SIGKILL also ends a stopped
+  // one), so a hanging rank cannot keep the launcher waiting forever.
   Clock::time_point kill_at = Clock::time_point::max();
+  const auto grace_from_now = [grace] {
+    return Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace * 1000));
+  };
   int running = o.nproc;
   while (running > 0 || !channels.empty()) {
     if (g_signal != 0) {
       const int sig = g_signal;
       g_signal = 0;
-      forwarded = true;
-      std::fprintf(stderr, "mlo launch: forwarding signal %d to the ranks\n", sig);
+      if (forwarded == 0 && running > 0) {
+        forwarded = sig;
+        kill_at = std::min(kill_at, grace_from_now());
+        std::fprintf(stderr,
+                     "mlo launch: forwarding signal %d to the ranks; they have %.0f s (%s) to "
+                     "stop\n",
+                     sig, grace, grace_from);
+      } else {
+        std::fprintf(stderr, "mlo launch: forwarding signal %d to the ranks\n", sig);
+      }
       for (const auto& r : ranks) {
         if (r.running) ::kill(r.pid, sig);
       }
@@ -256,14 +289,14 @@ int launch(const LaunchOptions& options) {
       return ranks[a].code > 128 && ranks[b].code <= 128;
     });
     for (size_t r : ended) {
-      if (first_failed < 0 && !forwarded) {
+      if (first_failed < 0 && forwarded == 0 && !ranks[r].killed) {
         first_failed = static_cast<int>(r);
         if (running > 0) {
-          kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace * 1000));
+          kill_at = grace_from_now();
           std::fprintf(stderr,
-                       "mlo launch: rank %zu %s; the other ranks have %.0f s (engine.timeout_s) "
-                       "to stop on their own\n",
-                       r, ranks[r].how.c_str(), grace);
+                       "mlo launch: rank %zu %s; the other ranks have %.0f s (%s) to stop on "
+                       "their own\n",
+                       r, ranks[r].how.c_str(), grace, grace_from);
           continue;
         }
       }
@@ -271,12 +304,19 @@ int launch(const LaunchOptions& options) {
     }
     if (running > 0 && Clock::now() >= kill_at) {
       for (size_t r = 0; r < ranks.size(); ++r) {
-        if (!ranks[r].running) continue;
-        std::fprintf(stderr,
-                     "mlo launch: rank %zu still runs %.0f s after rank %d failed; "
-                     "killing it\n",
-                     r, grace, first_failed);
+        if (!ranks[r].running || ranks[r].killed) continue;
+        if (first_failed >= 0) {
+          std::fprintf(stderr,
+                       "mlo launch: rank %zu still runs %.0f s after rank %d failed; killing it\n",
+                       r, grace, first_failed);
+        } else {
+          std::fprintf(stderr,
+                       "mlo launch: rank %zu still runs %.0f s after signal %d was forwarded; "
+                       "killing it\n",
+                       r, grace, forwarded);
+        }
         ::kill(ranks[r].pid, SIGKILL);
+        ranks[r].killed = true;
       }
       kill_at = Clock::time_point::max();
     }
@@ -286,9 +326,22 @@ int launch(const LaunchOptions& options) {
 
   int worst = 0;
   for (const auto& r : ranks) worst = std::max(worst, r.code);
+  std::string killed;
+  int num_killed = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (!ranks[r].killed) continue;
+    killed += (killed.empty() ? "" : ", ") + std::to_string(r);
+    ++num_killed;
+  }
   if (first_failed >= 0) {
     std::fprintf(stderr, "mlo launch: failed: rank %d failed first (exit status %d)\n",
                  first_failed, ranks[first_failed].code);
+  } else if (!killed.empty()) {
+    std::fprintf(stderr,
+                 "mlo launch: failed: %s %s did not stop within %.0f s of signal %d and %s "
+                 "killed (exit status %d)\n",
+                 num_killed > 1 ? "ranks" : "rank", killed.c_str(), grace, forwarded,
+                 num_killed > 1 ? "were" : "was", worst);
   } else if (worst != 0) {
     std::fprintf(stderr, "mlo launch: the ranks exited with status %d\n", worst);
   }
@@ -305,8 +358,10 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   command_->add_option("--master-addr", options_.master_addr,
                        "address of rank 0's store (default 127.0.0.1)");
   command_->add_option("--grace", options_.grace_s,
-                       "seconds the other ranks get after one fails (default engine.timeout_s)");
-  // NOTE: CONFIG and everything after it go to `mlo run` unparsed (--set, --out, --resume, ...).
+                       "seconds the ranks get to exit after one fails or a signal is forwarded, "
+                       "before they are killed (default engine.timeout_s)");
+  // NOTE: CONFIG and everything after it go to `mlo run` as they are (--set, --out, --resume,
+  // ...); `launch` reads them with mlo run's own definitions (rank_config).
   command_->prefix_command();
   command_->footer("Usage: mlo launch --nproc N [--master-port P] CONFIG [mlo run options...]");
 }

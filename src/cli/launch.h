@@ -3,8 +3,9 @@
 // CONFIG [mlo run args...]`, a local launcher in the manner of torchrun: it starts N copies of
 // this program's `run` subcommand with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
 // set, prefixes each line of each rank's output with "[rank r] ", forwards SIGINT and SIGTERM to
-// every rank, and returns the worst exit code. When one rank fails, the others get the engine's
-// timeout (engine.timeout_s) to fail on their own, and are then killed.
+// every rank, and returns the worst exit code. When one rank fails, or after it forwarded a
+// signal, the ranks get a grace period (engine.timeout_s, or --grace) to exit on their own; any
+// still running then is killed (SIGKILL, which also ends a stopped rank) and the launch fails.
 
 #include <string>
 #include <vector>
@@ -23,11 +24,13 @@ struct LaunchOptions {
   /// Port of rank 0's store (0: a free port on this machine).
   int master_port = 0;
   std::string master_addr = "127.0.0.1";
-  /// The experiment YAML and the `mlo run` arguments after it (--set, --out, --resume, ...).
+  /// The experiment YAML and the `mlo run` arguments after it (--set, --out, --resume, ...),
+  /// read by `launch` with the same definitions as the ranks' subcommand reads them.
   std::string config;
   std::vector<std::string> run_args;
-  /// Seconds the other ranks get to fail on their own after one failed (< 0: the config's
-  /// engine.timeout_s, with its --set overrides).
+  /// Seconds the ranks get to exit on their own after one failed or after the first forwarded
+  /// signal, before the launcher kills them (< 0: the config's engine.timeout_s, with its --set
+  /// overrides).
   double grace_s = -1;
   /// The program whose `subcommand` each rank runs ("": this one, /proc/self/exe).
   std::string program;
@@ -37,7 +40,8 @@ struct LaunchOptions {
 };
 
 /// Starts the ranks and supervises them until all have exited; returns the worst exit code (a
-/// rank killed by signal s counts as 128 + s). Throws `mlo::Error` for bad options.
+/// rank killed by signal s counts as 128 + s). Throws `mlo::Error` for bad options, a bad
+/// config, or arguments the ranks' subcommand would refuse (before any rank starts).
 int launch(const LaunchOptions& options);
 
 /// Registers `launch` on `app`; after parsing, `run()` launches if it was chosen.

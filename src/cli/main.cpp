@@ -11,6 +11,7 @@
 #include "compare.h"
 #include "launch.h"
 #include "plan.h"
+#include "run_arguments.h"
 #include "runner.h"
 #include "seed_stats.h"
 #include "seeds.h"
@@ -31,23 +32,9 @@ int main(int argc, char** argv) {
   CLI::App app{"mlo: multilevel optimization on LibTorch"};
   app.require_subcommand(1);
 
-  auto* run_cmd = app.add_subcommand("run", "Run an experiment described by a YAML file");
-  std::string config_path;
-  std::vector<std::string> overrides;
-  RunOptions options;
-  bool no_progress = false;
-  run_cmd->add_option("config", config_path, "experiment YAML (see configs/)")->required();
-  run_cmd->add_option("--set", overrides, "override a key: --set engine.train_iters=100 (repeatable)");
-  run_cmd->add_option("--out", options.out_dir, "output folder (default runs/<name>)");
-  run_cmd->add_flag("--resume", options.resume, "continue from <out>/state.pt");
-  run_cmd->add_flag("--no-progress", no_progress, "plain progress lines even on a terminal");
-  run_cmd->add_option("--stop-at", options.stop_at,
-                  "save the state and stop after this global step (continue with --resume)");
-  run_cmd->add_flag("--log-all-ranks", options.log_all_ranks,
-                    "under a launch, ranks other than 0 log at info too (else warnings only)");
-  std::string seeds;
-  run_cmd->add_option("--seeds", seeds,
-                      "run once per seed (0-4, 1,3,5) into <out>/seed_<s>, then summarize");
+  RunArguments run_args;
+  auto* run_cmd = add_run_command(app, run_args);
+  const RunOptions& options = run_args.options;
 
   auto* plan = app.add_subcommand(
       "plan", "Print the activation-checkpointing plan of an experiment's model");
@@ -76,8 +63,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (run_cmd->parsed()) {
-      if (no_progress) options.progress = false;
-      const auto config = io::load_run_config(config_path, overrides);
+      const auto config = io::load_run_config(run_args.config_path, run_args.overrides);
+      const std::string& seeds = run_args.seeds;
       if (!seeds.empty()) {
         MLO_CHECK(dist::Rendezvous::from_env().world_size == 1,
                   "--seeds runs one process only; under mlo launch (WORLD_SIZE > 1) launch once "

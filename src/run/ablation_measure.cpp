@@ -1,6 +1,7 @@
 // One ablation row measured in this process (run/ablation.h: measure_ablation_row): the exact
-// meter's peak, the process's resident memory, the time per meta-iteration and the analytic
-// floor. run/ablation.cpp chooses the rows and runs them (here, or one process per rank).
+// meter's peak, the process's resident memory, the time per meta-iteration and the floor (a
+// lower bound of the peak). run/ablation.cpp chooses the rows and runs them (here, or one process
+// per rank).
 #include <mlo/run/ablation.h>
 
 #include "ablation_sampling.h"
@@ -11,6 +12,7 @@
 #include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>
 #include <mlo/nn/chain.h>
+#include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
 
 #include <torch/torch.h>
@@ -83,18 +85,77 @@ int64_t state_bytes(Engine& engine) {
   return total;
 }
 
-// Smallest activation memory of any single-recomputation checkpointing plan for `chain` on
-// batches shaped like `sample` under `precision` (parameter gradients excluded: the footprint
-// counts them).
-int64_t min_activation_bytes(nn::ChainImpl& chain, const at::Tensor& sample, Precision precision) {
-  std::optional<memory::AutocastGuard> autocast;
-  if (precision != Precision::kFP32) autocast.emplace(precision, sample.device().type());
-  const auto model = memory::CostModel().keep_param_grads(false);
-  const auto profile = memory::profile_chain(chain, sample);
-  const auto plan =
-      memory::solve_min_memory(profile, std::numeric_limits<double>::infinity(), model);
-  return memory::evaluate(profile, plan, model).peak_bytes;
+int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const auto& t : tensors) total += static_cast<int64_t>(t.numel()) * t.element_size();
+  return total;
 }
+
+// What one forward of `chain` on `input` holds, run as the row runs it: through the chain's
+// executor (the row's checkpointing plan, if any), under `precision`, with or without a graph.
+// Metered exactly from an empty count, so `input` itself is not counted.
+struct ForwardBytes {
+  int64_t end = 0;   ///< alive when the forward returns, its output included
+  int64_t peak = 0;  ///< the most alive at once during it
+};
+
+ForwardBytes forward_bytes(nn::ChainImpl& chain, const at::Tensor& input, Precision precision,
+                           bool graph) {
+  memory::MemoryMeter meter(input.device());
+  ForwardBytes out;
+  {
+    memory::MemoryMeter::Active on(meter);
+    at::AutoGradMode grad_mode(graph);
+    std::optional<memory::AutocastGuard> autocast;
+    if (precision != Precision::kFP32) autocast.emplace(precision, input.device().type());
+    const at::Tensor output = chain.forward(input);
+    out.end = meter.current();
+  }
+  out.peak = meter.peak();
+  return out;
+}
+
+// The floor of a row (docs/memory-ablation.md, "The floor"): what is alive at every instant of a
+// meta-iteration (the persistent part: parameters and buffers of every level, as in the peak,
+// and the optimizer states they held after the warm-up), plus the largest set of further
+// tensors that must coexist at one instant the meta-iteration passes through. Each instant
+// below counts only tensors that the computation cannot have freed at that instant, measured
+// (forwards) or counted from shapes (gradients):
+//
+// - the end of a forward through the varied level's chain with a graph: everything autograd
+//   saved for the backward that follows, and the output, is alive (it is what that backward
+//   reads). Run by the varied level's own step on its micro-batch and by each level above it
+//   whose loss reads it (its batch through the chain, e.g. the reweighter's meta batch), at that
+//   level's precision. From the second micro-step of an accumulation window on, the window's
+//   running gradient sum (one tensor per trainable parameter) is alive as well (not under
+//   ZeRO-2, where a rank keeps only its share of it).
+// - the varied level's backward: autograd::grad returns one gradient per trainable parameter at
+//   once (Problem::gradients), next to that running sum from the second micro-step on.
+// - an upper level U above the varied level L (u2l U -> L, l2u L -> U) computes
+//   v = dL_U/dw_L and its own direct gradient in one autograd::grad call; its direct gradient is
+//   added to the hypergradient only after L's method has used v. Under DARTS, v is read again
+//   for the second perturbation, after the first re-evaluation of L's loss on its micro-batch;
+//   with exact_restore (the default) a copy of L's weights is kept from before the first
+//   perturbation until the end. So during that first re-evaluation's forward, U's gradients, v,
+//   the copy, and the forward's own peak coexist (a forward without a graph, as the reweighting
+//   classifier runs it with frozen weight inputs, or with one: the smaller of the two peaks).
+//
+// NOTE: nothing here is a model or a plan: a forward counted here is a forward the row runs,
+// on a batch of the same shape, measured by the same exact meter as the peak. A sum of
+// quantities that never coexist (gradients of the lower step next to the activations of the
+// upper one) would not be a floor.
+struct Floor {
+  int64_t persistent = 0;
+  int64_t transient = 0;
+  std::string instant;
+
+  void candidate(int64_t bytes, const std::string& what) {
+    if (bytes > transient) {
+      transient = bytes;
+      instant = what;
+    }
+  }
+};
 
 // Measurement only: memory tracking on; no validation, logging or saving inside the loop.
 std::vector<std::string> with_measuring(std::vector<std::string> overrides) {
@@ -127,6 +188,10 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
     result.steps_per_iteration = pc.unroll_steps() * pc.gradient_accumulation();
 
     for (int64_t s = 0; s < result.steps_per_iteration; ++s) engine.step();  // warm-up
+    // The optimizer states exist from each level's first step on and stay (LibTorch's
+    // optimizers update them in place): alive at every instant of the measured iterations.
+    int64_t optimizer_state = 0;
+    for (const auto& p : engine.problems()) optimizer_state += p->footprint().optimizer_state;
     double seconds = 0;
     int64_t meter_peak = 0;
     for (int64_t i = 0; i < iterations; ++i) {
@@ -147,38 +212,64 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
                     std::to_string(plan->block_names.size()) + " blocks";
     }
 
-    // The floor: every level's parameters, gradients and optimizer state, plus the least
-    // activation memory of the varied problem's model on the largest batch it sees (its own
-    // micro-batch, or an upper problem's batch run through it).
-    // NOTE: mlo frees gradients after each optimizer step, so the footprint between steps has
-    // none; the floor counts one gradient per trainable parameter, as any step needs them.
-    for (const auto& p : engine.problems()) {
-      const auto fp = p->footprint();
-      result.footprint_bytes += fp.parameters + fp.optimizer_state;
-      for (const auto& t : p->module().parameters()) {
-        if (t.requires_grad()) result.footprint_bytes += t.numel() * t.element_size();
-      }
-    }
+    Floor floor;
+    floor.persistent = result.state_bytes + optimizer_state;
     const Batch own = experiment->sample_batch(problem_name);
     result.micro_batch = own.size();
-    if (auto* chain = dynamic_cast<nn::ChainImpl*>(&problem->module())) {
-      int64_t largest = 0;
-      for (const auto& p : engine.problems()) {
-        const auto sampled =
-            p.get() == problem.get() ? std::optional<Batch>(own) : detail::try_sample_batch(*experiment, p->name());
-        if (!sampled) continue;
-        const Batch& batch = *sampled;
-        if (batch.data.dim() != own.data.dim() ||
-            batch.data.sizes().slice(1) != own.data.sizes().slice(1)) {
+    const int64_t weights = bytes_of(problem->parameters());
+    // The running sum of an accumulation window (ZeRO-2: only this rank's share, not counted).
+    const bool sharded_gradients =
+        engine.config().strategy() == dist::Strategy::kZero2 && pc.data_parallel();
+    const int64_t window_sum = pc.gradient_accumulation() > 1 && !sharded_gradients ? weights : 0;
+    floor.candidate(weights + window_sum,
+                    problem_name + "'s gradients" + (window_sum > 0 ? " + window sum" : ""));
+    // The experiment is discarded after this: the forwards' updates of batch-norm statistics
+    // do not matter.
+    auto* chain = dynamic_cast<nn::ChainImpl*>(&problem->module());
+    const auto graph = resolved_dependencies(config);
+    std::optional<ForwardBytes> reevaluation;
+    if (chain != nullptr) {
+      const auto own_graph = forward_bytes(*chain, own.data, pc.precision(), /*graph=*/true);
+      floor.candidate(own_graph.end + window_sum,
+                      problem_name + "'s forward end" + (window_sum > 0 ? " + window sum" : ""));
+      reevaluation = own_graph;
+      reevaluation->peak = std::min(
+          own_graph.peak, forward_bytes(*chain, own.data, pc.precision(), /*graph=*/false).peak);
+      for (const auto& upper : parents_of(graph, problem_name)) {
+        const auto batch = detail::try_sample_batch(*experiment, upper);
+        if (!batch || batch->data.dim() != own.data.dim() ||
+            batch->data.sizes().slice(1) != own.data.sizes().slice(1)) {
           continue;  // not input of this model
         }
-        // The batch runs through the model at the precision of the problem that runs it.
-        largest = std::max(largest,
-                           min_activation_bytes(*chain, batch.data, p->config().precision()));
+        const Precision precision = experiment->problem(upper)->config().precision();
+        floor.candidate(forward_bytes(*chain, batch->data, precision, /*graph=*/true).end,
+                        problem_name + "'s forward end on " + upper + "'s batch");
       }
-      result.min_activation_bytes = largest;
     }
-    result.floor_bytes = result.footprint_bytes + result.min_activation_bytes;
+    for (const auto& upper : parents_of(graph, problem_name)) {
+      const auto lowers = graph.u2l.find(upper);
+      if (lowers == graph.u2l.end() || std::find(lowers->second.begin(), lowers->second.end(),
+                                                 problem_name) == lowers->second.end()) {
+        continue;  // no path [upper, problem, upper]: upper computes no v for this problem
+      }
+      int64_t bytes = bytes_of(experiment->problem(upper)->parameters()) + weights;
+      std::string what = upper + "'s gradients + v";
+      if (pc.method() == Method::kDarts) {
+        if (pc.darts().exact_restore()) {
+          bytes += weights;
+          what += " + weight copy";
+        }
+        if (reevaluation) {
+          bytes += reevaluation->peak;
+          what += " + re-evaluation forward";
+        }
+      }
+      floor.candidate(bytes, what);
+    }
+    result.persistent_bytes = floor.persistent;
+    result.transient_bytes = floor.transient;
+    result.floor_instant = floor.instant;
+    result.floor_bytes = floor.persistent + floor.transient;
   }
   result.rss_growth_bytes = result.rss_peak_bytes - rss_start;
   return result;

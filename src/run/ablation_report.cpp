@@ -87,16 +87,18 @@ std::string ablation_markdown(const AblationResult& r) {
   }
   for (const auto& missing : r.missing) out << "| " << missing << " | | | | | | | |\n";
   out << "\nPeak: parameters and buffers plus the exact meter's highest tensor count in a "
-         "meta-iteration. Floor: parameters, gradients and optimizer states of every level plus "
-         "the checkpointing planner's smallest activation memory for the model's largest batch. "
+         "meta-iteration. Floor: a lower bound of the peak, tensors that must be alive together "
+         "at one instant of every meta-iteration (parameters, buffers and optimizer states of "
+         "every level, plus the largest set of tensors that provably coexist at one instant). "
          "RSS growth: the process's peak resident set during the row minus the resident set "
          "before it.\n\n";
   for (const auto& row : r.rows) {
     out << "- " << row.row.name << ": " << row.row.note;
     if (!row.plan.empty()) out << " (plan: " << row.plan << ")";
     out << "; micro-batch " << row.micro_batch << ", " << row.steps_per_iteration
-        << " global step(s) per meta-iteration; floor = " << mib(row.footprint_bytes)
-        << " MiB state + " << mib(row.min_activation_bytes) << " MiB activations.\n";
+        << " global step(s) per meta-iteration; floor = " << mib(row.persistent_bytes)
+        << " MiB persistent + " << mib(row.transient_bytes) << " MiB at "
+        << (row.floor_instant.empty() ? std::string("no instant") : row.floor_instant) << ".\n";
   }
   return out.str();
 }
@@ -106,16 +108,17 @@ std::string ablation_csv(const AblationResult& r) {
   out << "# data: " << data_label(r) << "; experiment: " << r.experiment << "; device: "
       << r.device << "; threads: " << r.threads << "; batch: " << r.batch << "\n";
   out << "key,row,data,peak_bytes,peak_ratio,rss_growth_bytes,rss_peak_bytes,seconds,time_ratio,"
-         "floor_bytes,footprint_bytes,min_activation_bytes,peak_over_floor,state_bytes,"
-         "micro_batch,steps_per_iteration,reserved_peak_bytes,ranks\n";
+         "floor_bytes,persistent_bytes,transient_bytes,peak_over_floor,state_bytes,"
+         "micro_batch,steps_per_iteration,reserved_peak_bytes,ranks,floor_instant\n";
   for (const auto& row : r.rows) {
     out << row.row.key << "," << csv_field(row.row.name) << "," << data_label(r) << ","
         << row.peak_bytes << "," << format("%.6f", row.peak_ratio) << "," << row.rss_growth_bytes
         << "," << row.rss_peak_bytes << "," << format("%.6f", row.seconds) << ","
-        << format("%.6f", row.time_ratio) << "," << row.floor_bytes << "," << row.footprint_bytes
-        << "," << row.min_activation_bytes << "," << format("%.6f", row.over_floor) << ","
+        << format("%.6f", row.time_ratio) << "," << row.floor_bytes << "," << row.persistent_bytes
+        << "," << row.transient_bytes << "," << format("%.6f", row.over_floor) << ","
         << row.state_bytes << "," << row.micro_batch << "," << row.steps_per_iteration << ","
-        << row.reserved_peak_bytes << "," << row.ranks << "\n";
+        << row.reserved_peak_bytes << "," << row.ranks << "," << csv_field(row.floor_instant)
+        << "\n";
   }
   return out.str();
 }
@@ -149,8 +152,9 @@ std::string ablation_json(const AblationResult& r) {
                          {"seconds", row.seconds},
                          {"time_ratio", row.time_ratio},
                          {"floor_bytes", row.floor_bytes},
-                         {"footprint_bytes", row.footprint_bytes},
-                         {"min_activation_bytes", row.min_activation_bytes},
+                         {"persistent_bytes", row.persistent_bytes},
+                         {"transient_bytes", row.transient_bytes},
+                         {"floor_instant", row.floor_instant},
                          {"peak_over_floor", row.over_floor},
                          {"micro_batch", row.micro_batch},
                          {"steps_per_iteration", row.steps_per_iteration},
@@ -167,8 +171,9 @@ std::string row_measurement_json(const AblationRowResult& row) {
                          {"rss_growth_bytes", row.rss_growth_bytes},
                          {"seconds", row.seconds},
                          {"floor_bytes", row.floor_bytes},
-                         {"footprint_bytes", row.footprint_bytes},
-                         {"min_activation_bytes", row.min_activation_bytes},
+                         {"persistent_bytes", row.persistent_bytes},
+                         {"transient_bytes", row.transient_bytes},
+                         {"floor_instant", row.floor_instant},
                          {"micro_batch", row.micro_batch},
                          {"steps_per_iteration", row.steps_per_iteration},
                          {"plan", row.plan}};
@@ -186,8 +191,9 @@ AblationRowResult row_measurement_from_json(const std::string& text) {
     row.reserved_peak_bytes = j.at("reserved_peak_bytes").get<int64_t>();
     row.seconds = j.at("seconds").get<double>();
     row.floor_bytes = j.at("floor_bytes").get<int64_t>();
-    row.footprint_bytes = j.at("footprint_bytes").get<int64_t>();
-    row.min_activation_bytes = j.at("min_activation_bytes").get<int64_t>();
+    row.persistent_bytes = j.at("persistent_bytes").get<int64_t>();
+    row.transient_bytes = j.at("transient_bytes").get<int64_t>();
+    row.floor_instant = j.at("floor_instant").get<std::string>();
     row.micro_batch = j.at("micro_batch").get<int64_t>();
     row.steps_per_iteration = j.at("steps_per_iteration").get<int64_t>();
     row.plan = j.at("plan").get<std::string>();
@@ -228,7 +234,7 @@ std::string write_ablation_chart(const AblationResult& r, const std::string& png
         << "     '' using 0:2:(sprintf($2 < 100 ? '%.1f' : '%.0f', $2)) with labels offset 0,0.8 "
            "notitle, \\\n"
         << "     '' using 0:3:(0.3):(0) with vectors nohead lw 3 lc rgb '#c0392b' "
-           "title 'floor (state + least activations)', \\\n"
+           "title 'floor (a lower bound of the peak)', \\\n"
         << "     '' using ($0-0.3):3:(0.6):(0) with vectors nohead lw 3 lc rgb '#c0392b' notitle\n";
   });
   const int status = run_program({"gnuplot", gp});

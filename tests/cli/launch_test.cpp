@@ -1,7 +1,10 @@
 // `mlo launch` on a tiny synthetic config, 2 ranks on 127.0.0.1: the run ends, only rank 0
 // writes the output, every line is prefixed with its rank; a stopped run resumes (one state file
 // under distributed, one per rank under zero1); a killed rank makes the launch fail, naming it,
-// within the engine timeout; WORLD_SIZE > 1 under strategy default is refused.
+// within the engine timeout; a rank that hangs after a forwarded SIGTERM is killed after the
+// grace period; the arguments after CONFIG are read as mlo run reads them (several values per
+// --set; an unknown option refused before any rank starts); WORLD_SIZE > 1 under strategy
+// default is refused.
 //
 // NOTE: structure, exit codes and files only: whether 2 ranks match 1 process numerically is
 // the engine's test (tests/core).
@@ -188,9 +191,12 @@ TEST_CASE(
 }
 
 // Starts a long 2-rank launch of the tiny config with `timeout_s`, waits until both ranks have
-// joined the group, sends `sig` to rank 1 and waits for the launch. Returns its exit status,
-// output, and the seconds from the signal to its end.
-Launch signal_rank_1(const std::string& name, int sig, const std::string& timeout_s) {
+// joined the group, sends `sig` to rank 1 (and then `launcher_sig` to the launcher, unless 0)
+// and waits for the launch, at most 30 s. Returns its exit status (-1 when it outlived that),
+// output, and the seconds from the signal to its end. Rank 1 is killed at the end in any case,
+// so that a stopped rank never outlives the test.
+Launch signal_rank_1(const std::string& name, int sig, const std::string& timeout_s,
+                     int launcher_sig = 0) {
   const fs::path dir = scratch(name);
   std::vector<std::string> argv{MLO_TOOL,
                                 "launch",
@@ -225,9 +231,11 @@ Launch signal_rank_1(const std::string& name, int sig, const std::string& timeou
   }
   const auto sent = std::chrono::steady_clock::now();
   ::kill(victim, sig);
+  if (launcher_sig != 0) ::kill(child.pid, launcher_sig);
   l.code = mlo_test::wait_for(child, std::chrono::seconds(30));
   l.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   l.output = mlo_test::read_file(child.log);
+  ::kill(victim, SIGKILL);  // normally gone already; a hung launcher would have left it stopped
   return l;
 }
 
@@ -255,6 +263,54 @@ TEST_CASE("mlo launch: a hanging rank is killed a timeout after the other failed
   CHECK_THAT(l.output, Contains("mlo launch: rank 0 exited with code 2; the other ranks have 2 s"));
   CHECK_THAT(l.output, Contains("mlo launch: rank 1 still runs 2 s after rank 0 failed; killing"));
   CHECK_THAT(l.output, Contains("rank 0 failed first"));
+}
+
+TEST_CASE("mlo launch: after a forwarded SIGTERM a hanging rank is killed after the grace period",
+          "[cli][dist]") {
+  // Rank 1 stopped (SIGSTOP), then SIGTERM to the launcher, which forwards it: rank 0 stops at
+  // its next step, but the stop agreement needs rank 1, so rank 0 fails at its 3 s timeout; the
+  // launcher gives the ranks 3 s (engine.timeout_s) from the forwarding, then kills rank 1
+  // (SIGKILL ends a stopped process too), and rank 0 if it has not exited by then (its timeout
+  // ends at about the same moment), and fails.
+  const Launch l = signal_rank_1("hung_after_signal", SIGSTOP, "3", SIGTERM);
+  INFO(l.output);
+  REQUIRE(l.code != -2);
+  CHECK(l.code == 128 + SIGKILL);  // not -1: the launch ended by itself
+  CHECK(l.seconds > 3 - 0.5);
+  CHECK(l.seconds < 3 + 6);
+  CHECK_THAT(l.output, Contains("mlo launch: forwarding signal 15 to the ranks"));
+  CHECK_THAT(l.output,
+             Contains("mlo launch: rank 1 still runs 3 s after signal 15 was forwarded; killing"));
+  CHECK_THAT(l.output, Contains("mlo launch: failed: rank") &&
+                           Contains("did not stop within 3 s of signal 15 and"));
+}
+
+TEST_CASE("mlo launch: --set takes several values, as in mlo run", "[cli][dist]") {
+  // The repository's HPO config runs under strategy default; only the second value of the one
+  // --set makes it distributed, so a launcher that read the first value alone refuses it.
+  const fs::path dir = scratch("set_values");
+  const auto child = mlo_test::spawn(
+      {MLO_TOOL, "launch", "--nproc", "2", MLO_SOURCE_DIR "/configs/hpo_logreg.yaml", "--out",
+       (dir / "out").string(), "--no-progress", "--log-all-ranks", "--set",
+       "engine.train_iters=1", "engine.strategy=distributed"},
+      {}, (dir / "launch.log").string());
+  const int code = mlo_test::wait_for(child, std::chrono::seconds(120));
+  const std::string output = mlo_test::read_file(child.log);
+  INFO(output);
+  CHECK(code == 0);
+  CHECK_THAT(output, Contains("[mlo-rank1] [info] mlo: rank 1 of 2, strategy distributed"));
+  CHECK_THAT(mlo_test::read_file((dir / "out" / "results.json").string()),
+             Contains("\"steps\":1"));
+}
+
+TEST_CASE("mlo launch: arguments mlo run would refuse fail once, before any rank starts",
+          "[cli][dist]") {
+  const fs::path dir = scratch("bad_args");
+  const Launch l = launch(dir, {"--no-such-option"}, "launch.log");
+  INFO(l.output);
+  CHECK(l.code == 2);
+  CHECK_THAT(l.output, Contains("mlo launch: ") && Contains("--no-such-option"));
+  CHECK(l.output.find("[rank ") == std::string::npos);
 }
 
 TEST_CASE("mlo run and mlo launch: WORLD_SIZE > 1 under strategy default is refused",

@@ -5,13 +5,16 @@
 //
 // PAIR: `hpo` (logistic regression with per-feature L2 decays, tuned on a validation loss),
 // `reweight` (an MLP classifier trained on a weighted loss; a weight net learns the weights on a
-// meta batch) or `three` (three scalar levels with per-sample coefficients: a two-hop path). STRATEGY: default | distributed | zero1 | zero2. METHOD: darts | neumann | cg.
-// Each rank reads its contiguous shard of every global batch; the lower level accumulates 2
-// micro-batches per optimizer step. Prints the final parameters of both levels, the optimizer
-// state bytes of each (`state_bytes`), and the most gradient bytes a level held at an optimizer
-// step (`grad_bytes`). With MLO_TEST_DIE_AT=K, rank 1 exits abruptly after global step K. With
-// MLO_TEST_SAVE=FILE, rank 0 saves the engine's state after global step 3 into FILE; with
-// MLO_TEST_LOAD=FILE, every rank loads FILE before training.
+// meta batch) or `three` (three scalar levels with per-sample coefficients: a two-hop path).
+// STRATEGY: default | distributed | zero1 | zero2. METHOD: darts | neumann | cg. Each rank reads
+// its contiguous shard of every global batch; the lower level accumulates 2 micro-batches per
+// optimizer step. Prints the final parameters of both levels, the optimizer state bytes of each
+// (`state_bytes`), and the most gradient bytes a level held at an optimizer step (`grad_bytes`).
+// With MLO_TEST_OPT_OUT=upper (or lower), that level of the hpo or reweight pair opts out of data
+// parallelism (`data_parallel(false)`) and reads the full global batches on every rank. With
+// MLO_TEST_DIE_AT=K, rank 1 exits abruptly after global step K. With MLO_TEST_SAVE=FILE, rank 0
+// saves the engine's state after global step 3 into FILE; with MLO_TEST_LOAD=FILE, every rank loads
+// FILE before training.
 #include <mlo/base/error.h>
 #include <mlo/mlo.h>
 #include <mlo/dist/process_group.h>
@@ -209,14 +212,26 @@ int main(int argc, char** argv) {
   const char* die_at = std::getenv("MLO_TEST_DIE_AT");
   const char* save_to = std::getenv("MLO_TEST_SAVE");
   const char* load_from = std::getenv("MLO_TEST_LOAD");
+  const std::string opt_out =
+      std::getenv("MLO_TEST_OPT_OUT") ? std::getenv("MLO_TEST_OPT_OUT") : "";
+  if (!opt_out.empty() && opt_out != "upper" && opt_out != "lower") {
+    std::cerr << "MLO_TEST_OPT_OUT must be upper or lower, got '" << opt_out << "'" << std::endl;
+    return 64;
+  }
+  // An opted-out level reads the whole global batch on every rank, as in one process.
+  const bool upper_shared = opt_out == "upper", lower_shared = opt_out == "lower";
+  const int upper_rank = upper_shared ? 0 : rank, upper_world = upper_shared ? 1 : world;
+  const int lower_rank = lower_shared ? 0 : rank, lower_world = lower_shared ? 1 : world;
+  const auto upper_config = mlo::ProblemConfig().data_parallel(!upper_shared);
   try {
     torch::manual_seed(3 + rank);  // ranks draw different initial weights: rank 0's must win
     mlo::Engine engine(mlo::EngineConfig().train_iters(6).strategy(strategy).timeout_s(20));
     std::shared_ptr<mlo::Problem> upper, lower;
     std::function<void()> report;
     if (pair == "hpo") {
-      auto decay = std::make_shared<Decay>("decay");
-      auto logistic = std::make_shared<Logistic>("logistic", lower_config(method));
+      auto decay = std::make_shared<Decay>("decay", upper_config);
+      auto logistic =
+          std::make_shared<Logistic>("logistic", lower_config(method).data_parallel(!lower_shared));
       decay->lower = logistic.get();
       logistic->upper = decay.get();
       decay->module(std::make_shared<ParameterModule>(Params{{"lambda", 0.1 * torch::randn({5}, kDouble)}}))
@@ -227,16 +242,17 @@ int main(int argc, char** argv) {
           .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.3).momentum(0.9));
       const auto x = features(40, 5, 0.0), xv = features(24, 5, 1.3);
       const auto y = (x.sum(1) > 0.2).to(torch::kFloat64), yv = (xv.sum(1) > 0.2).to(torch::kFloat64);
-      logistic->data(stream(x, y, 8, rank, world));
-      decay->data(stream(xv, yv, 8, rank, world));
+      logistic->data(stream(x, y, 8, lower_rank, lower_world));
+      decay->data(stream(xv, yv, 8, upper_rank, upper_world));
       upper = decay;
       lower = logistic;
       report = [&, decay, logistic] {
         std::cout << "grad_bytes " << decay->grads.most << " " << logistic->grads.most << std::endl;
       };
     } else if (pair == "reweight") {
-      auto net = std::make_shared<WeightNet>("weights");
-      auto classifier = std::make_shared<Classifier>("classifier", lower_config(method));
+      auto net = std::make_shared<WeightNet>("weights", upper_config);
+      auto classifier = std::make_shared<Classifier>(
+          "classifier", lower_config(method).data_parallel(!lower_shared));
       net->lower = classifier.get();
       classifier->upper = net.get();
       auto mlp = std::make_shared<Mlp>(6, 16, 3);
@@ -250,14 +266,18 @@ int main(int argc, char** argv) {
       net->module(weights).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(20.0).momentum(0.5));
       const auto x = features(48, 6, 0.4), xm = features(16, 6, 2.1);
       const auto y = (x.narrow(1, 0, 3).argmax(1)), ym = (xm.narrow(1, 0, 3).argmax(1));
-      classifier->data(stream(x, y, 8, rank, world));
-      net->data(stream(xm, ym, 4, rank, world));
+      classifier->data(stream(x, y, 8, lower_rank, lower_world));
+      net->data(stream(xm, ym, 4, upper_rank, upper_world));
       upper = net;
       lower = classifier;
       report = [&, net, classifier] {
         std::cout << "grad_bytes " << net->grads.most << " " << classifier->grads.most << std::endl;
       };
     } else if (pair == "three") {
+      if (!opt_out.empty()) {
+        std::cerr << "MLO_TEST_OPT_OUT applies to the hpo and reweight pairs" << std::endl;
+        return 64;
+      }
       auto low = std::make_shared<Low>("low", lower_config(method).gradient_accumulation(1), 0.2);
       auto mid = std::make_shared<Mid>("mid", lower_config(method).gradient_accumulation(1), -0.4);
       auto top = std::make_shared<Top>("top", mlo::ProblemConfig(), 0.5);

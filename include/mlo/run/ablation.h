@@ -4,7 +4,8 @@
 /// time with one memory feature of its main problem turned on (mixed precision, gradient
 /// accumulation, activation checkpointing, memory-efficient activations) and then all of them,
 /// measuring per meta-iteration the exact tensor peak, the process's resident memory and the
-/// time, next to an analytic floor. Reports: ablation_report.h; the chart: ablation_chart.h.
+/// time, next to a floor (a lower bound of the peak). Reports: ablation_report.h; the chart:
+/// ablation_chart.h.
 ///
 /// ```
 /// mlo::run::AblationOptions options;
@@ -84,12 +85,20 @@ struct AblationRowResult {
   /// rss_peak_bytes minus the resident set before the row's experiment was built.
   int64_t rss_growth_bytes = 0;
   double seconds = 0;  ///< mean wall time per meta-iteration
-  /// Analytic floor: parameters, gradients (one per trainable parameter) and optimizer states
-  /// of every problem plus the planner's smallest activation memory for the varied problem's
-  /// model on the largest batch it runs, at the precision of the level that runs it.
+  /// A lower bound of `peak_bytes`: `persistent_bytes + transient_bytes`, tensors that must be
+  /// alive together at one instant of every measured meta-iteration (docs/memory-ablation.md,
+  /// "The floor").
   int64_t floor_bytes = 0;
-  int64_t footprint_bytes = 0;       ///< the first part of the floor
-  int64_t min_activation_bytes = 0;  ///< the second part
+  /// Alive at every instant: parameters and buffers of every problem (`state_bytes`) and the
+  /// optimizer states they held after the warm-up.
+  int64_t persistent_bytes = 0;
+  /// The most further bytes that must coexist at one instant: the largest of the end of a
+  /// forward through the varied problem's model with a graph (measured), its gradients at its
+  /// backward, and, below an upper problem, the upper's gradients, v and (DARTS) the copy of the
+  /// weights and the re-evaluation's forward (measured).
+  int64_t transient_bytes = 0;
+  /// Which instant gives `transient_bytes`, e.g. "classifier's forward end on reweighter's batch".
+  std::string floor_instant;
   std::string plan;                  ///< the checkpointing plan in use, if any (one line)
 
   double peak_ratio = 0;   ///< peak / baseline peak

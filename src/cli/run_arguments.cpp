@@ -1,0 +1,28 @@
+#include "run_arguments.h"
+
+#include <CLI/CLI.hpp>
+
+namespace mlo {
+namespace cli {
+
+CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
+  auto* run = app.add_subcommand("run", "Run an experiment described by a YAML file");
+  run->add_option("config", args.config_path, "experiment YAML (see configs/)")->required();
+  run->add_option("--set", args.overrides,
+                  "override keys: --set engine.train_iters=100 seed=1 (repeatable)");
+  run->add_option("--out", args.options.out_dir, "output folder (default runs/<name>)");
+  run->add_flag("--resume", args.options.resume, "continue from <out>/state.pt");
+  run->add_flag_callback(
+      "--no-progress", [&args] { args.options.progress = false; },
+      "plain progress lines even on a terminal");
+  run->add_option("--stop-at", args.options.stop_at,
+                  "save the state and stop after this global step (continue with --resume)");
+  run->add_flag("--log-all-ranks", args.options.log_all_ranks,
+                "under a launch, ranks other than 0 log at info too (else warnings only)");
+  run->add_option("--seeds", args.seeds,
+                  "run once per seed (0-4, 1,3,5) into <out>/seed_<s>, then summarize");
+  return run;
+}
+
+}  // namespace cli
+}  // namespace mlo
