@@ -1,6 +1,6 @@
-# gnuplot script written by mlo ablate; `gnuplot runs/ablation_b32/ablation.gp` redraws the chart
+# gnuplot script written by mlo ablate; `gnuplot /tmp/abl_b32/ablation.gp` redraws the chart
 set terminal pngcairo size 1100,620 noenhanced font ',11'
-set output 'runs/ablation_b32/ablation.png.tmp'
+set output '/tmp/abl_b32/ablation.png.tmp'
 set title 'Memory ablation: ablation_lt_cifar10_resnet50, batch 32, cpu (SYNTHETIC data)'
 set ylabel 'peak per meta-iteration (MiB, exact meter)'
 set yrange [0:*]
@@ -11,7 +11,7 @@ set style fill solid 0.7 border -1
 set boxwidth 0.6
 set xtics rotate by -20
 set arrow from graph 0, first 1007.3 to graph 1, first 1007.3 nohead dt 2 lc 'gray40'
-plot 'runs/ablation_b32/ablation.dat' using 0:2:xtic(1) with boxes lc rgb '#4a7ebb' title 'peak', \
+plot '/tmp/abl_b32/ablation.dat' using 0:2:xtic(1) with boxes lc rgb '#4a7ebb' title 'peak', \
      '' using 0:2:(sprintf($2 < 100 ? '%.1f' : '%.0f', $2)) with labels offset 0,0.8 notitle, \
-     '' using 0:3:(0.3):(0) with vectors nohead lw 3 lc rgb '#c0392b' title 'floor (state + least activations)', \
+     '' using 0:3:(0.3):(0) with vectors nohead lw 3 lc rgb '#c0392b' title 'floor (a lower bound of the peak)', \
      '' using ($0-0.3):3:(0.6):(0) with vectors nohead lw 3 lc rgb '#c0392b' notitle
