@@ -1,5 +1,6 @@
 // The `mlo` command line, as a library entry point (mlo/cli/main.h):
 //   mlo run CONFIG [--set key=value]... [--out DIR] [--resume] [--stop-at STEP] [--seeds 0-4]
+//           [--raise-at STEP:SIGNAL[:RANK]]
 //   mlo launch --nproc N [--master-port P] CONFIG [mlo run options...]
 //   mlo compare RUN_A RUN_B [--metric M]...
 //   mlo plan CONFIG [--budget 40%] [--strategy optimal|min_memory|...] [--problem NAME]
@@ -45,6 +46,11 @@ int main(int argc, char** argv) {
                   "save the state and stop after this global step (continue with --resume)");
   run_cmd->add_flag("--log-all-ranks", options.log_all_ranks,
                     "under a launch, ranks other than 0 log at info too (else warnings only)");
+  std::string raise_at;
+  run_cmd->add_option("--raise-at", raise_at,
+                      "fault injection for tests: at the end of global step STEP raise SIGNAL "
+                      "(TERM, INT, KILL, STOP) on this process (with RANK: on that rank of a "
+                      "launch only), e.g. 7:TERM, 7:KILL:1");
   std::string seeds;
   run_cmd->add_option("--seeds", seeds,
                       "run once per seed (0-4, 1,3,5) into <out>/seed_<s>, then summarize");
@@ -77,6 +83,7 @@ int main(int argc, char** argv) {
   try {
     if (run_cmd->parsed()) {
       if (no_progress) options.progress = false;
+      if (!raise_at.empty()) options.raise_at = RaiseAt::parse(raise_at);
       const auto config = io::load_run_config(config_path, overrides);
       if (!seeds.empty()) {
         MLO_CHECK(dist::Rendezvous::from_env().world_size == 1,

@@ -200,6 +200,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
       std::snprintf(status, sizeof(status), "loss %.4f", engine.problems().front()->last_loss());
       progress->update(step, status);
     }
+    options.raise_at.maybe_raise(step, rank);
     if (g_interrupted || step == options.stop_at) {
       stopped = true;  // saved below, once every rank has stopped at this step
       return false;
