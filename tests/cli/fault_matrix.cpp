@@ -632,7 +632,8 @@ Result hanging_rank(const Context& c, const Row& row, int64_t step) {
 
 // The disk fills while saving: a run stopped at step 4 (saved), resumed under a file-size limit
 // of half the state file, fails at its save at step 8; the error must name the state file, and
-// the state saved at step 4 must be kept; a resume without the limit must then match.
+// the state saved at step 4 must be kept (no temporary file left behind); a resume without the
+// limit must then match.
 Result full_disk(const Context& c, const Row& row) {
   Result r;
   r.group = "disk full while saving";
@@ -670,6 +671,12 @@ Result full_disk(const Context& c, const Row& row) {
     r.detail = "expected the save to fail with an error naming the state file; got exit " +
                std::to_string(full.code) + ":\n" + tail(full.output);
     return r;
+  }
+  for (const auto& entry : fs::directory_iterator(out)) {
+    if (entry.path().extension() == ".tmp") {
+      r.detail = "the failed save left " + entry.path().filename().string() + " behind: " + line;
+      return r;
+    }
   }
   if (!fs::exists(kept) || read_file(kept) != before.at(state)) {
     r.detail = "the state saved at step 4 was not kept as " + kept.filename().string() +
