@@ -4,6 +4,8 @@
 #include <mlo/base/rng.h>
 #include <mlo/io/state.h>
 
+#include "zip_check.h"
+
 #include <torch/serialize/archive.h>
 
 #include <cstdio>
@@ -43,6 +45,11 @@ void save_state(const std::string& path, const Engine& engine) {
 int64_t load_state(const std::string& path, Engine& engine) {
   MLO_CHECK(std::ifstream(path).good(), "no saved state at '", path,
             "'; run without --resume to start fresh");
+  // NOTE: LibTorch's reader does not check the CRC-32 that its zip writer stores for every
+  // record, so flipped bytes inside a tensor would load without an error.
+  const std::string damage = detail::zip_damage(path);
+  MLO_CHECK(damage.empty(), "the state file '", path, "' is damaged or incomplete (", damage,
+            ") and cannot be read");
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
