@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -27,10 +29,26 @@ bool sync(const std::string& path) {
 void write_path_atomically(const std::string& path,
                            const std::function<void(const std::string& temporary)>& write) {
   const std::string temporary = path + ".tmp";
-  write(temporary);
-  MLO_CHECK(sync(temporary), "cannot flush '", temporary, "' to disk");
-  MLO_CHECK(std::rename(temporary.c_str(), path.c_str()) == 0, "cannot move '", temporary,
-            "' to '", path, "'");
+  // NOTE: whatever fails (a full disk, a file-size limit, a failed flush or rename), the file
+  // at `path` is left as it was and no partial temporary file stays beside it.
+  const auto fail = [&](const std::string& what) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    const bool kept = std::filesystem::exists(path, ignored);
+    throw Error("cannot write '" + path + "': " + what +
+                (kept ? "; the previous '" + path + "' is kept unchanged" : std::string()));
+  };
+  try {
+    write(temporary);
+  } catch (const c10::Error& e) {
+    fail(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+  if (!sync(temporary)) fail("cannot flush '" + temporary + "' to disk: " + std::strerror(errno));
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    fail("cannot move '" + temporary + "' over it: " + std::strerror(errno));
+  }
   const auto folder = std::filesystem::path(path).parent_path();
   sync(folder.empty() ? std::string(".") : folder.string());
 }
@@ -39,10 +57,16 @@ void write_file_atomically(const std::string& path,
                            const std::function<void(std::ostream&)>& write) {
   write_path_atomically(path, [&](const std::string& temporary) {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    MLO_CHECK(out.good(), "cannot write '", temporary, "'");
+    MLO_CHECK(out.good(), "cannot open '", temporary, "': ", std::strerror(errno));
+    errno = 0;
     write(out);
     out.flush();
-    MLO_CHECK(out.good(), "cannot write '", temporary, "' (disk full?)");
+    // NOTE: errno is that of the failed write (ENOSPC, EFBIG), when nothing reset it since.
+    const int error = errno;
+    MLO_CHECK(out.good(), "writing '", temporary,
+              "' failed: ", error != 0 ? std::strerror(error) : "unknown error", " (disk full?)");
+    out.close();
+    MLO_CHECK(!out.fail(), "closing '", temporary, "' failed: ", std::strerror(errno));
   });
 }
 

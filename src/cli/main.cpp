@@ -1,5 +1,6 @@
 // The `mlo` command line, as a library entry point (mlo/cli/main.h):
 //   mlo run CONFIG [--set key=value]... [--out DIR] [--resume] [--stop-at STEP] [--seeds 0-4]
+//           [--raise-at STEP:SIGNAL[:RANK]]
 //   mlo launch --nproc N [--master-port P] CONFIG [mlo run options...]
 //   mlo compare RUN_A RUN_B [--metric M]...
 //   mlo plan CONFIG [--budget 40%] [--strategy optimal|min_memory|...] [--problem NAME]
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
 
   RunArguments run_args;
   auto* run_cmd = add_run_command(app, run_args);
-  const RunOptions& options = run_args.options;
+  RunOptions& options = run_args.options;
 
   auto* plan = app.add_subcommand(
       "plan", "Print the activation-checkpointing plan of an experiment's model");
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     if (run_cmd->parsed()) {
       const auto config = io::load_run_config(run_args.config_path, run_args.overrides);
       const std::string& seeds = run_args.seeds;
+      if (!run_args.raise_at.empty()) options.raise_at = RaiseAt::parse(run_args.raise_at);
       if (!seeds.empty()) {
         MLO_CHECK(dist::Rendezvous::from_env().world_size == 1,
                   "--seeds runs one process only; under mlo launch (WORLD_SIZE > 1) launch once "

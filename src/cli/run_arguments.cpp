@@ -19,6 +19,10 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
                   "save the state and stop after this global step (continue with --resume)");
   run->add_flag("--log-all-ranks", args.options.log_all_ranks,
                 "under a launch, ranks other than 0 log at info too (else warnings only)");
+  run->add_option("--raise-at", args.raise_at,
+                  "fault injection for tests: at the end of global step STEP raise SIGNAL (TERM, "
+                  "INT, KILL, STOP) on this process (with RANK: on that rank of a launch only), "
+                  "e.g. 7:TERM, 7:KILL:1");
   run->add_option("--seeds", args.seeds,
                   "run once per seed (0-4, 1,3,5) into <out>/seed_<s>, then summarize");
   return run;

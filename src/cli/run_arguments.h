@@ -25,6 +25,8 @@ struct RunArguments {
   RunOptions options;
   /// `--seeds 0-4` ("" = one run).
   std::string seeds;
+  /// `--raise-at STEP:SIGNAL[:RANK]` ("" = none), read by `RaiseAt::parse` (fault.h).
+  std::string raise_at;
 };
 
 /// Adds the `run` subcommand with its arguments to `app`; parsing fills `args`. Returns the

@@ -203,6 +203,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
       std::snprintf(status, sizeof(status), "loss %.4f", engine.problems().front()->last_loss());
       progress->update(step, status);
     }
+    options.raise_at.maybe_raise(step, rank);
     // NOTE: a state saved inside a distributed run's accumulation window cannot be resumed
     // (Engine::state_resumable); it must never replace the last one that can. A save or a stop
     // that falls inside a window waits until every data-parallel level is at a window boundary

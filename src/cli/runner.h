@@ -2,6 +2,8 @@
 // Part of the mlo tool (src/cli): runs an experiment with everything a long run needs — output
 // folder, resolved config, log file, metrics files, progress, periodic resumable state, Ctrl-C.
 
+#include "fault.h"
+
 #include <mlo/core/problem.h>
 #include <mlo/run/config.h>
 
@@ -24,6 +26,8 @@ struct RunOptions {
   std::optional<bool> progress;
   /// Under a launch, ranks other than 0 log at info too (else warnings and errors only).
   bool log_all_ranks = false;
+  /// Fault injection for tests: raise a signal on this process at the end of a step (fault.h).
+  RaiseAt raise_at;
 };
 
 struct RunResult {

@@ -4,6 +4,8 @@
 #include <mlo/base/rng.h>
 #include <mlo/io/state.h>
 
+#include "zip_check.h"
+
 #include <torch/serialize/archive.h>
 
 #include <cstdio>
@@ -27,13 +29,27 @@ void save_state(const std::string& path, const Engine& engine) {
   archive.write("cpu_rng", rng_state(default_cpu_generator()));
   archive.write("complete", c10::IValue(true));
 
-  write_path_atomically(path,
-                        [&](const std::string& temporary) { archive.save_to(temporary); });
+  // NOTE: not `save_to(path)`: LibTorch's zip writer finishes the file in its destructor and
+  // throws there when a write failed (a full disk), which ends the process (std::terminate).
+  // Its writes go to our stream instead, which never reports a short write back to it; a failed
+  // write leaves the stream bad, and write_file_atomically turns that into an error naming the
+  // file, keeping the previous one.
+  write_file_atomically(path, [&](std::ostream& out) {
+    archive.save_to([&](const void* data, size_t size) -> size_t {
+      if (out.good()) out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+      return size;
+    });
+  });
 }
 
 int64_t load_state(const std::string& path, Engine& engine) {
   MLO_CHECK(std::ifstream(path).good(), "no saved state at '", path,
             "'; run without --resume to start fresh");
+  // NOTE: LibTorch's reader does not check the CRC-32 that its zip writer stores for every
+  // record, so flipped bytes inside a tensor would load without an error.
+  const std::string damage = detail::zip_damage(path);
+  MLO_CHECK(damage.empty(), "the state file '", path, "' is damaged or incomplete (", damage,
+            ") and cannot be read");
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);

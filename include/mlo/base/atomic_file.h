@@ -11,15 +11,18 @@ namespace mlo {
 /// Writes `path` atomically: `write` fills a temporary file beside it (`path + ".tmp"`), which
 /// is flushed to disk (fsync) and then renamed over `path`; the folder is synced too, so the
 /// rename itself survives a power loss. Readers see the old file or the new one, never a mix.
-/// Throws `mlo::Error` naming the file when it cannot be written or moved.
+/// Throws `mlo::Error` naming the file and the cause (e.g. "No space left on device") when it
+/// cannot be written, flushed or moved; the file at `path` is then left as it was, and the
+/// temporary file is removed.
 ///
 /// ```
 /// mlo::write_file_atomically("runs/x/results.json", [&](std::ostream& out) { out << json; });
 /// ```
-void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
+void write_file_atomically(const std::string& path,
+                           const std::function<void(std::ostream&)>& write);
 
-/// `write_file_atomically` for a file whose bytes another library writes to a path (e.g. a
-/// LibTorch archive's `save_to`): `write` receives the temporary file's path.
+/// `write_file_atomically` for a file whose bytes another library writes to a path: `write`
+/// receives the temporary file's path; an exception it throws becomes the `mlo::Error`.
 void write_path_atomically(const std::string& path,
                            const std::function<void(const std::string& temporary)>& write);
 

@@ -18,7 +18,8 @@ namespace io {
 void save_state(const std::string& path, const Engine& engine);
 
 /// Restores `engine` from `path` and returns its global step. Throws `mlo::Error` naming the file
-/// if it is missing, incomplete or from another experiment.
+/// if it is missing, incomplete, damaged (every record's CRC-32 is checked) or from another
+/// experiment.
 int64_t load_state(const std::string& path, Engine& engine);
 
 }  // namespace io
