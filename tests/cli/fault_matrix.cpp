@@ -420,17 +420,17 @@ Result judge_refusal(Result r, const Finished& resumed, const fs::path& out, boo
     return r;
   }
   const std::string line = clear_error(lines, out, expected);
+  std::string wrong;
   if (line.empty()) {
-    r.detail = "the resume was refused with no error that names the state file" +
-               (expected.empty() ? std::string() : " and holds [" + expected + "]") + ": " +
-               join(lines);
-    return r;
+    wrong = "no error names the state file" +
+            (expected.empty() ? std::string() : " and holds [" + expected + "]");
   }
   if (had_state) {
-    r.detail =
-        "the resume was refused although a resumable state had been saved before the "
-        "interruption (it was lost): " +
-        line;
+    wrong += std::string(wrong.empty() ? "" : "; ") +
+             "a resumable state had been saved before the interruption, and it was lost";
+  }
+  if (!wrong.empty()) {
+    r.detail = "the resume was refused: " + wrong + ":\n" + join(lines);
     return r;
   }
   r.outcome = Outcome::kRefused;
