@@ -5,7 +5,7 @@
 // and, last, reweight_over_baseline=<median ratio over rounds>.
 //   build/bench/reweight_step [REWEIGHT_YAML] [BASELINE_YAML] [--rounds R] [--steps K]
 //                             [--set key=value]...   (applied to both)
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/mlo.h>
 #include <mlo/run/experiment.h>
 
@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   if (paths.size() < 1) paths.push_back("configs/reweight_lt_fmnist.yaml");
   if (paths.size() < 2) paths.push_back("configs/baseline_lt_fmnist.yaml");
   try {
-    auto reweight = mlo::run::make_experiment(mlo::io::load_run_config(paths[0], overrides));
-    auto baseline = mlo::run::make_experiment(mlo::io::load_run_config(paths[1], overrides));
+    auto reweight = mlo::run::make_experiment(mlo::run::load_run_config(paths[0], overrides));
+    auto baseline = mlo::run::make_experiment(mlo::run::load_run_config(paths[1], overrides));
     mlo::Engine& rw = reweight->engine();
     mlo::Engine& base = baseline->engine();
     rw.initialize();

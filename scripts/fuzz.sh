@@ -49,7 +49,7 @@ find configs -name '*.yaml' -exec cp {} "${corpus}/" \;
 
 # A dictionary of every key and enum value the schema knows, so mutations speak its language.
 dict="${build_dir}/schema.dict"
-grep -oh '"[a-z0-9_]*"' src/io/schema.h | sort -u | sed 's/^"\(.*\)"$/"\1: "/' >"${dict}"
+grep -oh '"[a-z0-9_]*"' src/run/schema.h | sort -u | sed 's/^"\(.*\)"$/"\1: "/' >"${dict}"
 
 echo "==> Fuzzing for ${seconds} s"
 log="${build_dir}/fuzz.log"

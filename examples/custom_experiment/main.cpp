@@ -17,7 +17,7 @@
 #include <mlo/mlo.h>
 #include <mlo/run/builders.h>
 #include <mlo/run/experiment.h>
-#include <mlo/run/fields.h>
+#include <mlo/base/fields.h>
 
 #include <torch/torch.h>
 
@@ -82,16 +82,16 @@ class DistillExperiment : public mlo::run::Experiment {
     double noise = 0.5;
     double initial_log_strength = -2.0;
 
-    void visit(mlo::run::Fields& f) override {
-      f.section("data", [&](mlo::run::Fields& s) {
-        s("features", features, mlo::run::at_least(1));
-        s("labeled", labeled, mlo::run::at_least(1));
-        s("unlabeled", unlabeled, mlo::run::at_least(1));
-        s("valid", valid, mlo::run::at_least(1));
-        s("test", test, mlo::run::at_least(1));
-        s("noise", noise, mlo::run::non_negative());
+    void visit(mlo::Fields& f) override {
+      f.section("data", [&](mlo::Fields& s) {
+        s("features", features, mlo::at_least(1));
+        s("labeled", labeled, mlo::at_least(1));
+        s("unlabeled", unlabeled, mlo::at_least(1));
+        s("valid", valid, mlo::at_least(1));
+        s("test", test, mlo::at_least(1));
+        s("noise", noise, mlo::non_negative());
       });
-      f.section("top", [&](mlo::run::Fields& s) {
+      f.section("top", [&](mlo::Fields& s) {
         s("initial_log_strength", initial_log_strength);
       });
     }

@@ -8,7 +8,8 @@
 #include <mlo/core/config.h>
 #include <mlo/core/engine.h>
 #include <mlo/core/graph.h>
+#include <mlo/core/method.h>
+#include <mlo/core/path.h>
 #include <mlo/core/problem.h>
 #include <mlo/data/batch.h>
-#include <mlo/hypergrad/hypergradient.h>
-#include <mlo/hypergrad/path.h>
+#include <mlo/hypergrad.h>

@@ -14,13 +14,6 @@
 #include <sstream>
 
 namespace mlo {
-namespace run {
-namespace detail {
-// Referenced by the registry: keeps this file's registration in a static link.
-void link_hpo_experiment() {}
-}  // namespace detail
-}  // namespace run
-
 namespace problems {
 namespace hpo {
 namespace {
@@ -98,14 +91,14 @@ std::pair<double, double> loss_and_accuracy(const LogRegInner& inner, const Batc
 
 }  // namespace
 
-void HpoExperiment::Settings::visit(run::Fields& v) {
-  v.section("data", [&](run::Fields& s) {
-    s("samples", data.samples, run::at_least(2));
-    s("test_samples", data.test_samples, run::at_least(1));
-    s("features", data.features, run::at_least(1));
-    s("noise", data.noise, run::non_negative());
+void HpoExperiment::Settings::visit(Fields& v) {
+  v.section("data", [&](Fields& s) {
+    s("samples", data.samples, at_least(2));
+    s("test_samples", data.test_samples, at_least(1));
+    s("features", data.features, at_least(1));
+    s("noise", data.noise, non_negative());
   });
-  v.section("hpo", [&](run::Fields& s) {
+  v.section("hpo", [&](Fields& s) {
     s("initial_weight", hpo.initial_weight, [](const double& w) {
       return w >= LogRegOuter::kMinWeight
                  ? std::string()

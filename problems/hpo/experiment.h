@@ -14,7 +14,7 @@
 #include "problems/hpo/logreg.h"
 
 #include <mlo/run/experiment.h>
-#include <mlo/run/fields.h>
+#include <mlo/base/fields.h>
 
 #include <cstdint>
 #include <memory>
@@ -47,7 +47,7 @@ class HpoExperiment : public run::Experiment {
     HpoDataConfig data;
     HpoConfig hpo;
 
-    void visit(run::Fields& fields) override;
+    void visit(Fields& fields) override;
     /// outer above inner.
     run::DependencyConfig default_dependencies(const run::RunConfig& config) const override;
     /// Exactly the problems "inner" and "outer".

@@ -25,13 +25,6 @@
 #include <sstream>
 
 namespace mlo {
-namespace run {
-namespace detail {
-// Referenced by the registry: keeps this file's registration in a static link.
-void link_reweighting_experiment() {}
-}  // namespace detail
-}  // namespace run
-
 namespace problems {
 namespace reweighting {
 namespace {

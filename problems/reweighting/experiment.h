@@ -10,7 +10,7 @@
 #include <mlo/data/stream.h>
 #include <mlo/data/transforms.h>
 #include <mlo/run/experiment.h>
-#include <mlo/run/fields.h>
+#include <mlo/base/fields.h>
 
 #include <cstdint>
 #include <map>
@@ -99,8 +99,8 @@ class ReweightingExperiment : public run::Experiment {
     /// The model of `problem` (the default one if it has none).
     ModelConfig model(const std::string& problem) const;
 
-    void visit(run::Fields& fields) override;
-    void visit_problem(const std::string& problem, run::Fields& fields) override;
+    void visit(Fields& fields) override;
+    void visit_problem(const std::string& problem, Fields& fields) override;
     /// Early stopping watches "valid/balanced_acc" (max) unless the YAML says otherwise.
     void defaults(run::RunConfig& config) const override;
     /// The reweighter above the classifier, when there is a reweighter.

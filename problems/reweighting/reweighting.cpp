@@ -4,6 +4,7 @@
 #include "problems/reweighting/l2rw.h"
 
 #include <mlo/core/config.h>
+#include <mlo/hypergrad/darts.h>
 #include <mlo/nn/chain.h>
 #include <mlo/memory/precision.h>
 #include <mlo/nn/mwn.h>
@@ -142,7 +143,7 @@ at::Tensor Classifier::training_step(const Batch& batch) {
   // with metrics already recorded is a re-evaluation (inside a hypergradient, at perturbed or
   // stepped weights) of a batch the step has seen.
   const bool own_step = metrics().empty();
-  if (reweighter && freeze_weight_inputs && !own_step && config().method() == Method::kDarts &&
+  if (reweighter && freeze_weight_inputs && !own_step && config().method_as<DartsOptions>() &&
       frozen_losses(batch).defined()) {
     // NOTE: DARTS differentiates its re-evaluations (at w +- eps v) only with respect to the
     // weight net's parameters, and with frozen inputs those enter only through the weights:

@@ -34,27 +34,27 @@ ModelConfig ReweightingExperiment::Settings::model(const std::string& problem) c
   return found == models.end() ? ModelConfig() : found->second;
 }
 
-void ReweightingExperiment::Settings::visit(run::Fields& v) {
-  v.section("data", [&](run::Fields& s) {
+void ReweightingExperiment::Settings::visit(Fields& v) {
+  v.section("data", [&](Fields& s) {
     DataConfig& c = data;
-    s("dataset", c.dataset, run::one_of(dataset_names()));
+    s("dataset", c.dataset, one_of(dataset_names()));
     s("root", c.root);
     s("imbalance", c.imbalance, [](const double& x) {
       return x >= 1 ? std::string() : "must be >= 1 (1 = balanced), got " + std::to_string(x);
     });
-    s("meta_size", c.meta_size, run::at_least(1));
-    s("valid_size", c.valid_size, run::at_least(0));
+    s("meta_size", c.meta_size, at_least(1));
+    s("valid_size", c.valid_size, at_least(0));
     s("shuffle_classes", c.shuffle_classes);
-    s("batch_size", c.batch_size, run::at_least(1));
-    s("meta_batch_size", c.meta_batch_size, run::at_least(0));
-    s("test_batch_size", c.test_batch_size, run::at_least(1));
+    s("batch_size", c.batch_size, at_least(1));
+    s("meta_batch_size", c.meta_batch_size, at_least(0));
+    s("test_batch_size", c.test_batch_size, at_least(1));
     s("augment", c.augment);
     s("synthetic_fallback", c.synthetic_fallback);
-    s("synthetic_size", c.synthetic_size, run::at_least(1));
-    s("synthetic_test_size", c.synthetic_test_size, run::at_least(1));
+    s("synthetic_size", c.synthetic_size, at_least(1));
+    s("synthetic_test_size", c.synthetic_test_size, at_least(1));
   });
-  v.section("reweighting", [&](run::Fields& s) {
-    s("method", reweighting.method, run::one_of(method_names()));
+  v.section("reweighting", [&](Fields& s) {
+    s("method", reweighting.method, one_of(method_names()));
     s("normalize_weights", reweighting.normalize_weights);
     s("freeze_weight_inputs", reweighting.freeze_weight_inputs);
     s("l2rw_alpha", reweighting.l2rw_alpha, [](const double& x) {
@@ -63,14 +63,14 @@ void ReweightingExperiment::Settings::visit(run::Fields& v) {
   });
 }
 
-void ReweightingExperiment::Settings::visit_problem(const std::string& problem, run::Fields& v) {
+void ReweightingExperiment::Settings::visit_problem(const std::string& problem, Fields& v) {
   ModelConfig& model = models[problem];
-  v.section("model", [&](run::Fields& s) {
-    s("name", model.name, run::one_of(model_names()));
-    s("hidden", model.hidden, run::at_least(1));
+  v.section("model", [&](Fields& s) {
+    s("name", model.name, one_of(model_names()));
+    s("hidden", model.hidden, at_least(1));
     s("batch_norm", model.batch_norm);
     s("inplace_relu", model.inplace_relu);
-    s("memory_format", model.memory_format, run::one_of({"auto", "contiguous", "channels_last"}));
+    s("memory_format", model.memory_format, one_of({"auto", "contiguous", "channels_last"}));
   });
 }
 

@@ -5,7 +5,7 @@
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
 #include <mlo/dist/process_group.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/run/ablation_report.h>
 
 #include <CLI/CLI.hpp>
@@ -24,7 +24,7 @@ run::AblationResult ablate_command(const std::string& config_path,
                                    const std::vector<std::string>& overrides,
                                    const AblateOptions& options) {
   std::string out_dir = options.out_dir;
-  if (out_dir.empty()) out_dir = "runs/" + io::load_run_config(config_path, overrides).name + "_ablation";
+  if (out_dir.empty()) out_dir = "runs/" + run::load_run_config(config_path, overrides).name + "_ablation";
   // A row on several ranks: `mlo ablate-rank` per rank under `mlo launch`'s supervision (output
   // prefixed, a failed rank ends the others), each writing its figures into a JSON file.
   const std::string problem = options.ablation.problem();

@@ -4,7 +4,7 @@
 #include "run_arguments.h"
 
 #include <mlo/base/error.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/run/config.h>
 
 #include <CLI/CLI.hpp>
@@ -180,7 +180,7 @@ run::RunConfig rank_config(const LaunchOptions& o) {
     throw Error("mlo launch: the arguments after CONFIG are not valid for mlo " + o.subcommand +
                 ": " + e.what());
   }
-  return io::load_run_config(o.config,
+  return run::load_run_config(o.config,
                              ablate_rank->parsed() ? ablate_rank->overrides : run.overrides);
 }
 

@@ -19,7 +19,7 @@
 
 #include <mlo/base/error.h>
 #include <mlo/dist/process_group.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/run/experiment.h>
 
 #include <CLI/CLI.hpp>
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (run_cmd->parsed()) {
-      const auto config = io::load_run_config(run_args.config_path, run_args.overrides);
+      const auto config = run::load_run_config(run_args.config_path, run_args.overrides);
       const std::string& seeds = run_args.seeds;
       if (!run_args.raise_at.empty()) options.raise_at = RaiseAt::parse(run_args.raise_at);
       if (!seeds.empty()) {
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
     if (ablate->parsed()) return ablate->run();
     if (ablate_rank->parsed()) return ablate_rank->run();
     if (plan->parsed()) {
-      plan_command(io::load_run_config(plan_config, plan_overrides), plan_options);
+      plan_command(run::load_run_config(plan_config, plan_overrides), plan_options);
       return 0;
     }
   } catch (const Error& e) {

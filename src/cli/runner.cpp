@@ -8,7 +8,7 @@
 #include <mlo/base/error.h>
 #include <mlo/io/metrics.h>
 #include <mlo/io/state.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/run/experiment.h>
 #include <mlo/run/sharding.h>
 
@@ -127,7 +127,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     setup_rank_logging(rank, options.log_all_ranks);
   }
 
-  const std::string resolved = io::to_yaml(config);
+  const std::string resolved = run::to_yaml(config);
   if (main && options.resume && fs::exists(out / "config.yaml")) {
     std::ifstream previous(out / "config.yaml");
     std::stringstream text;

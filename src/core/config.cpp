@@ -2,39 +2,17 @@
 
 namespace mlo {
 
-ProblemConfig& ProblemConfig::method(const DartsOptions& options) {
-  method_ = Method::kDarts;
-  darts_ = options;
+ProblemConfig& ProblemConfig::method(const std::string& name) {
+  method_ = method_options(name);
   return *this;
 }
 
-ProblemConfig& ProblemConfig::method(const NeumannOptions& options) {
-  method_ = Method::kNeumann;
-  neumann_ = options;
-  return *this;
-}
-
-ProblemConfig& ProblemConfig::method(const CGOptions& options) {
-  method_ = Method::kCG;
-  cg_ = options;
-  return *this;
-}
-
-ProblemConfig& ProblemConfig::method(const SamaOptions& options) {
-  method_ = Method::kSama;
-  sama_ = options;
-  return *this;
-}
-
-ProblemConfig& ProblemConfig::method(const UnrolledOptions& options) {
-  method_ = Method::kUnrolled;
-  unrolled_ = options;
-  return *this;
-}
-
-ProblemConfig& ProblemConfig::method(Method method) {
-  method_ = method;
-  return *this;
+const MethodOptions& ProblemConfig::method() const {
+  if (method_) return *method_;
+  // NOTE: looked up on first use, not at construction: a config may be built during static
+  // initialization, before the built-in methods have registered.
+  static const std::shared_ptr<const MethodOptions> kDefault = method_options(kDefaultMethod);
+  return *kDefault;
 }
 
 }  // namespace mlo

@@ -4,8 +4,8 @@
 
 #include <mlo/base/archive.h>
 #include <mlo/dist/process_group.h>
-#include <mlo/hypergrad/hypergradient.h>
-#include <mlo/hypergrad/path.h>
+#include <mlo/core/method.h>
+#include <mlo/core/path.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>
@@ -109,27 +109,22 @@ void Engine::check_config(const Problem& problem) const {
     memory::validate_options(c.checkpointing());
     // The selected method validates its own options in its constructor; build it once here so
     // that bad options fail at start also on a problem that is no hop of any path.
-    hypergrad::create(c)->check(problem);
+    c.method().make();
   } catch (const Error& e) {
     throw Error("problem '" + name + "': " + e.what());
   }
 }
 
-// NOTE: graph conditions that `Hypergradient::check` cannot see (it gets the problem only).
-// `unrolled` replays the problem's own loss from the unroll's start with the parents' current
-// parameters: wrong when a second parent stepped in between (the engine steps parents in turn),
-// and for a middle level, whose steps also followed the hypergradients from the levels below.
-void Engine::check_unrolled(const detail::ScheduleNode& node) const {
+void Engine::check_method(const detail::ScheduleNode& node) const {
+  if (node.method == nullptr) return;
   const Problem& p = *node.problem;
-  if (node.method == nullptr || p.config().method() != Method::kUnrolled) return;
-  MLO_CHECK(node.parents.size() <= 1, "problem '", p.name(), "': unrolled supports one parent, ",
-            "this problem has ", node.parents.size(),
-            " (each parent's replay would see the parameters the parents stepped before it "
-            "already updated); use another method");
-  MLO_CHECK(node.paths.empty(), "problem '", p.name(),
-            "': unrolled cannot serve a middle level (a problem with problems below it): the "
-            "replay of its own loss misses the hypergradients its steps followed; use another "
-            "method");
+  const MethodContext context{p, node.parents.size(), !node.paths.empty(), config_.strategy(),
+                              p.config().data_parallel()};
+  try {
+    node.method->check(context);
+  } catch (const Error& e) {
+    throw Error("problem '" + p.name() + "': " + e.what());
+  }
 }
 
 void Engine::initialize() {
@@ -152,8 +147,7 @@ void Engine::initialize() {
   schedule_ = std::make_unique<detail::Schedule>(graph_, config_.log_step());
   MLO_CHECK(!schedule_->leaves().empty(),
             "engine: no leaf problem (every problem has a problem below it)");
-  for (const auto& node : schedule_->nodes()) check_unrolled(*node);
-  for (const auto& node : schedule_->nodes()) check_parallel(*node);
+  for (const auto& node : schedule_->nodes()) check_method(*node);
   connect();
   if (config_.track_memory()) {
     const auto params = problems_.front()->module().parameters();
@@ -289,6 +283,12 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
     torch::serialize::OutputArchive sub;
     schedule_->save(sub);
     archive.write("schedule", sub);
+    for (const auto& node : schedule_->nodes()) {
+      if (node->method == nullptr) continue;
+      torch::serialize::OutputArchive method;
+      node->method->save(method);
+      archive.write("method." + node->problem->name(), method);
+    }
   }
 }
 
@@ -312,6 +312,18 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   MLO_CHECK(archive.try_read("schedule", schedule),
             "engine state: no schedule (saved by an older version of mlo?)");
   schedule_->load(schedule);
+  for (const auto& node : schedule_->nodes()) {
+    torch::serialize::InputArchive method;
+    // NOTE: absent from states saved before methods kept state; they start afresh.
+    if (node->method == nullptr || !archive.try_read("method." + node->problem->name(), method)) {
+      continue;
+    }
+    try {
+      node->method->load(method);
+    } catch (const Error& e) {
+      throw Error("engine state: problem '" + node->problem->name() + "': " + e.what());
+    }
+  }
 }
 
 void Engine::validate_and_maybe_stop() {

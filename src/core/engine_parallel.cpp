@@ -26,25 +26,6 @@ int Engine::rank() const { return group_ ? group_->rank() : 0; }
 
 int Engine::world_size() const { return group_ ? group_->size() : 1; }
 
-void Engine::check_parallel(const detail::ScheduleNode& node) const {
-  using dist::Strategy;
-  const Problem& p = *node.problem;
-  if (config_.strategy() == Strategy::kDefault || !p.config().data_parallel() || !node.method) {
-    return;
-  }
-  // Unrolled replays the inner steps on this rank's shard, but they followed the averaged
-  // gradients: the replay would not be the trajectory. SAMA's preconditioner reads the optimizer
-  // state of every parameter, which zero1/zero2 keep on one rank each.
-  const Method method = p.config().method();
-  MLO_CHECK(method != Method::kUnrolled, "problem '", p.name(), "': the unrolled method cannot ",
-            "run data parallel (its replay on one rank's shard is not the trajectory of the ",
-            "averaged steps); set data_parallel false for this problem, or use another method");
-  MLO_CHECK(method != Method::kSama || config_.strategy() == Strategy::kDistributed, "problem '",
-            p.name(), "': sama reads the optimizer state of every parameter, which strategy ",
-            dist::to_string(config_.strategy()), " shards over the ranks; use strategy ",
-            "distributed, or set data_parallel false for this problem");
-}
-
 // NOTE: the group joins at initialization (not construction), so that a config error is
 // reported before a rank waits for its peers.
 void Engine::connect() {

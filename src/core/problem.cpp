@@ -4,8 +4,8 @@
 #include "data_parallel.h"
 
 #include <mlo/dist/process_group.h>
-#include <mlo/hypergrad/hypergradient.h>
-#include <mlo/hypergrad/path.h>
+#include <mlo/core/method.h>
+#include <mlo/core/path.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/precision.h>
 
@@ -182,7 +182,7 @@ void Problem::step(const StepContext& context) {
   descend(context.paths);
 }
 
-void Problem::descend(const std::vector<hypergrad::Path>* paths, const Batch* batch) {
+void Problem::descend(const std::vector<Path>* paths, const Batch* batch) {
   using memory::MemoryMeter;
   using memory::Phase;
   using memory::to_string;
@@ -224,7 +224,7 @@ void Problem::descend(const std::vector<hypergrad::Path>* paths, const Batch* ba
     // The forward above was this problem's own training step; the hypergradient passes that
     // follow re-run lower losses (which may read this problem's module) and must leave this
     // problem's buffers as the forward left them.
-    static const std::vector<hypergrad::Path> kNoPaths;
+    static const std::vector<Path> kNoPaths;
     const auto& all = paths ? *paths : kNoPaths;
     detail::BufferSnapshot own(all.empty() ? std::vector<at::Tensor>() : own_buffers_);
     accumulate(gradients(scaled, all));
@@ -237,7 +237,7 @@ void Problem::descend(const std::vector<hypergrad::Path>* paths, const Batch* ba
 }
 
 std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
-                                           const std::vector<hypergrad::Path>& paths) {
+                                           const std::vector<Path>& paths) {
   const std::vector<at::Tensor>& own = trainable_;
   // One backward pass gives the direct gradient and v = dL/dw for the first lower problem of
   // every path (several paths may start with the same lower problem).

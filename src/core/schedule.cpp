@@ -4,7 +4,7 @@
 #include <mlo/base/error.h>
 #include <mlo/core/graph.h>
 #include <mlo/core/problem.h>
-#include <mlo/hypergrad/hypergradient.h>
+#include <mlo/core/method.h>
 
 #include <torch/serialize/archive.h>
 
@@ -28,16 +28,16 @@ Schedule::Schedule(const Graph& graph, int64_t engine_log_step) {
   }
   // A problem needs a hypergradient method when it is a hop of some path (an intermediate node
   // of [U, P1, ..., L, U]); one instance serves all its hops.
-  std::map<const Problem*, hypergrad::Hypergradient*> method_of;
+  std::map<const Problem*, Hypergradient*> method_of;
   for (auto& node : nodes_) {
     for (const auto& path : graph.paths(node->problem)) {
-      std::vector<hypergrad::Hop> hops;
+      std::vector<Hop> hops;
       for (size_t i = 1; i + 1 < path.size(); ++i) {
         auto& method = method_of[path[i]];
         if (!method) {
           // The method validates its own options; name the problem they belong to.
           try {
-            methods_.push_back(hypergrad::create(path[i]->config()));
+            methods_.push_back(path[i]->config().method().make());
           } catch (const Error& e) {
             throw Error("problem '" + path[i]->name() + "': " + e.what());
           }

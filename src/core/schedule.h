@@ -2,7 +2,7 @@
 // Internal to core (not installed): the engine's scheduling state, in one place.
 
 #include <mlo/core/config.h>
-#include <mlo/hypergrad/path.h>
+#include <mlo/core/path.h>
 
 #include <cstdint>
 #include <map>
@@ -21,9 +21,7 @@ namespace mlo {
 class Graph;
 class Problem;
 
-namespace hypergrad {
 class Hypergradient;
-}
 
 namespace detail {
 
@@ -34,11 +32,11 @@ struct ScheduleNode {
   std::vector<ScheduleNode*> parents;   // l2u targets: their loss reads this problem's parameters
   std::vector<ScheduleNode*> children;  // l2u sources: problems below this one
   std::vector<bool> ready;              // per child: has it finished its unroll?
-  std::vector<hypergrad::Path> paths;   // this problem's hypergradient paths
+  std::vector<Path> paths;   // this problem's hypergradient paths
   int64_t period = 1;                   // unroll_steps * gradient_accumulation local steps
   int64_t log_step = 0;                 // 0: never
   bool unroll_start = true;             // the next step starts an unroll
-  hypergrad::Hypergradient* method = nullptr;  // serves this problem's hops (null: no hop)
+  Hypergradient* method = nullptr;  // serves this problem's hops (null: no hop)
 };
 
 /// The scheduling state of every problem of an engine, built once from the validated graph.
@@ -64,7 +62,7 @@ class Schedule {
   std::vector<std::unique_ptr<ScheduleNode>> nodes_;
   std::map<const Problem*, ScheduleNode*> by_problem_;
   std::vector<ScheduleNode*> leaves_;
-  std::vector<std::unique_ptr<hypergrad::Hypergradient>> methods_;
+  std::vector<std::unique_ptr<Hypergradient>> methods_;
 };
 
 }  // namespace detail

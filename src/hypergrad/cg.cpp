@@ -1,11 +1,9 @@
 #include <mlo/hypergrad/cg.h>
 
-#include <mlo/core/config.h>
-
 #include <mlo/base/error.h>
 #include <mlo/core/problem.h>
 
-#include "vector_ops.h"
+#include <mlo/hypergrad/vector.h>
 
 #include <spdlog/spdlog.h>
 #include <torch/autograd.h>
@@ -15,8 +13,6 @@
 namespace mlo {
 namespace hypergrad {
 
-CG::CG(const ProblemConfig& config) : CG(config.cg()) {}
-
 CG::CG(CGOptions options) : options_(std::move(options)) {
   MLO_CHECK(options_.iterations() >= 1, "cg: iterations must be >= 1, got ", options_.iterations());
   MLO_CHECK(options_.alpha() > 0, "cg: alpha must be > 0, got ", options_.alpha());
@@ -25,51 +21,57 @@ CG::CG(CGOptions options) : options_(std::move(options)) {
 std::vector<at::Tensor> CG::apply(const std::vector<at::Tensor>& v_in, Problem& curr,
                                   Problem& prev) {
   at::AutoGradMode enable_grad(true);
-  const detail::TensorList lambda = prev.parameters();
-  detail::LowerGradient lower(curr);
-  const detail::TensorList v =
-      detail::defined_or_zeros(v_in, lower.parameters(), "cg", curr.name());
+  const TensorList lambda = prev.parameters();
+  LowerGradient lower(curr);
+  const TensorList v =
+      defined_or_zeros(v_in, lower.parameters(), "cg", curr.name());
   const double alpha = options_.alpha();
 
   // Standard CG on A x = b with A = alpha H, b = alpha v, x0 = 0.
-  detail::TensorList x = detail::zeros_like(v);
-  detail::TensorList r = detail::scale(v, alpha);
-  detail::TensorList p = detail::clone(r);
-  double rr = detail::dot(r, r);
+  TensorList x = zeros_like(v);
+  TensorList r = scale(v, alpha);
+  TensorList p = clone(r);
+  double rr = dot(r, r);
   // NOTE: stop once the residual is at rounding level relative to b; further steps would divide
   // rounding noise by rounding noise. The bound is far below what K steps reach in float32.
   const double rr_stop = rr * 1e-28;
   for (int64_t k = 0; k < options_.iterations() && rr > rr_stop; ++k) {
-    const detail::TensorList ap = detail::scale(lower.hvp(p), alpha);
-    const double pap = detail::dot(p, ap);
+    const TensorList ap = scale(lower.hvp(p), alpha);
+    const double pap = dot(p, ap);
     if (!(pap > 0.0) || !std::isfinite(pap)) {
       // Non-positive curvature along p (or a non-finite product): CG's step is undefined.
       spdlog::debug("cg: problem '{}': non-positive curvature p.Hp = {} at step {}; stopping",
                     curr.name(), pap / alpha, k);
       if (k == 0) {
-        x = detail::clone(v);  // H^{-1} ~ I, as in DARTS
+        x = clone(v);  // H^{-1} ~ I, as in DARTS
       }
       break;
     }
     const double step = rr / pap;
-    detail::axpy(step, p, x);
-    detail::axpy(-step, ap, r);
-    const double rr_next = detail::dot(r, r);
+    axpy(step, p, x);
+    axpy(-step, ap, r);
+    const double rr_next = dot(r, r);
     const double beta = rr_next / rr;
     rr = rr_next;
-    p = detail::add_scaled(r, beta, p);  // p <- r + beta p
+    p = add_scaled(r, beta, p);  // p <- r + beta p
   }
 
-  detail::TensorList result = lower.mixed(x, lambda);
-  detail::negate_(result);
+  TensorList result = lower.mixed(x, lambda);
+  negate_(result);
   return result;
 }
 
-namespace detail {
-void link_cg() {}
-}  // namespace detail
-
-MLO_REGISTER_HYPERGRADIENT(Method::kCG, CG);
+MLO_REGISTER_METHOD(CGOptions);
 
 }  // namespace hypergrad
+
+void CGOptions::visit(Fields& fields) {
+  fields("iterations", iterations(), at_least(1));
+  fields("alpha", alpha(), positive());
+}
+
+std::unique_ptr<Hypergradient> CGOptions::make() const {
+  return std::make_unique<hypergrad::CG>(*this);
+}
+
 }  // namespace mlo

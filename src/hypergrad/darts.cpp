@@ -1,11 +1,9 @@
 #include <mlo/hypergrad/darts.h>
 
-#include <mlo/core/config.h>
-
 #include <mlo/base/error.h>
 #include <mlo/core/problem.h>
 
-#include "finite_difference.h"
+#include <mlo/hypergrad/finite_difference.h>
 
 #include <torch/autograd.h>
 
@@ -16,8 +14,6 @@
 namespace mlo {
 namespace hypergrad {
 
-Darts::Darts(const ProblemConfig& config) : Darts(config.darts()) {}
-
 Darts::Darts(DartsOptions options) : options_(std::move(options)) {
   MLO_CHECK(options_.alpha() > 0, "darts: alpha must be > 0, got ", options_.alpha());
 }
@@ -25,17 +21,23 @@ Darts::Darts(DartsOptions options) : options_(std::move(options)) {
 std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Problem& curr,
                                      Problem& prev) {
   at::AutoGradMode enable_grad(true);
-  const detail::TensorList v =
-      detail::defined_or_zeros(v_in, curr.parameters(), "darts", curr.name());
-  return detail::central_difference(curr, prev.parameters(), v, options_.alpha(),
+  const TensorList v =
+      defined_or_zeros(v_in, curr.parameters(), "darts", curr.name());
+  return central_difference(curr, prev.parameters(), v, options_.alpha(),
                                     options_.exact_restore());
 }
 
-namespace detail {
-void link_darts() {}
-}  // namespace detail
-
-MLO_REGISTER_HYPERGRADIENT(Method::kDarts, Darts);
+MLO_REGISTER_METHOD(DartsOptions);
 
 }  // namespace hypergrad
+
+void DartsOptions::visit(Fields& fields) {
+  fields("alpha", alpha(), positive());
+  fields("exact_restore", exact_restore());
+}
+
+std::unique_ptr<Hypergradient> DartsOptions::make() const {
+  return std::make_unique<hypergrad::Darts>(*this);
+}
+
 }  // namespace mlo

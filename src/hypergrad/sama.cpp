@@ -1,13 +1,12 @@
 #include <mlo/hypergrad/sama.h>
 
-#include <mlo/core/config.h>
-
+#include <mlo/base/archive.h>
 #include <mlo/base/error.h>
 #include <mlo/core/problem.h>
 #include <mlo/detail/torch_compat.h>
 #include <mlo/hypergrad/differentiable_optimizer.h>
 
-#include "finite_difference.h"
+#include <mlo/hypergrad/finite_difference.h>
 
 #include <ATen/ATen.h>
 #include <torch/optim/adam.h>
@@ -50,19 +49,53 @@ AdamMoments adam_moments(torch::optim::Optimizer& optimizer, const at::Tensor& p
 
 }  // namespace
 
-Sama::Sama(const ProblemConfig& config) : Sama(config.sama()) {}
-
 Sama::Sama(SamaOptions options) : options_(std::move(options)) {
   MLO_CHECK(options_.alpha() > 0, "sama: alpha must be > 0, got ", options_.alpha());
 }
 
 Sama::~Sama() = default;
 
-void Sama::check(const Problem& curr) const {
-  if (!curr.has_optimizer()) return;  // reported by the engine with its own message
+void Sama::check(const MethodContext& context) const {
+  const Problem& curr = context.problem;
   // NOTE: the engine prefixes the problem's name.
+  // Its preconditioner reads the optimizer state of every parameter, which zero1/zero2 keep
+  // on one rank each.
+  const bool sharded = context.strategy == dist::Strategy::kZero1 ||
+                       context.strategy == dist::Strategy::kZero2;
+  MLO_CHECK(!(context.data_parallel && sharded),
+            "sama reads the optimizer state of every parameter, which strategy ",
+            dist::to_string(context.strategy), " shards over the ranks; use strategy ",
+            "distributed, or set data_parallel false for this problem");
+  if (!curr.has_optimizer()) return;  // reported by the engine with its own message
   const std::string reason = DifferentiableOptimizer::unsupported(curr.optimizer());
   MLO_CHECK(reason.empty(), "sama cannot precondition with this optimizer: ", reason);
+}
+
+void Sama::save(torch::serialize::OutputArchive& archive) const {
+  std::vector<int64_t> defined;
+  for (size_t i = 0; i < last_grads_.size(); ++i) {
+    defined.push_back(last_grads_[i].defined() ? 1 : 0);
+    if (defined.back()) archive.write("grad." + std::to_string(i), last_grads_[i], true);
+  }
+  archive.write("grad_defined", c10::IValue(defined));
+  archive.write("lrs", c10::IValue(last_lrs_));
+  archive.write("created_buffer",
+                c10::IValue(std::vector<int64_t>(created_buffer_.begin(), created_buffer_.end())));
+}
+
+void Sama::load(torch::serialize::InputArchive& archive) {
+  const std::string owner = "sama state";
+  last_lrs_ = mlo::archive::read_doubles(archive, "lrs", owner);
+  const auto created = mlo::archive::read_ints(archive, "created_buffer", owner);
+  created_buffer_.assign(created.begin(), created.end());
+  const auto defined = mlo::archive::read_ints(archive, "grad_defined", owner);
+  last_grads_.assign(defined.size(), at::Tensor());
+  for (size_t i = 0; i < defined.size(); ++i) {
+    if (!defined[i]) continue;
+    at::Tensor g;
+    archive.read("grad." + std::to_string(i), g, true);
+    last_grads_[i] = g;
+  }
 }
 
 void Sama::before_optimizer_step(Problem& curr) {
@@ -94,13 +127,13 @@ void Sama::before_optimizer_step(Problem& curr) {
 std::vector<at::Tensor> Sama::precondition(const std::vector<at::Tensor>& v_in,
                                            Problem& curr) const {
   const auto params = curr.parameters();
-  const detail::TensorList v = detail::defined_or_zeros(v_in, params, "sama", curr.name());
+  const TensorList v = defined_or_zeros(v_in, params, "sama", curr.name());
   const DifferentiableOptimizer opt(curr.optimizer(), params, curr.name());
   const std::vector<double> lrs = last_lrs_.size() == params.size()
                                       ? last_lrs_
                                       : opt.learning_rates(curr.optimizer());
   at::NoGradGuard no_grad;
-  detail::TensorList out;
+  TensorList out;
   out.reserve(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const UpdateSettings& s = opt.settings()[i];
@@ -148,15 +181,20 @@ std::vector<at::Tensor> Sama::precondition(const std::vector<at::Tensor>& v_in,
 std::vector<at::Tensor> Sama::apply(const std::vector<at::Tensor>& v, Problem& curr,
                                     Problem& prev) {
   at::AutoGradMode enable_grad(true);
-  const detail::TensorList direction = precondition(v, curr);
-  return detail::central_difference(curr, prev.parameters(), direction, options_.alpha());
+  const TensorList direction = precondition(v, curr);
+  return central_difference(curr, prev.parameters(), direction, options_.alpha());
 }
 
-namespace detail {
-void link_sama() {}
-}  // namespace detail
-
-MLO_REGISTER_HYPERGRADIENT(Method::kSama, Sama);
+MLO_REGISTER_METHOD(SamaOptions);
 
 }  // namespace hypergrad
+
+void SamaOptions::visit(Fields& fields) {
+  fields("alpha", alpha(), positive());
+}
+
+std::unique_ptr<Hypergradient> SamaOptions::make() const {
+  return std::make_unique<hypergrad::Sama>(*this);
+}
+
 }  // namespace mlo

@@ -1,13 +1,11 @@
 #include <mlo/hypergrad/unrolled.h>
 
-#include <mlo/core/config.h>
-
 #include <mlo/base/error.h>
 #include <mlo/core/problem.h>
 #include <mlo/hypergrad/binomial_schedule.h>
 #include <mlo/hypergrad/differentiable_optimizer.h>
 
-#include "finite_difference.h"
+#include <mlo/hypergrad/finite_difference.h>
 
 #include <spdlog/spdlog.h>
 #include <torch/autograd.h>
@@ -30,7 +28,7 @@ struct Unrolled::Recording {
 
 namespace {
 
-using detail::TensorList;
+
 
 // Replays the recorded steps of `curr` from given states: plain (no graph) or reversed (one
 // step's graph, back-propagating an adjoint). Writes `curr`'s parameters in place; the caller
@@ -46,13 +44,13 @@ class Replay {
         optimizer_(optimizer),
         batches_(batches),
         lrs_(lrs),
-        lambda_grad_(detail::zeros_like(lambda)) {}
+        lambda_grad_(zeros_like(lambda)) {}
 
   // x_t from x_{t-1} (steps are numbered from 1).
   OptimizerState advance(const OptimizerState& x, int64_t t) {
     load(x);
     const at::Tensor l = loss(t);
-    const TensorList g = detail::grad_or_zeros(l, params_);
+    const TensorList g = grad_or_zeros(l, params_);
     at::NoGradGuard no_grad;
     return optimizer_.step(x, g, lrs_[static_cast<size_t>(t - 1)]);
   }
@@ -164,32 +162,42 @@ void check_budget(const UnrolledOptions& options, int64_t bytes) {
 
 }  // namespace
 
-Unrolled::Unrolled(const ProblemConfig& config) : Unrolled(config.unrolled()) {}
-
 Unrolled::Unrolled(UnrolledOptions options)
     : options_(std::move(options)), recording_(std::make_unique<Recording>()) {
   MLO_CHECK(options_.snapshots() >= 0, "unrolled: snapshots must be >= 0 (0 derives it), got ",
             options_.snapshots());
   MLO_CHECK(options_.budget_bytes() >= 0, "unrolled: budget_bytes must be >= 0, got ",
             options_.budget_bytes());
-  MLO_CHECK(options_.snapshots() == 0 || options_.budget_bytes() == 0,
-            "unrolled: give snapshots or budget_bytes, not both (snapshots ", options_.snapshots(),
-            ", budget_bytes ", options_.budget_bytes(), ")");
-  MLO_CHECK(options_.checkpointing() == UnrollCheckpointing::kBinomial ||
-                (options_.snapshots() == 0 && options_.budget_bytes() == 0),
-            "unrolled: snapshots and budget_bytes need checkpointing 'binomial' (checkpointing "
-            "'none' keeps every inner state)");
+  const auto broken = options_.validate();
+  MLO_CHECK(!broken, "unrolled: ", broken ? broken->key + ": " + broken->what : std::string());
 }
 
 Unrolled::~Unrolled() = default;
 
-void Unrolled::check(const Problem& curr) const {
+void Unrolled::check(const MethodContext& context) const {
+  const Problem& curr = context.problem;
+  // NOTE: the engine prefixes the problem's name.
+  // The replay runs the problem's own loss from the unroll's start with the parents' current
+  // parameters: wrong when a second parent stepped in between (the engine steps parents in
+  // turn), and for a middle level, whose steps also followed the hypergradients from below.
+  MLO_CHECK(context.parents <= 1, "unrolled supports one parent, this problem has ",
+            context.parents,
+            " (each parent's replay would see the parameters the parents stepped before it "
+            "already updated); use another method");
+  MLO_CHECK(!context.middle,
+            "unrolled cannot serve a middle level (a problem with problems below it): the "
+            "replay of its own loss misses the hypergradients its steps followed; use another "
+            "method");
+  // The replay on one rank's shard is not the trajectory of the averaged steps.
+  MLO_CHECK(!context.data_parallel || context.strategy == dist::Strategy::kDefault,
+            "the unrolled method cannot run data parallel (its replay on one rank's shard is "
+            "not the trajectory of the averaged steps); set data_parallel false for this "
+            "problem, or use another method");
   MLO_CHECK(curr.config().gradient_clipping() == 0,
             "unrolled: gradient_clipping is not part of the differentiable replay; set it to 0 "
             "(got ",
             curr.config().gradient_clipping(), ")");
   if (!curr.has_optimizer()) return;  // reported by the engine with its own message
-  // NOTE: the engine prefixes the problem's name.
   const std::string reason = DifferentiableOptimizer::unsupported(curr.optimizer());
   MLO_CHECK(reason.empty(), "unrolled cannot differentiate this optimizer's update: ", reason);
   const DifferentiableOptimizer optimizer(curr.optimizer(), curr.parameters(), curr.name());
@@ -223,7 +231,7 @@ std::vector<at::Tensor> Unrolled::apply(const std::vector<at::Tensor>& v_in, Pro
   Recording& r = *recording_;
   const TensorList params = curr.parameters();
   const TensorList lambda = prev.parameters();
-  const TensorList v = detail::defined_or_zeros(v_in, params, "unrolled", curr.name());
+  const TensorList v = defined_or_zeros(v_in, params, "unrolled", curr.name());
   const auto steps = static_cast<int64_t>(r.batches.size());
   stats_ = Stats();
   // NOTE: the recording is not part of the engine's saved state; a run resumed in the middle of
@@ -232,7 +240,7 @@ std::vector<at::Tensor> Unrolled::apply(const std::vector<at::Tensor>& v_in, Pro
   MLO_CHECK(r.started, "problem '", curr.name(), "': unrolled cannot resume in the middle of an unroll (the inner ",
             "trajectory's start state is not saved); save at an unroll boundary (save_step a ",
             "multiple of unroll_steps) or restart");
-  if (steps == 0 || lambda.empty()) return detail::zeros_like(lambda);
+  if (steps == 0 || lambda.empty()) return zeros_like(lambda);
   const DifferentiableOptimizer& optimizer = *r.optimizer;
   stats_.steps = steps;
   stats_.state_bytes = state_bytes(optimizer, params);
@@ -240,8 +248,8 @@ std::vector<at::Tensor> Unrolled::apply(const std::vector<at::Tensor>& v_in, Pro
     check_budget(options_, stats_.state_bytes);
   }
 
-  const TensorList saved = detail::clone(params);
-  detail::RestoreOnExit restore(params, saved);
+  const TensorList saved = clone(params);
+  RestoreOnExit restore(params, saved);
   const Metrics metrics = curr.metrics();
   Replay replay(curr, lambda, optimizer, r.batches, r.lrs);
 
@@ -253,8 +261,8 @@ std::vector<at::Tensor> Unrolled::apply(const std::vector<at::Tensor>& v_in, Pro
     if (final_checked_) return;  // once: it costs a forward step and an extra replay
     final_checked_ = true;
     const OptimizerState last = replay.advance(before_last, steps);
-    const double diff = detail::norm(detail::add_scaled(last.params, -1.0, saved));
-    const double scale = std::max(detail::norm(saved), 1e-30);
+    const double diff = norm(add_scaled(last.params, -1.0, saved));
+    const double scale = std::max(norm(saved), 1e-30);
     if (!(diff <= 1e-3 * scale)) {
       spdlog::warn(
           "unrolled: problem '{}': replaying its {} recorded steps ends {:.3g} (relative)"
@@ -320,11 +328,31 @@ std::vector<at::Tensor> Unrolled::apply(const std::vector<at::Tensor>& v_in, Pro
   return replay.take_lambda_grad();
 }
 
-namespace detail {
-void link_unrolled() {}
-}  // namespace detail
-
-MLO_REGISTER_HYPERGRADIENT(Method::kUnrolled, Unrolled);
+MLO_REGISTER_METHOD(UnrolledOptions);
 
 }  // namespace hypergrad
+
+void UnrolledOptions::visit(Fields& fields) {
+  fields.enumeration("checkpointing", checkpointing());
+  fields("snapshots", snapshots(), at_least(0));
+  fields("budget_bytes", budget_bytes(), at_least(0));
+}
+
+std::optional<OptionError> UnrolledOptions::validate() const {
+  if (snapshots() > 0 && budget_bytes() > 0) {
+    return OptionError{"budget_bytes", "give snapshots or budget_bytes, not both (snapshots is " +
+                                           std::to_string(snapshots()) + ")"};
+  }
+  if (checkpointing() == UnrollCheckpointing::kNone && (snapshots() > 0 || budget_bytes() > 0)) {
+    return OptionError{snapshots() > 0 ? "snapshots" : "budget_bytes",
+                       "needs unrolled.checkpointing: binomial (checkpointing none keeps every inner "
+                       "state)"};
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<Hypergradient> UnrolledOptions::make() const {
+  return std::make_unique<hypergrad::Unrolled>(*this);
+}
+
 }  // namespace mlo

@@ -3,7 +3,7 @@
 #include "ablation_sampling.h"
 
 #include <mlo/base/error.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
 #include <mlo/run/experiment.h>
 
@@ -168,7 +168,7 @@ AblationResult run_ablation(const std::string& config_path,
   std::vector<std::string> problem_names;
   std::vector<std::pair<std::string, int64_t>> other_batches;
   {
-    const RunConfig config = io::load_run_config(config_path, overrides);
+    const RunConfig config = run::load_run_config(config_path, overrides);
     auto experiment = make_experiment(config);
     result.experiment = config.name;
     result.problem = options.problem().empty() ? experiment->default_problem() : options.problem();

@@ -7,7 +7,8 @@
 #include "ablation_sampling.h"
 
 #include <mlo/base/error.h>
-#include <mlo/io/yaml.h>
+#include <mlo/hypergrad/darts.h>
+#include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>
@@ -176,7 +177,7 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
   reset_rss_peak();
   const int64_t rss_start = proc_status_bytes("VmRSS");
   {
-    const RunConfig config = io::load_run_config(config_path, overrides);
+    const RunConfig config = run::load_run_config(config_path, overrides);
     auto experiment = make_experiment(config);
     Engine& engine = experiment->engine();
     engine.initialize();
@@ -254,8 +255,8 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
       }
       int64_t bytes = bytes_of(experiment->problem(upper)->parameters()) + weights;
       std::string what = upper + "'s gradients + v";
-      if (pc.method() == Method::kDarts) {
-        if (pc.darts().exact_restore()) {
+      if (const auto* darts = pc.method_as<DartsOptions>()) {
+        if (darts->exact_restore()) {
           bytes += weights;
           what += " + weight copy";
         }

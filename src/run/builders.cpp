@@ -83,13 +83,11 @@ ProblemConfig make_problem_config(const ProblemSettings& s, const std::string& k
       .allow_unused_parameters(s.allow_unused_parameters);
   c.precision(from_string<Precision>(s.precision, key + ".precision"));
   c.checkpointing(s.checkpointing);  // validated by the planner, where it is used
-  // Every method's options are kept; `method` picks the one in use.
-  c.method(DartsOptions().alpha(s.darts_alpha).exact_restore(s.darts_exact_restore));
-  c.method(NeumannOptions().iterations(s.neumann_iterations).alpha(s.neumann_alpha));
-  c.method(CGOptions().iterations(s.cg_iterations).alpha(s.cg_alpha));
-  c.method(s.sama);
-  c.method(s.unrolled);
-  c.method(from_string<Method>(s.method, key + ".method"));
+  try {
+    c.method(*method_options(s, s.method));
+  } catch (const Error& e) {
+    throw Error(key + ".method: " + e.what());
+  }
   return c;
 }
 

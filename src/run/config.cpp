@@ -28,7 +28,7 @@ void RunConfig::settings_error() const {
   throw Error(settings ? "the settings of this configuration are not those of experiment '" +
                              experiment + "' (was it read for another experiment?)"
                        : "this configuration has no settings for experiment '" + experiment +
-                             "'; read it with io::load_run_config, or set them with "
+                             "'; read it with run::load_run_config, or set them with "
                              "run::make_settings");
 }
 
@@ -44,22 +44,29 @@ std::vector<std::string> parents_of(const DependencyConfig& graph, const std::st
   return found == graph.l2u.end() ? std::vector<std::string>{} : found->second;
 }
 
+std::shared_ptr<MethodOptions> method_options(const ProblemSettings& settings,
+                                              const std::string& name) {
+  const auto found = settings.methods.find(name);
+  if (found != settings.methods.end() && found->second) return found->second->clone();
+  return mlo::method_options(name);
+}
+
 std::string lower_only_setting(const ProblemSettings& s) {
   const ProblemSettings d;  // the defaults
   if (s.unroll_steps != d.unroll_steps) return "unroll_steps";
   if (s.warmup_steps != d.warmup_steps) return "warmup_steps";
   if (s.roll_back != d.roll_back) return "roll_back";
   if (s.method != d.method) return "method";
-  if (s.darts_alpha != d.darts_alpha) return "darts.alpha";
-  if (s.darts_exact_restore != d.darts_exact_restore) return "darts.exact_restore";
-  if (s.neumann_iterations != d.neumann_iterations) return "neumann.iterations";
-  if (s.neumann_alpha != d.neumann_alpha) return "neumann.alpha";
-  if (s.cg_iterations != d.cg_iterations) return "cg.iterations";
-  if (s.cg_alpha != d.cg_alpha) return "cg.alpha";
-  if (s.sama.alpha() != d.sama.alpha()) return "sama.alpha";
-  if (s.unrolled.checkpointing() != d.unrolled.checkpointing()) return "unrolled.checkpointing";
-  if (s.unrolled.snapshots() != d.unrolled.snapshots()) return "unrolled.snapshots";
-  if (s.unrolled.budget_bytes() != d.unrolled.budget_bytes()) return "unrolled.budget_bytes";
+  for (const auto& [name, options] : s.methods) {
+    if (!options) continue;
+    const auto given = field_values([&](Fields& f) { options->visit(f); });
+    const auto defaults = mlo::method_options(name);
+    const auto expected = field_values([&](Fields& f) { defaults->visit(f); });
+    for (const auto& [key, value] : given) {
+      const auto other = expected.find(key);
+      if (other == expected.end() || other->second != value) return name + "." + key;
+    }
+  }
   return "";
 }
 
@@ -81,20 +88,14 @@ void check_config(const RunConfig& c) {
                (has_children ? " (it is the top level)" : "") + ", so it would have no effect; "
                "remove it");
   }
-  // The unrolled options' cross-field rules, here where keys still have their file positions
-  // (the method's constructor checks the same for a configuration built in code).
+  // Each method's rules across its keys, here where keys still have their file positions (the
+  // method's constructor checks the same for a configuration built in code).
   for (const auto& [name, p] : c.problems) {
-    const UnrolledOptions& u = p.unrolled;
-    const std::string key = "problems." + name + ".unrolled.";
-    if (u.snapshots() > 0 && u.budget_bytes() > 0) {
-      c.fail(key + "budget_bytes", "give snapshots or budget_bytes, not both (snapshots is " +
-                                       std::to_string(u.snapshots()) + ")");
-    }
-    if (u.checkpointing() == UnrollCheckpointing::kNone) {
-      const char* why = "needs unrolled.checkpointing: binomial (checkpointing none keeps every "
-                        "inner state)";
-      if (u.snapshots() > 0) c.fail(key + "snapshots", why);
-      if (u.budget_bytes() > 0) c.fail(key + "budget_bytes", why);
+    for (const auto& [method, options] : p.methods) {
+      if (!options) continue;
+      if (const auto broken = options->validate()) {
+        c.fail("problems." + name + "." + method + "." + broken->key, broken->what);
+      }
     }
   }
   for (const auto* edges : {&c.dependencies.u2l, &c.dependencies.l2u}) {

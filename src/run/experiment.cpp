@@ -9,16 +9,6 @@
 
 namespace mlo {
 namespace run {
-namespace detail {
-
-// Defined next to each ready-made experiment's registration (problems/<name>/experiment.cpp).
-// Referencing them from here keeps those object files, and so their registrations, in any link,
-// also if mlo is ever built as a static archive.
-void link_reweighting_experiment();
-void link_hpo_experiment();
-
-}  // namespace detail
-
 namespace {
 
 struct Entry {
@@ -30,28 +20,23 @@ struct Entry {
 
 // NOTE: a function-local static, so registrations from other translation units' static
 // initializers (the library's and a user's program's) find the map constructed whatever the
-// initialization order.
+// initialization order. libmlo is a shared library: every ready-made experiment's object is in
+// it, and its registration runs when the library loads.
 std::map<std::string, Entry>& registry() {
   static std::map<std::string, Entry> entries;
   return entries;
 }
 
-std::map<std::string, Entry>& linked_registry() {
-  detail::link_reweighting_experiment();
-  detail::link_hpo_experiment();
-  return registry();
-}
-
 std::string registered_list() {
   std::string names;
-  for (const auto& [name, entry] : linked_registry()) {
+  for (const auto& [name, entry] : registry()) {
     names += (names.empty() ? "" : ", ") + name;
   }
   return names.empty() ? std::string("(none)") : names;
 }
 
 const Entry& find(const std::string& name) {
-  const auto& entries = linked_registry();
+  const auto& entries = registry();
   const auto found = entries.find(name);
   if (found == entries.end()) {
     throw Error("unknown experiment '" + name + "'; registered experiments: " +
@@ -84,11 +69,11 @@ bool register_experiment(const std::string& name, ExperimentFactory create,
 
 std::vector<std::string> experiment_names() {
   std::vector<std::string> names;
-  for (const auto& [name, entry] : linked_registry()) names.push_back(name);
+  for (const auto& [name, entry] : registry()) names.push_back(name);
   return names;
 }
 
-bool is_experiment(const std::string& name) { return linked_registry().count(name) > 0; }
+bool is_experiment(const std::string& name) { return registry().count(name) > 0; }
 
 std::unique_ptr<ExperimentSettings> make_settings(const std::string& name) {
   auto settings = find(name).settings();

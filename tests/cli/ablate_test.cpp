@@ -5,7 +5,7 @@
 // JSON read back to the same numbers, and the chart is a real PNG.
 #include "ablate.h"
 
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
 #include <mlo/run/ablation_report.h>
 #include <mlo/run/experiment.h>
@@ -165,7 +165,7 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
     // independently on the same configuration: one warm-up meta-iteration (one global step:
     // unroll 1, no accumulation), then one measured.
     auto experiment = mlo::run::make_experiment(
-        mlo::io::load_run_config(config, {"engine.track_memory=true", "engine.valid_step=0",
+        mlo::run::load_run_config(config, {"engine.track_memory=true", "engine.valid_step=0",
                                           "engine.log_step=0", "engine.save_step=0"}));
     auto& engine = experiment->engine();
     engine.initialize();

@@ -3,7 +3,7 @@
 #include "runner.h"
 
 #include <mlo/io/state.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/run/experiment.h>
 #include <torch/torch.h>
 
@@ -59,7 +59,7 @@ TEST_CASE("Resume: interrupted + resumed equals uninterrupted", "[cli][resume]")
 
   options.out_dir = full_dir.string();
   const auto full =
-      mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"), options);
+      mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml"), options);
   REQUIRE(full.steps == 12);
 
   // The same run interrupted after step 5 (in the middle of an unroll, between saves at 4 and 8),
@@ -67,13 +67,13 @@ TEST_CASE("Resume: interrupted + resumed equals uninterrupted", "[cli][resume]")
   options.out_dir = part_dir.string();
   options.stop_at = 5;
   const auto part =
-      mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"), options);
+      mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml"), options);
   REQUIRE(part.interrupted);
   REQUIRE(part.steps == 5);
   options.stop_at = 0;
   options.resume = true;
   const auto resumed =
-      mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"), options);
+      mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml"), options);
   REQUIRE(resumed.steps == 12);
 
   for (const auto& [name, value] : full.test) {
@@ -95,7 +95,7 @@ TEST_CASE("Resume: a damaged or missing state file is refused", "[cli][resume]")
   options.progress = false;
   options.out_dir = dir.string();
   options.resume = true;
-  const auto config = mlo::io::parse_run_config(kTiny, "tiny.yaml", {"engine.train_iters=4"});
+  const auto config = mlo::run::parse_run_config(kTiny, "tiny.yaml", {"engine.train_iters=4"});
   REQUIRE_THROWS_WITH(mlo::cli::run_experiment(config, options),
                       Catch::Matchers::Contains("no saved state at"));
 
@@ -121,18 +121,18 @@ void check_resume_exact(const std::string& name, const std::vector<std::string>&
   options.progress = false;
   options.out_dir = full_dir.string();
   const auto full =
-      mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml", overrides), options);
+      mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides), options);
   REQUIRE(full.steps == steps);
 
   options.out_dir = part_dir.string();
   options.stop_at = stop_at;
   const auto part =
-      mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml", overrides), options);
+      mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides), options);
   REQUIRE(part.interrupted);
   options.stop_at = 0;
   options.resume = true;
   const auto resumed =
-      mlo::cli::run_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml", overrides), options);
+      mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides), options);
   REQUIRE(resumed.steps == steps);
   for (const auto& [metric, value] : full.test) {
     INFO("test metric " << metric);
@@ -172,7 +172,7 @@ TEST_CASE("Run: validation rows come from the validation split; the test set onl
   mlo::cli::RunOptions options;
   options.progress = false;
   options.out_dir = dir.string();
-  const auto config = mlo::io::parse_run_config(
+  const auto config = mlo::run::parse_run_config(
       kTiny, "tiny.yaml",
       {"engine.early_stopping.enabled=true", "engine.early_stopping.tolerance=100"});
   const auto result = mlo::cli::run_experiment(config, options);
@@ -217,7 +217,7 @@ TEST_CASE("Experiment: its problems are freed with it", "[cli][run]") {
   // with their models and data, alive after the experiment (found by LeakSanitizer).
   std::weak_ptr<mlo::Problem> classifier, reweighter;
   {
-    auto experiment = mlo::run::make_experiment(mlo::io::parse_run_config(kTiny, "tiny.yaml"));
+    auto experiment = mlo::run::make_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml"));
     classifier = experiment->problem("classifier");
     reweighter = experiment->problem("reweighter");
     REQUIRE_FALSE(classifier.expired());

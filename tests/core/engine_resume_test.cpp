@@ -182,3 +182,28 @@ TEST_CASE("Resume: unrolled saved at an unroll boundary resumes bit for bit; mid
                         "(save_step a multiple of unroll_steps) or restart");
   }
 }
+
+TEST_CASE("Resume: sama with Adam, saved anywhere in an unroll, resumes bit for bit",
+          "[core][resume]") {
+  // The preconditioner reads the gradient and rates of the lower problem's latest optimizer
+  // step. The engine saves that record with its state (`method.inner`); in these schedules the
+  // lower problem also steps again before every parent step, which refreshes it.
+  const bool roll_back = GENERATE(false, true);
+  CAPTURE(roll_back);
+  const Builder build = [roll_back](mlo::Engine& engine) {
+    auto outer = std::make_shared<Node>("outer", mlo::ProblemConfig(), 0.3, 1);
+    auto inner = std::make_shared<Node>(
+        "inner",
+        mlo::ProblemConfig().unroll_steps(3).roll_back(roll_back).method(mlo::SamaOptions()),
+        -0.2, 2);
+    inner->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05));
+    engine.add(outer).add(inner);
+    link(engine, outer, inner);
+    return Nodes{outer, inner};
+  };
+  const auto straight = run(build, 7, 0);
+  for (int64_t stop : {1, 2, 3, 4, 5, 6}) {
+    INFO("stopped after global step " << stop);
+    require_identical(run(build, 7, stop), straight);
+  }
+}

@@ -144,16 +144,16 @@ TEST_CASE("Engine: data-parallel setups a method cannot serve exactly are refuse
     mlo_test::link(engine, outer, inner);
     REQUIRE_THROWS_WITH(engine.initialize(), Contains(message));
   };
-  check(mlo::dist::Strategy::kDistributed, ProblemConfig().method(mlo::Method::kUnrolled),
+  check(mlo::dist::Strategy::kDistributed, ProblemConfig().method("unrolled"),
         "problem 'inner': the unrolled method cannot run data parallel");
-  check(mlo::dist::Strategy::kZero1, ProblemConfig().method(mlo::Method::kSama),
+  check(mlo::dist::Strategy::kZero1, ProblemConfig().method("sama"),
         "problem 'inner': sama reads the optimizer state of every parameter, which strategy "
         "zero1 shards");
   // Opting the level out makes both fine.
   for (auto strategy : {mlo::dist::Strategy::kDistributed, mlo::dist::Strategy::kZero2}) {
     auto outer = mlo_test::toy("outer", ProblemConfig(), nullptr);
     auto inner = mlo_test::toy(
-        "inner", ProblemConfig().method(mlo::Method::kUnrolled).data_parallel(false), nullptr);
+        "inner", ProblemConfig().method("unrolled").data_parallel(false), nullptr);
     mlo::Engine engine(mlo::EngineConfig().strategy(strategy));
     engine.add(outer).add(inner);
     mlo_test::link(engine, outer, inner);

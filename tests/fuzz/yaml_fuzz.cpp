@@ -1,11 +1,11 @@
-// libFuzzer target over `mlo run`'s configuration reader (mlo::io::parse_run_config).
+// libFuzzer target over `mlo run`'s configuration reader (mlo::run::parse_run_config).
 //
 // Input: YAML text, optionally followed by a NUL byte and `--set` overrides, one per line.
 // Contract checked: every rejection is an mlo::Error; anything else thrown, or a crash, is a
 // finding. An accepted config must also survive the writer: to_yaml() reads back to the same
 // resolved YAML. Built and run by scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined).
 #include <mlo/base/error.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::string resolved;
   try {
-    resolved = mlo::io::to_yaml(mlo::io::parse_run_config(yaml, "fuzz.yaml", overrides));
+    resolved = mlo::run::to_yaml(mlo::run::parse_run_config(yaml, "fuzz.yaml", overrides));
   } catch (const mlo::Error&) {
     return 0;  // a named rejection: what the reader promises
   } catch (const std::exception& e) {
@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   try {
-    const std::string again = mlo::io::to_yaml(mlo::io::parse_run_config(resolved, "resolved"));
+    const std::string again = mlo::run::to_yaml(mlo::run::parse_run_config(resolved, "resolved"));
     if (again != resolved) finding("to_yaml does not read back the same", resolved);
   } catch (const std::exception& e) {
     finding("the written config does not read back", std::string(e.what()) + "\n" + resolved);

@@ -12,8 +12,7 @@ using mlo::testing::relative_error;
 namespace {
 
 torch::Tensor cg(Quadratic& q, int64_t iterations, double alpha) {
-  mlo::hypergrad::CG method(
-      mlo::ProblemConfig().method(mlo::CGOptions().iterations(iterations).alpha(alpha)));
+  mlo::hypergrad::CG method(mlo::CGOptions().iterations(iterations).alpha(alpha));
   const auto out = method.apply({q.v}, *q.lower, *q.upper);
   REQUIRE(out.size() == 1);
   REQUIRE_FALSE(out[0].requires_grad());
@@ -67,7 +66,7 @@ TEST_CASE("CG: zero vector, parameters unchanged, unused upper parameter", "[hyp
   Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/7, 5, 3, 0.5, 2.0,
                                 /*unused_upper_parameter=*/true);
   const torch::Tensor w_before = q.lower->w().detach().clone();
-  mlo::hypergrad::CG method(mlo::ProblemConfig().method(mlo::CGOptions().iterations(5)));
+  mlo::hypergrad::CG method(mlo::CGOptions().iterations(5));
 
   const auto zero = method.apply({torch::zeros_like(q.v)}, *q.lower, *q.upper);
   REQUIRE(zero.size() == 2);
@@ -82,8 +81,8 @@ TEST_CASE("CG: zero vector, parameters unchanged, unused upper parameter", "[hyp
 
 TEST_CASE("CG: rejects bad options", "[hypergrad]") {
   using mlo::CGOptions;
-  CHECK_THROWS_AS(mlo::hypergrad::CG(mlo::ProblemConfig().method(CGOptions().iterations(0))),
+  CHECK_THROWS_AS(mlo::hypergrad::CG(mlo::CGOptions().iterations(0)),
                   mlo::Error);
-  CHECK_THROWS_AS(mlo::hypergrad::CG(mlo::ProblemConfig().method(CGOptions().alpha(-1))),
+  CHECK_THROWS_AS(mlo::hypergrad::CG(mlo::CGOptions().alpha(-1)),
                   mlo::Error);
 }

@@ -5,6 +5,8 @@
 #include <support/quadratic.h>
 
 #include <torch/torch.h>
+#include <support/method_options.h>
+
 #include <catch2/catch.hpp>
 
 using mlo::testing::Quadratic;
@@ -31,7 +33,7 @@ TEST_CASE("Darts: equals its finite-difference formula and the quadratic closed 
   Quadratic q = Quadratic::make(mlo::ProblemConfig().method(mlo::DartsOptions().alpha(alpha)));
   const torch::Tensor w_before = q.lower->w().detach().clone();
 
-  mlo::hypergrad::Darts darts(q.lower->config());
+  mlo::hypergrad::Darts darts(mlo::test::options_of<mlo::DartsOptions>(q.lower->config()));
   const auto out = darts.apply({q.v}, *q.lower, *q.upper);
   REQUIRE(out.size() == 1);
   REQUIRE_FALSE(out[0].requires_grad());
@@ -67,7 +69,7 @@ TEST_CASE("Darts: a zero vector gives zeros and an unused upper parameter gets z
           "[hypergrad]") {
   Quadratic q = Quadratic::make(mlo::ProblemConfig().method(mlo::DartsOptions()), /*seed=*/1,
                                 /*n=*/5, /*m=*/3, 0.5, 2.0, /*unused_upper_parameter=*/true);
-  mlo::hypergrad::Darts darts(q.lower->config());
+  mlo::hypergrad::Darts darts(mlo::test::options_of<mlo::DartsOptions>(q.lower->config()));
 
   const auto zero = darts.apply({torch::zeros_like(q.v)}, *q.lower, *q.upper);
   REQUIRE(zero.size() == 2);
@@ -91,13 +93,13 @@ TEST_CASE("Darts: restores the lower parameters when the loss throws", "[hypergr
   lower.module(std::make_shared<mlo::testing::ParameterModule>(
       std::vector<std::pair<std::string, torch::Tensor>>{{"w", q.lower->w().detach()}}));
   const torch::Tensor w_before = lower.w().detach().clone();
-  mlo::hypergrad::Darts darts(lower.config());
+  mlo::hypergrad::Darts darts(mlo::test::options_of<mlo::DartsOptions>(lower.config()));
   CHECK_THROWS_AS(darts.apply({q.v}, lower, *q.upper), std::runtime_error);
   CHECK(torch::equal(lower.w().detach(), w_before));
 }
 
 TEST_CASE("Darts: rejects a non-positive alpha", "[hypergrad]") {
-  CHECK_THROWS_AS(mlo::hypergrad::Darts(mlo::ProblemConfig().method(mlo::DartsOptions().alpha(0))),
+  CHECK_THROWS_AS(mlo::hypergrad::Darts(mlo::DartsOptions().alpha(0)),
                   mlo::Error);
 }
 
@@ -115,7 +117,7 @@ TEST_CASE("Darts: the in-place restore gives the same result without a copy of t
     mlo::memory::MemoryMeter meter(c10::Device(c10::kCPU));
     mlo::memory::MemoryMeter::Active on(meter);
     auto scope = meter.scope("test", "apply");
-    mlo::hypergrad::Darts darts(q.lower->config());
+    mlo::hypergrad::Darts darts(mlo::test::options_of<mlo::DartsOptions>(q.lower->config()));
     const auto out = darts.apply({q.v}, *q.lower, *q.upper);
     return std::make_pair(out[0], scope.close());
   };

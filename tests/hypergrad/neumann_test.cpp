@@ -14,8 +14,7 @@ using mlo::testing::relative_error;
 namespace {
 
 torch::Tensor neumann(Quadratic& q, int64_t iterations, double alpha) {
-  mlo::hypergrad::Neumann method(
-      mlo::ProblemConfig().method(mlo::NeumannOptions().iterations(iterations).alpha(alpha)));
+  mlo::hypergrad::Neumann method(mlo::NeumannOptions().iterations(iterations).alpha(alpha));
   const auto out = method.apply({q.v}, *q.lower, *q.upper);
   REQUIRE(out.size() == 1);
   REQUIRE_FALSE(out[0].requires_grad());
@@ -76,7 +75,7 @@ TEST_CASE("Neumann: leaves the lower parameters unchanged and zeros unused upper
   Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/2, 5, 3, 0.5, 2.0,
                                 /*unused_upper_parameter=*/true);
   const torch::Tensor w_before = q.lower->w().detach().clone();
-  mlo::hypergrad::Neumann method(mlo::ProblemConfig().method(mlo::NeumannOptions().iterations(3)));
+  mlo::hypergrad::Neumann method(mlo::NeumannOptions().iterations(3));
   const auto out = method.apply({q.v}, *q.lower, *q.upper);
   REQUIRE(out.size() == 2);
   CHECK(torch::equal(q.lower->w().detach(), w_before));
@@ -88,8 +87,8 @@ TEST_CASE("Neumann: leaves the lower parameters unchanged and zeros unused upper
 TEST_CASE("Neumann: rejects bad options", "[hypergrad]") {
   using mlo::NeumannOptions;
   CHECK_THROWS_AS(
-      mlo::hypergrad::Neumann(mlo::ProblemConfig().method(NeumannOptions().iterations(-1))),
+      mlo::hypergrad::Neumann(mlo::NeumannOptions().iterations(-1)),
       mlo::Error);
-  CHECK_THROWS_AS(mlo::hypergrad::Neumann(mlo::ProblemConfig().method(NeumannOptions().alpha(0))),
+  CHECK_THROWS_AS(mlo::hypergrad::Neumann(mlo::NeumannOptions().alpha(0)),
                   mlo::Error);
 }

@@ -1,4 +1,5 @@
-// Tests of the hypergradient registry: built-in methods, user methods, unregistered methods.
+// Tests of the hypergradient registry: built-in methods by name, a user method, unknown names,
+// the options' own YAML keys.
 
 #include <mlo/base/error.h>
 #include <mlo/hypergrad.h>
@@ -9,71 +10,122 @@
 
 namespace {
 
-// A user-defined method, registered below for a Method value the library does not define.
-class Identity : public mlo::hypergrad::Hypergradient {
+// A user-defined method (the identity map), registered under a name the library does not know.
+class Identity : public mlo::Hypergradient {
  public:
-  explicit Identity(const mlo::ProblemConfig&) {}
+  explicit Identity(double scale) : scale_(scale) {}
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, mlo::Problem&,
                                 mlo::Problem&) override {
-    return v;
+    std::vector<at::Tensor> out;
+    for (const auto& t : v) out.push_back(t * scale_);
+    return out;
   }
+
+ private:
+  double scale_;
 };
 
-constexpr auto kIdentity = static_cast<mlo::Method>(42);
-MLO_REGISTER_HYPERGRADIENT(kIdentity, Identity);
+struct IdentityOptions : mlo::MethodOptionsFor<IdentityOptions> {
+  static constexpr const char* kName = "identity_for_test";
+  TORCH_ARG(double, scale) = 1.0;
+
+ public:
+  void visit(mlo::Fields& fields) override { fields("scale", scale(), mlo::positive()); }
+  std::unique_ptr<mlo::Hypergradient> make() const override {
+    return std::make_unique<Identity>(scale());
+  }
+};
+MLO_REGISTER_METHOD(IdentityOptions);
 
 }  // namespace
 
-TEST_CASE("Registry: the built-in methods are registered and created by Method", "[hypergrad]") {
+TEST_CASE("Registry: the built-in methods are registered and built from their options",
+          "[hypergrad]") {
   using mlo::ProblemConfig;
-  CHECK(mlo::hypergrad::is_registered(mlo::Method::kDarts));
-  CHECK(mlo::hypergrad::is_registered(mlo::Method::kNeumann));
-  CHECK(mlo::hypergrad::is_registered(mlo::Method::kCG));
-  CHECK(mlo::hypergrad::is_registered(mlo::Method::kSama));
-  CHECK(mlo::hypergrad::is_registered(mlo::Method::kUnrolled));
+  const auto names = mlo::method_names();
+  for (const char* name : {"cg", "darts", "neumann", "sama", "unrolled"}) {
+    CAPTURE(name);
+    CHECK(std::find(names.begin(), names.end(), name) != names.end());
+    CHECK(ProblemConfig().method(name).method().name() == name);
+  }
 
-  auto sama = mlo::hypergrad::create(ProblemConfig().method(mlo::SamaOptions().alpha(0.2)));
+  auto sama = ProblemConfig().method(mlo::SamaOptions().alpha(0.2)).method().make();
   REQUIRE(dynamic_cast<mlo::hypergrad::Sama*>(sama.get()) != nullptr);
   CHECK(dynamic_cast<mlo::hypergrad::Sama*>(sama.get())->options().alpha() == 0.2);
-  auto unrolled = mlo::hypergrad::create(ProblemConfig().method(
-      mlo::UnrolledOptions().checkpointing(mlo::UnrollCheckpointing::kBinomial).snapshots(5)));
+  auto unrolled =
+      ProblemConfig()
+          .method(mlo::UnrolledOptions().checkpointing(mlo::UnrollCheckpointing::kBinomial).snapshots(5))
+          .method()
+          .make();
   REQUIRE(dynamic_cast<mlo::hypergrad::Unrolled*>(unrolled.get()) != nullptr);
   CHECK(dynamic_cast<mlo::hypergrad::Unrolled*>(unrolled.get())->options().snapshots() == 5);
 
-  auto darts = mlo::hypergrad::create(ProblemConfig().method(mlo::DartsOptions().alpha(0.1)));
+  const ProblemConfig darts_config = ProblemConfig().method(mlo::DartsOptions().alpha(0.1));
+  REQUIRE(darts_config.method_as<mlo::DartsOptions>() != nullptr);
+  CHECK(darts_config.method_as<mlo::DartsOptions>()->alpha() == 0.1);
+  CHECK(darts_config.method_as<mlo::NeumannOptions>() == nullptr);
+  auto darts = darts_config.method().make();
   REQUIRE(dynamic_cast<mlo::hypergrad::Darts*>(darts.get()) != nullptr);
   CHECK(dynamic_cast<mlo::hypergrad::Darts*>(darts.get())->options().alpha() == 0.1);
 
-  auto neumann = mlo::hypergrad::create(
-      ProblemConfig().method(mlo::NeumannOptions().iterations(7).alpha(0.2)));
+  auto neumann =
+      ProblemConfig().method(mlo::NeumannOptions().iterations(7).alpha(0.2)).method().make();
   REQUIRE(dynamic_cast<mlo::hypergrad::Neumann*>(neumann.get()) != nullptr);
   CHECK(dynamic_cast<mlo::hypergrad::Neumann*>(neumann.get())->options().iterations() == 7);
 
-  auto cg = mlo::hypergrad::create(ProblemConfig().method(mlo::CGOptions().iterations(3)));
+  auto cg = ProblemConfig().method(mlo::CGOptions().iterations(3)).method().make();
   REQUIRE(dynamic_cast<mlo::hypergrad::CG*>(cg.get()) != nullptr);
   CHECK(dynamic_cast<mlo::hypergrad::CG*>(cg.get())->options().iterations() == 3);
 
-  // The default config selects DARTS.
-  CHECK(dynamic_cast<mlo::hypergrad::Darts*>(mlo::hypergrad::create(ProblemConfig()).get()) !=
-        nullptr);
+  // The default config selects DARTS with its defaults.
+  CHECK(ProblemConfig().method().name() == "darts");
+  CHECK(dynamic_cast<mlo::hypergrad::Darts*>(ProblemConfig().method().make().get()) != nullptr);
 }
 
-TEST_CASE("Registry: a user method registers with the macro", "[hypergrad]") {
-  CHECK(mlo::hypergrad::is_registered(kIdentity));
-  auto method = mlo::hypergrad::create(mlo::ProblemConfig().method(kIdentity));
-  CHECK(dynamic_cast<Identity*>(method.get()) != nullptr);
+TEST_CASE("Registry: copies of a config keep the options they were given", "[hypergrad]") {
+  mlo::ProblemConfig a = mlo::ProblemConfig().method(mlo::NeumannOptions().iterations(4));
+  const mlo::ProblemConfig b = a;
+  a.method(mlo::NeumannOptions().iterations(9));
+  CHECK(b.method_as<mlo::NeumannOptions>()->iterations() == 4);
+  CHECK(a.method_as<mlo::NeumannOptions>()->iterations() == 9);
 }
 
-TEST_CASE("Registry: an unregistered method is an mlo::Error naming it", "[hypergrad]") {
-  const auto unknown = static_cast<mlo::Method>(99);
-  CHECK_FALSE(mlo::hypergrad::is_registered(unknown));
-  CHECK_THROWS_AS(mlo::hypergrad::create(mlo::ProblemConfig().method(unknown)), mlo::Error);
-  CHECK_THROWS_WITH(mlo::hypergrad::create(mlo::ProblemConfig().method(unknown)),
-                    Catch::Contains("99"));
+TEST_CASE("Registry: a user method registers by name and is built from its options",
+          "[hypergrad]") {
+  const auto names = mlo::method_names();
+  CHECK(std::find(names.begin(), names.end(), "identity_for_test") != names.end());
+  const mlo::ProblemConfig config = mlo::ProblemConfig().method(IdentityOptions().scale(3));
+  auto method = config.method().make();
+  REQUIRE(dynamic_cast<Identity*>(method.get()) != nullptr);
+  // Selected by name, it has its registered defaults.
+  CHECK(mlo::ProblemConfig().method("identity_for_test").method_as<IdentityOptions>()->scale() ==
+        1.0);
+  // Its YAML keys are the ones its options describe.
+  IdentityOptions options;
+  options.scale(2.5);
+  const auto values = mlo::field_values([&](mlo::Fields& f) { options.visit(f); });
+  REQUIRE(values.size() == 1);
+  CHECK(values.at("scale") == "2.5");
 }
 
-TEST_CASE("Registry: an empty factory is rejected", "[hypergrad]") {
-  CHECK_THROWS_AS(mlo::hypergrad::register_method(static_cast<mlo::Method>(77), nullptr),
+TEST_CASE("Registry: an unknown method name is an mlo::Error listing the registered ones",
+          "[hypergrad]") {
+  CHECK_THROWS_AS(mlo::ProblemConfig().method("fixed_point_typo"), mlo::Error);
+  CHECK_THROWS_WITH(mlo::ProblemConfig().method("fixed_point_typo"),
+                    Catch::Contains("unknown hypergradient method 'fixed_point_typo'") &&
+                        Catch::Contains("cg, darts, identity_for_test, neumann, sama, unrolled"));
+}
+
+TEST_CASE("Registry: an empty factory or name is rejected", "[hypergrad]") {
+  CHECK_THROWS_AS(mlo::register_method("empty_for_test", nullptr), mlo::Error);
+  CHECK_THROWS_AS(mlo::register_method("", [] { return std::make_shared<IdentityOptions>(); }),
                   mlo::Error);
-  CHECK_FALSE(mlo::hypergrad::is_registered(static_cast<mlo::Method>(77)));
+  const auto names = mlo::method_names();
+  CHECK(std::find(names.begin(), names.end(), "empty_for_test") == names.end());
+}
+
+TEST_CASE("Registry: a factory whose options carry another name is refused", "[hypergrad]") {
+  mlo::register_method("misnamed_for_test", [] { return std::make_shared<IdentityOptions>(); });
+  CHECK_THROWS_WITH(mlo::method_options("misnamed_for_test"),
+                    Catch::Contains("options named 'identity_for_test'"));
 }

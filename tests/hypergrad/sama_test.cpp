@@ -7,6 +7,8 @@
 #include <support/quadratic.h>
 
 #include <torch/torch.h>
+#include <support/method_options.h>
+
 #include <catch2/catch.hpp>
 
 using mlo::testing::Quadratic;
@@ -45,7 +47,7 @@ TEST_CASE("Sama: SGD preconditioning is lr times the momentum factor", "[hypergr
     INFO("case " << k);
     Quadratic q = make_quadratic();
     q.lower->optimizer<torch::optim::SGD>(cases[k].options);
-    mlo::hypergrad::Sama sama(q.lower->config());
+    mlo::hypergrad::Sama sama(mlo::test::options_of<mlo::SamaOptions>(q.lower->config()));
     run_unroll(*q.lower, {q.lower.get(), q.upper.get()}, &sama, cases[k].steps);
     const auto direction = sama.precondition({q.v}, *q.lower);
     check_close(direction[0], q.v * (lr * cases[k].factor), 1e-14);
@@ -62,7 +64,7 @@ TEST_CASE("Sama: uses the learning rate of the step taken, not the one the sched
   q.lower->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(lr));
   // The third step runs at lr; the schedule then drops the rate 10x for the fourth.
   q.lower->scheduler([](int64_t step) { return step < 3 ? 1.0 : 0.1; });
-  mlo::hypergrad::Sama sama(q.lower->config());
+  mlo::hypergrad::Sama sama(mlo::test::options_of<mlo::SamaOptions>(q.lower->config()));
   run_unroll(*q.lower, {q.lower.get(), q.upper.get()}, &sama, 3);
   const auto direction = sama.precondition({q.v}, *q.lower);
   check_close(direction[0], q.v * lr, 1e-14);
@@ -81,7 +83,7 @@ TEST_CASE("Sama: Adam/AdamW preconditioning equals the Jacobian of the update (a
     q.lower->optimizer<torch::optim::Adam>(
         torch::optim::AdamOptions(0.05).weight_decay(0.1).amsgrad(amsgrad).eps(1e-3));
   }
-  mlo::hypergrad::Sama sama(q.lower->config());
+  mlo::hypergrad::Sama sama(mlo::test::options_of<mlo::SamaOptions>(q.lower->config()));
   const std::vector<mlo::Problem*> peers = {q.lower.get(), q.upper.get()};
   run_unroll(*q.lower, peers, &sama, 4);
   // The state before the last step and that step's gradient, to differentiate it here.

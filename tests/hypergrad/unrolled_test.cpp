@@ -9,6 +9,8 @@
 #include <support/quadratic.h>
 
 #include <torch/torch.h>
+#include <support/method_options.h>
+
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -30,7 +32,7 @@ TEST_CASE("Unrolled: SGD on a quadratic equals lr B^T sum_t (I - lr A)^t v",
       mlo::ProblemConfig().method(mlo::UnrolledOptions().checkpointing(checkpointing)));
   q.lower->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(lr));
   q.upper->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
-  mlo::hypergrad::Unrolled method(q.lower->config());
+  mlo::hypergrad::Unrolled method(mlo::test::options_of<mlo::UnrolledOptions>(q.lower->config()));
   run_unroll(*q.lower, {q.lower.get(), q.upper.get()}, &method, steps);
   const torch::Tensor w_after = q.lower->w().detach().clone();
   REQUIRE(method.recorded_steps() == steps);
@@ -119,7 +121,7 @@ TEST_CASE("Unrolled: equals a finite difference of the unrolled objective (doubl
       std::vector<torch::Tensor> v;
       for (const auto& p : inner.parameters()) v.push_back(torch::randn_like(p));
 
-      mlo::hypergrad::Unrolled method(inner.config());
+      mlo::hypergrad::Unrolled method(mlo::test::options_of<mlo::UnrolledOptions>(inner.config()));
       run_unroll(inner, peers, &method, steps);
       const auto out = method.apply(v, inner, outer);
       REQUIRE(out.size() == 1);
@@ -276,7 +278,7 @@ TEST_CASE("Unrolled: gradient accumulation and a learning-rate schedule are repl
         [first](int64_t step) { return 1.0 / (1.0 + 0.2 * static_cast<double>(step - first)); });
   };
   reset_schedule();
-  mlo::hypergrad::Unrolled method(inner.config());
+  mlo::hypergrad::Unrolled method(mlo::test::options_of<mlo::UnrolledOptions>(inner.config()));
   run_unroll(inner, peers, &method, local_steps);
   REQUIRE(method.recorded_steps() == 8);
   const auto out = method.apply(v, inner, outer);
@@ -378,7 +380,7 @@ TEST_CASE("Unrolled: the replay leaves the problem's metrics exactly as the step
   auto low = std::make_shared<Coupled>("low", mlo::ProblemConfig().method(mlo::UnrolledOptions()));
   low->others = {top.get()};
   low->log_each_call = true;  // every training_step logs a new key
-  mlo::hypergrad::Unrolled method(low->config());
+  mlo::hypergrad::Unrolled method(mlo::test::options_of<mlo::UnrolledOptions>(low->config()));
   run_unroll(*low, {low.get(), top.get()}, &method, 3);
   const mlo::Metrics before = low->metrics();
   method.apply({torch::ones({1}, torch::kDouble)}, *low, *top);

@@ -195,7 +195,7 @@ std::vector<torch::Tensor> apply_after_one_step(Pair& p, const std::vector<torch
   mlo::Engine engine(mlo::EngineConfig().train_iters(1));
   engine.add(p.reweighter).add(p.classifier).link(p.reweighter, p.classifier);
   engine.run();
-  auto method = mlo::hypergrad::create(p.classifier->config());
+  auto method = p.classifier->config().method().make();
   return method->apply(v, *p.classifier, *p.reweighter);
 }
 

@@ -1,10 +1,10 @@
 // Experiments are plug-ins: registered by name (the ready-made ones and one defined here), picked
 // by `experiment:` in YAML, and each validates its own keys with file, line and column.
 #include <mlo/base/error.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/run/builders.h>
 #include <mlo/run/experiment.h>
-#include <mlo/run/fields.h>
+#include <mlo/base/fields.h>
 
 #include "support/toy.h"
 
@@ -13,7 +13,7 @@
 #include <algorithm>
 
 using Catch::Matchers::Contains;
-using mlo::io::parse_run_config;
+using mlo::run::parse_run_config;
 
 namespace {
 
@@ -24,9 +24,9 @@ class ChainExperiment : public mlo::run::Experiment {
   struct Settings : mlo::run::SettingsFor<Settings> {
     int64_t levels = 2;
     double target = 1.0;
-    void visit(mlo::run::Fields& f) override {
-      f.section("toy", [&](mlo::run::Fields& s) {
-        s("levels", levels, mlo::run::at_least(2));
+    void visit(mlo::Fields& f) override {
+      f.section("toy", [&](mlo::Fields& s) {
+        s("levels", levels, mlo::at_least(2));
         s("target", target);
       });
     }
@@ -166,9 +166,9 @@ TEST_CASE("Experiment keys: the experiment's settings read, check and write its 
                       Contains("problems.p2.optimizer.lr: must be > 0, got 0"));
 
   // The resolved config carries the experiment's section and reads back the same.
-  const std::string resolved = mlo::io::to_yaml(config);
+  const std::string resolved = mlo::run::to_yaml(config);
   CHECK_THAT(resolved, Contains("toy:") && Contains("levels: 3") && Contains("target: 2.5"));
-  CHECK(mlo::io::to_yaml(parse_run_config(resolved, "resolved.yaml")) == resolved);
+  CHECK(mlo::run::to_yaml(parse_run_config(resolved, "resolved.yaml")) == resolved);
 }
 
 TEST_CASE("Experiment keys: a registered experiment builds and trains from YAML",

@@ -2,7 +2,8 @@
 // refused (never a silent fallback to a default).
 #include <mlo/core/config.h>
 #include <mlo/base/error.h>
-#include <mlo/io/yaml.h>
+#include <mlo/hypergrad/cg.h>
+#include <mlo/run/yaml.h>
 #include <mlo/run/experiment.h>
 
 #include "problems/reweighting/experiment.h"
@@ -38,7 +39,7 @@ problems:
 )";
 
 mlo::run::RunConfig tiny(const std::vector<std::string>& overrides = {}) {
-  return mlo::io::parse_run_config(kTiny, "tiny.yaml", overrides);
+  return mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides);
 }
 
 }  // namespace
@@ -48,22 +49,19 @@ TEST_CASE("Enum name tables: to_string and from_string agree; unknown names list
   for (const auto& name : mlo::enum_names<mlo::Precision>()) {
     CHECK(mlo::to_string(mlo::from_string<mlo::Precision>(name)) == name);
   }
-  for (const auto& name : mlo::enum_names<mlo::Method>()) {
-    CHECK(mlo::to_string(mlo::from_string<mlo::Method>(name)) == name);
-  }
   for (const auto& name : mlo::enum_names<mlo::Checkpointing>()) {
     CHECK(mlo::to_string(mlo::from_string<mlo::Checkpointing>(name)) == name);
   }
   CHECK(mlo::from_string<mlo::Mode>("min") == mlo::Mode::kMin);
   CHECK(mlo::enum_names<mlo::Precision>() == std::vector<std::string>{"fp32", "bf16", "fp16"});
   CHECK(mlo::from_string<mlo::Checkpointing>("min_memory") == mlo::Checkpointing::kMinMemory);
-  CHECK_FALSE(mlo::try_from_string<mlo::Method>("Darts"));
   REQUIRE_THROWS_WITH(mlo::from_string<mlo::Precision>("fp8", "problems.classifier.precision"),
                       Contains("problems.classifier.precision: unknown precision 'fp8'; valid "
                                "names: fp32, bf16, fp16"));
-  REQUIRE_THROWS_WITH(mlo::from_string<mlo::Method>("sgd"),
-                      Contains("unknown hypergradient method 'sgd'; valid names: darts, neumann, "
-                               "cg"));
+  // Methods are named by the registry (case-sensitive), which lists them on an unknown name.
+  REQUIRE_THROWS_WITH(mlo::ProblemConfig().method("Darts"),
+                      Contains("unknown hypergradient method 'Darts'; registered methods: cg, "
+                               "darts, neumann, sama, unrolled"));
 }
 
 TEST_CASE("Experiment: an unknown name in a config built in code is an error, not a default",
@@ -78,8 +76,8 @@ TEST_CASE("Experiment: an unknown name in a config built in code is an error, no
       {[](auto& c) { c.problems["classifier"].precision = "fp8"; },
        "problems.classifier.precision: unknown precision 'fp8'; valid names: fp32, bf16, fp16"},
       {[](auto& c) { c.problems["classifier"].method = "implicit"; },
-       "problems.classifier.method: unknown hypergradient method 'implicit'; valid names: darts, "
-       "neumann, cg"},
+       "problems.classifier.method: unknown hypergradient method 'implicit'; registered methods: "
+       "cg, darts, neumann, sama, unrolled"},
       {[](auto& c) { c.template settings_as<Settings>().models["classifier"].name = "resnet18"; },
        "problems.classifier.model.name: unknown model 'resnet18'; valid names: cnn, resnet32, "
        "resnet50, mwn"},
@@ -122,14 +120,15 @@ TEST_CASE("Experiment: a lower-level setting on the top problem is refused, not 
                       Contains("problems.reweighter.unroll_steps: acts only on a lower problem"));
   config = tiny();
   config.problems.erase("reweighter");
-  config.problems["classifier"].cg_iterations = 3;
+  config.problems["classifier"].methods["cg"] =
+      mlo::ValuePtr<mlo::MethodOptions>(std::make_shared<mlo::CGOptions>(mlo::CGOptions().iterations(3)));
   REQUIRE_THROWS_WITH(make_experiment(config),
                       Contains("problems.classifier.cg.iterations: acts only on a lower problem"));
   // Under a reweighter the classifier's unroll and method act.
   config = tiny({"problems.classifier.unroll_steps=2", "problems.classifier.method=cg"});
   const auto experiment = make_experiment(config);
   CHECK(experiment->problem("classifier")->config().unroll_steps() == 2);
-  CHECK(experiment->problem("classifier")->config().method() == mlo::Method::kCG);
+  CHECK(experiment->problem("classifier")->config().method().name() == "cg");
 }
 
 TEST_CASE("Experiment: validation is a balanced split of the training data, not the test set",

@@ -1,7 +1,7 @@
 // The HPO experiment from YAML (experiment: hpo): with every hypergradient method, learning the
 // per-feature L2 weights reaches a validation loss well below the same training with the weights
 // frozen, which the experiment trains beside it.
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/run/experiment.h>
 
 #include "problems/hpo/experiment.h"
@@ -40,10 +40,9 @@ TEST_CASE("HPO experiment: every method lowers the validation loss well below fr
           "[run][hpo]") {
   for (const std::string method : {"darts", "neumann", "cg"}) {
     const auto config =
-        mlo::io::parse_run_config(kHpo, "hpo.yaml", {"problems.inner.method=" + method});
+        mlo::run::parse_run_config(kHpo, "hpo.yaml", {"problems.inner.method=" + method});
     const auto experiment = mlo::run::make_experiment(config);
-    REQUIRE(experiment->problem("inner")->config().method() ==
-            mlo::from_string<mlo::Method>(method));
+    REQUIRE(experiment->problem("inner")->config().method().name() == method);
     experiment->engine().run();
     const auto valid = experiment->evaluate(mlo::run::EvalSet::kValid);
     const auto test = experiment->evaluate(mlo::run::EvalSet::kTest);
@@ -67,7 +66,7 @@ TEST_CASE("HPO experiment: the frozen baseline is the hand-built pair with froze
   // The same data, settings and schedule built in code (problems/hpo/logreg.h): the
   // experiment's baseline must be that run, not an approximation of it.
   namespace hpo = mlo::problems::hpo;
-  const auto experiment = mlo::run::make_experiment(mlo::io::parse_run_config(kHpo, "hpo.yaml"));
+  const auto experiment = mlo::run::make_experiment(mlo::run::parse_run_config(kHpo, "hpo.yaml"));
   const double baseline = experiment->evaluate(mlo::run::EvalSet::kValid).at("valid/frozen_loss");
 
   const auto data = hpo::make_logreg_data(1000, 20, 0.1, /*seed=*/0);

@@ -5,7 +5,7 @@
 // latest gradient (sama) can be tested without an engine.
 
 #include <mlo/core/problem.h>
-#include <mlo/hypergrad/hypergradient.h>
+#include <mlo/core/method.h>
 
 #include <torch/torch.h>
 
@@ -19,7 +19,7 @@ namespace testing {
 /// Resolves `lower` (once) with `peers` and takes `steps` local steps, the first one starting
 /// an unroll; `method` (may be null) hears about it.
 inline void run_unroll(Problem& lower, const std::vector<Problem*>& peers,
-                       hypergrad::Hypergradient* method, int64_t steps) {
+                       Hypergradient* method, int64_t steps) {
   lower.resolve(/*meter=*/nullptr, peers);
   for (int64_t t = 0; t < steps; ++t) {
     StepContext context;

@@ -9,7 +9,7 @@
 // spaced in [min_eigenvalue, max_eigenvalue]. Everything is double precision. Example:
 //
 //   auto q = mlo::testing::Quadratic::make(mlo::ProblemConfig().method(mlo::CGOptions()));
-//   auto hg = mlo::hypergrad::create(q.lower->config());
+//   auto hg = q.lower->config().method().make();
 //   auto out = hg->apply({q.v}, *q.lower, *q.upper);   // ~ q.exact()
 
 #include <mlo/core/problem.h>

@@ -5,46 +5,26 @@
 
 #include <mlo/base/enum_names.h>
 #include <mlo/base/error.h>
+#include <mlo/core/method.h>
 #include <mlo/dist/strategy.h>
-#include <mlo/hypergrad/cg.h>
-#include <mlo/hypergrad/darts.h>
-#include <mlo/hypergrad/neumann.h>
-#include <mlo/hypergrad/sama.h>
-#include <mlo/hypergrad/unrolled.h>
 #include <mlo/memory/options.h>
 
 #include <torch/arg.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace mlo {
 
-/// Hypergradient method a lower problem uses to pass gradients to the problem above it.
-enum class Method {
-  kDarts,     ///< finite-difference implicit gradient, H^{-1} ~ I (Liu et al., DARTS, 2019)
-  kNeumann,   ///< truncated Neumann series for H^{-1} v (Lorraine et al., 2020)
-  kCG,        ///< conjugate gradient on H x = v (Rajeswaran et al., iMAML, 2019)
-  kSama,      ///< DARTS along the optimizer-preconditioned vector (Choe et al., SAMA, 2023)
-  kUnrolled,  ///< reverse mode through the K inner steps (Franceschi et al., 2017)
-};
-
 /// Whether a larger or a smaller validation metric is better.
 enum class Mode { kMin, kMax };
 
 /// The one name table of each enum above (see base/enum_names.h for the helpers).
-template <>
-struct EnumNames<Method> {
-  static constexpr const char* kWhat = "hypergradient method";
-  static constexpr std::pair<Method, const char*> kTable[] = {{Method::kDarts, "darts"},
-                                                              {Method::kNeumann, "neumann"},
-                                                              {Method::kCG, "cg"},
-                                                              {Method::kSama, "sama"},
-                                                              {Method::kUnrolled, "unrolled"}};
-};
 template <>
 struct EnumNames<Mode> {
   static constexpr const char* kWhat = "mode";
@@ -52,12 +32,12 @@ struct EnumNames<Mode> {
                                                             {Mode::kMax, "max"}};
 };
 
-/// Name of an enum value as written in configs and logs ("darts", "bf16", ...).
-inline const char* to_string(Method method) { return detail::enum_name(method); }
+/// Name of an enum value as written in configs and logs ("min", "max").
 inline const char* to_string(Mode mode) { return detail::enum_name(mode); }
 
 /// Per-problem configuration. Example:
 /// `ProblemConfig().unroll_steps(10).method(NeumannOptions().iterations(5)).gradient_clipping(1)`
+/// (`NeumannOptions` from mlo/hypergrad/neumann.h; any registered method's options fit).
 struct ProblemConfig {
   /// Optimizer steps this (lower) problem takes before its parents step once.
   TORCH_ARG(int64_t, unroll_steps) = 1;
@@ -91,29 +71,30 @@ struct ProblemConfig {
   TORCH_ARG(CheckpointingOptions, checkpointing) = CheckpointingOptions();
 
  public:  // (TORCH_ARG leaves the struct in a private section)
-  /// Selects the hypergradient method (and its options) this problem uses as a lower level.
-  ProblemConfig& method(const DartsOptions& options);
-  ProblemConfig& method(const NeumannOptions& options);
-  ProblemConfig& method(const CGOptions& options);
-  ProblemConfig& method(const SamaOptions& options);
-  ProblemConfig& method(const UnrolledOptions& options);
-  /// Selects a method by value with its default options.
-  ProblemConfig& method(Method method);
+  /// Selects the hypergradient method this problem uses as a lower level, with its options:
+  /// `method(DartsOptions().alpha(0.02))`, or any type derived from `MethodOptions`.
+  template <typename Options,
+            typename = std::enable_if_t<std::is_base_of<MethodOptions, Options>::value>>
+  ProblemConfig& method(const Options& options) {
+    method_ = options.clone();
+    return *this;
+  }
+  /// Selects a registered method by name with its default options (`method("neumann")`);
+  /// throws `mlo::Error` listing the registered names for an unknown one.
+  ProblemConfig& method(const std::string& name);
 
-  Method method() const { return method_; }
-  const DartsOptions& darts() const { return darts_; }
-  const NeumannOptions& neumann() const { return neumann_; }
-  const CGOptions& cg() const { return cg_; }
-  const SamaOptions& sama() const { return sama_; }
-  const UnrolledOptions& unrolled() const { return unrolled_; }
+  /// The selected method's options (DARTS with its defaults when none was selected).
+  const MethodOptions& method() const;
+  /// The selected method's options as `Options`, or null when another method is selected.
+  template <typename Options>
+  const Options* method_as() const {
+    return dynamic_cast<const Options*>(&method());
+  }
 
  private:
-  Method method_ = Method::kDarts;
-  DartsOptions darts_;
-  NeumannOptions neumann_;
-  CGOptions cg_;
-  SamaOptions sama_;
-  UnrolledOptions unrolled_;
+  // NOTE: shared and never changed after it is set (every setter replaces it), so copies of a
+  // config share it safely; null until a method is selected.
+  std::shared_ptr<const MethodOptions> method_;
 };
 
 /// Stop training when a validation metric stops improving.

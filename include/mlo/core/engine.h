@@ -126,8 +126,9 @@ class Engine {
 
  private:
   void step_problem(detail::ScheduleNode& node);
-  // Refuses graphs `unrolled` cannot serve (two parents, a middle level).
-  void check_unrolled(const detail::ScheduleNode& node) const;
+  // Lets the method of `node` refuse what it cannot serve (`Hypergradient::check`): its graph
+  // position, the strategy, the problem's optimizer.
+  void check_method(const detail::ScheduleNode& node) const;
   void check_config(const Problem& problem) const;
   // Whether a data-parallel level of a run on several ranks is inside an accumulation window:
   // its partial gradients and micro-batches are then this rank's own, not the run's.
@@ -135,8 +136,6 @@ class Engine {
   // Refuses a saved state this run cannot take back (a ZeRO shard of another split, or one
   // saved inside an accumulation window by rank 0 of a distributed run).
   void check_resumable(torch::serialize::InputArchive& archive) const;
-  // Refuses data-parallel setups a method cannot serve exactly (unrolled; sama under ZeRO).
-  void check_parallel(const detail::ScheduleNode& node) const;
   // Joins the process group of a distributed strategy (after the config checks).
   void connect();
   void validate_and_maybe_stop();

@@ -25,10 +25,8 @@
 
 namespace mlo {
 
-namespace hypergrad {
 class Hypergradient;
 class Path;
-}  // namespace hypergrad
 namespace detail {
 class DataParallel;
 }  // namespace detail
@@ -52,7 +50,7 @@ using LrSchedule = std::function<double(int64_t optimizer_steps)>;
 struct StepContext {
   /// The hypergradient paths `[this, P1, ..., L, this]` (engine-owned): the step adds each
   /// path's result to its direct gradient. Null or empty for a problem with no `u2l` edge.
-  const std::vector<hypergrad::Path>* paths = nullptr;
+  const std::vector<Path>* paths = nullptr;
   /// The first step of an unroll: `on_inner_loop_start()` runs first, and with `roll_back`
   /// the state is snapshotted.
   bool unroll_start = false;
@@ -61,7 +59,7 @@ struct StepContext {
   bool redo = false;
   /// The method that carries this problem's vectors to its parents (null when it is no hop of
   /// a path): it hears about unroll starts and optimizer steps (`Hypergradient` hooks).
-  hypergrad::Hypergradient* method = nullptr;
+  Hypergradient* method = nullptr;
 };
 
 /// One level of a multilevel optimization problem. Subclass it and define `training_step`:
@@ -232,10 +230,10 @@ class Problem {
 
  private:
   // The step without its bookkeeping; `batch` re-uses a given batch (roll-back).
-  void descend(const std::vector<hypergrad::Path>* paths, const Batch* batch = nullptr);
+  void descend(const std::vector<Path>* paths, const Batch* batch = nullptr);
   // Gradients of `loss` for this problem's parameters: direct plus every hypergradient path.
   std::vector<at::Tensor> gradients(const at::Tensor& loss,
-                                    const std::vector<hypergrad::Path>& paths);
+                                    const std::vector<Path>& paths);
   void accumulate(std::vector<at::Tensor> grads);
   void optimizer_step();
   void apply_schedule();
@@ -275,7 +273,7 @@ class Problem {
   c10::DeviceType device_type_ = c10::kCPU;  // where the module lives (for autocast)
   std::unique_ptr<memory::LossScaler> scaler_;
   memory::MemoryMeter* meter_ = nullptr;  // owned by the engine when it tracks memory
-  hypergrad::Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)
+  Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)
   // Data parallelism (resolve): the group (null: none), and what the strategy does with this
   // level's gradients and optimizer state (src/core/data_parallel.h).
   dist::ProcessGroup* group_ = nullptr;

@@ -5,6 +5,8 @@
 /// Paper: A. Rajeswaran, C. Finn, S. Kakade, S. Levine, "Meta-Learning with Implicit Gradients"
 /// (iMAML), NeurIPS 2019 (arXiv:1909.04630), Sec. 3.1 and Algorithm 2.
 
+#include <mlo/core/method.h>
+
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 
@@ -14,17 +16,17 @@ namespace mlo {
 
 /// Conjugate gradient: `iterations` CG steps on (alpha H) x = alpha v; the solution is H^{-1} v
 /// for every alpha > 0 (alpha only rescales the system).
-struct CGOptions {
+struct CGOptions : MethodOptionsFor<CGOptions> {
+  static constexpr const char* kName = "cg";
   TORCH_ARG(int64_t, iterations) = 1;
   TORCH_ARG(double, alpha) = 1.0;
+
+ public:  // (TORCH_ARG leaves the struct in a private section)
+  /// The keys of the `cg:` section of a problem.
+  void visit(Fields& fields) override;
+  std::unique_ptr<Hypergradient> make() const override;
 };
 
-}  // namespace mlo
-
-// NOTE: after the options, which core/config.h (included at the end of hypergradient.h) needs.
-#include <mlo/hypergrad/hypergradient.h>
-
-namespace mlo {
 namespace hypergrad {
 
 /// Solves (alpha H) x = alpha v with K = `iterations` steps of conjugate gradient from x0 = 0,
@@ -35,7 +37,7 @@ namespace hypergrad {
 /// is exact after dim(w) steps when H is positive definite. CG stops early when the residual
 /// vanishes, or when it meets a direction of non-positive curvature (H not positive definite
 /// there); if that happens at the first step, x = v is used (H^{-1} ~ I, as in DARTS).
-/// Options: `CGOptions::iterations`, `CGOptions::alpha` (`ProblemConfig::cg()`).
+/// Options: `CGOptions::iterations`, `CGOptions::alpha`.
 ///
 /// ```
 /// auto lower = std::make_shared<Inner>("inner", mlo::ProblemConfig().method(
@@ -45,14 +47,12 @@ class CG : public Hypergradient {
  public:
   /// Validates `options` (throws `mlo::Error` naming the bad value).
   explicit CG(CGOptions options);
-  /// `CG(config.cg())`: the options of the lower problem's config.
-  explicit CG(const ProblemConfig& config);
 
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
                                 Problem& prev) override;
 
-  /// The options read from the config.
+  /// The options it was built with.
   const CGOptions& options() const { return options_; }
 
  private:

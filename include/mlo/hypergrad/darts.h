@@ -5,6 +5,8 @@
 /// Paper: H. Liu, K. Simonyan, Y. Yang, "DARTS: Differentiable Architecture Search", ICLR 2019
 /// (arXiv:1806.09055), Sec. 2.3, Eq. (8).
 
+#include <mlo/core/method.h>
+
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 
@@ -13,7 +15,8 @@
 namespace mlo {
 
 /// DARTS: eps = alpha / ||v||; result (grad_lambda L(w - eps v) - grad_lambda L(w + eps v)) / 2eps.
-struct DartsOptions {
+struct DartsOptions : MethodOptionsFor<DartsOptions> {
+  static constexpr const char* kName = "darts";
   /// Perturbation size, relative to ||v||.
   TORCH_ARG(double, alpha) = 0.01;
   /// true: the lower parameters are restored from a copy, bit for bit. false: they are stepped
@@ -21,14 +24,13 @@ struct DartsOptions {
   /// model's weights less at the upper step's peak) and leaves a rounding drift of a few ulps
   /// of w per hypergradient.
   TORCH_ARG(bool, exact_restore) = true;
+
+ public:  // (TORCH_ARG leaves the struct in a private section)
+  /// The keys of the `darts:` section of a problem.
+  void visit(Fields& fields) override;
+  std::unique_ptr<Hypergradient> make() const override;
 };
 
-}  // namespace mlo
-
-// NOTE: after the options, which core/config.h (included at the end of hypergradient.h) needs.
-#include <mlo/hypergrad/hypergradient.h>
-
-namespace mlo {
 namespace hypergrad {
 
 /// Approximates the implicit hypergradient with H^{-1} ~ I and a central finite difference of
@@ -39,7 +41,7 @@ namespace hypergrad {
 ///
 /// Costs two gradient evaluations of the lower loss and no second-order graph. The lower
 /// parameters are perturbed in place and restored bit for bit (also when the loss throws).
-/// A zero v gives zeros. Options: `DartsOptions::alpha` (`ProblemConfig::darts()`).
+/// A zero v gives zeros. Options: `DartsOptions::alpha`.
 ///
 /// ```
 /// auto lower = std::make_shared<Inner>("inner", mlo::ProblemConfig().method(
@@ -49,14 +51,12 @@ class Darts : public Hypergradient {
  public:
   /// Validates `options` (throws `mlo::Error` naming the bad value).
   explicit Darts(DartsOptions options);
-  /// `Darts(config.darts())`: the options of the lower problem's config.
-  explicit Darts(const ProblemConfig& config);
 
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
                                 Problem& prev) override;
 
-  /// The options read from the config.
+  /// The options it was built with.
   const DartsOptions& options() const { return options_; }
 
  private:

@@ -5,6 +5,8 @@
 /// Paper: S. K. Choe, S. V. Mehta, H. Ahn, W. Neiswanger, P. Xie, E. Strubell, E. Xing,
 /// "Making Scalable Meta Learning Practical", NeurIPS 2023 (arXiv:2310.05674), Sec. 3.
 
+#include <mlo/core/method.h>
+
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 
@@ -15,17 +17,17 @@ namespace mlo {
 
 /// SAMA: eps = alpha / ||J v||; result (grad_lambda L(w - eps J v) - grad_lambda L(w + eps J v))
 /// / 2eps, J = the lower optimizer's Jacobian of its update with respect to the gradient.
-struct SamaOptions {
+struct SamaOptions : MethodOptionsFor<SamaOptions> {
+  static constexpr const char* kName = "sama";
   /// Perturbation size, relative to ||J v||.
   TORCH_ARG(double, alpha) = 0.01;
+
+ public:  // (TORCH_ARG leaves the struct in a private section)
+  /// The keys of the `sama:` section of a problem.
+  void visit(Fields& fields) override;
+  std::unique_ptr<Hypergradient> make() const override;
 };
 
-}  // namespace mlo
-
-// NOTE: after the options, which core/config.h (included at the end of hypergradient.h) needs.
-#include <mlo/hypergrad/hypergradient.h>
-
-namespace mlo {
 namespace hypergrad {
 
 class DifferentiableOptimizer;
@@ -48,7 +50,7 @@ class DifferentiableOptimizer;
 ///
 /// The gradient g is recorded just before each optimizer step of the lower problem (the method
 /// is told through `before_optimizer_step`). Any other optimizer is refused at engine
-/// initialization. Options: `SamaOptions::alpha` (`ProblemConfig::sama()`).
+/// initialization. Options: `SamaOptions::alpha`.
 ///
 /// ```
 /// auto lower = std::make_shared<Inner>("inner", mlo::ProblemConfig().method(
@@ -58,8 +60,6 @@ class Sama : public Hypergradient {
  public:
   /// Validates `options` (throws `mlo::Error` naming the bad value).
   explicit Sama(SamaOptions options);
-  /// `Sama(config.sama())`: the options of the lower problem's config.
-  explicit Sama(const ProblemConfig& config);
   ~Sama() override;
 
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
@@ -67,13 +67,17 @@ class Sama : public Hypergradient {
                                 Problem& prev) override;
   /// Records the gradient the optimizer is about to use (for Adam's Jacobian).
   void before_optimizer_step(Problem& curr) override;
-  /// Refuses an optimizer other than SGD, Adam or AdamW.
-  void check(const Problem& curr) const override;
+  /// Refuses an optimizer other than SGD, Adam or AdamW, and a data-parallel level under
+  /// zero1/zero2 (the preconditioner reads every parameter's optimizer state).
+  void check(const MethodContext& context) const override;
+  /// The latest step's gradients, learning rates and buffer creation (read by the next apply).
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
 
   /// J v: `v` preconditioned by the lower optimizer's Jacobian (one tensor per parameter).
   std::vector<at::Tensor> precondition(const std::vector<at::Tensor>& v, Problem& curr) const;
 
-  /// The options read from the config.
+  /// The options it was built with.
   const SamaOptions& options() const { return options_; }
 
  private:

@@ -11,11 +11,14 @@
 
 #include <mlo/base/enum_names.h>
 
+#include <mlo/core/method.h>
+
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -35,7 +38,8 @@ struct EnumNames<UnrollCheckpointing> {
 };
 
 /// Options of `unrolled`.
-struct UnrolledOptions {
+struct UnrolledOptions : MethodOptionsFor<UnrolledOptions> {
+  static constexpr const char* kName = "unrolled";
   /// `kNone` or `kBinomial`.
   TORCH_ARG(UnrollCheckpointing, checkpointing) = UnrollCheckpointing::kNone;
   /// Binomial: inner states stored at once besides the unroll's start; 0 derives it (from
@@ -46,14 +50,15 @@ struct UnrolledOptions {
   /// working state and the recorded micro-batches are not counted. Must hold at least one
   /// state (else `mlo::Error`); 0: not used. Give `snapshots` or `budget_bytes`, not both.
   TORCH_ARG(int64_t, budget_bytes) = 0;
+
+ public:  // (TORCH_ARG leaves the struct in a private section)
+  /// The keys of the `unrolled:` section of a problem.
+  void visit(Fields& fields) override;
+  /// snapshots and budget_bytes: not both, and only with binomial checkpointing.
+  std::optional<OptionError> validate() const override;
+  std::unique_ptr<Hypergradient> make() const override;
 };
 
-}  // namespace mlo
-
-// NOTE: after the options, which core/config.h (included at the end of hypergradient.h) needs.
-#include <mlo/hypergrad/hypergradient.h>
-
-namespace mlo {
 
 struct Batch;
 
@@ -91,8 +96,6 @@ class Unrolled : public Hypergradient {
  public:
   /// Validates `options` (throws `mlo::Error` naming the bad value).
   explicit Unrolled(UnrolledOptions options);
-  /// `Unrolled(config.unrolled())`: the options of the lower problem's config.
-  explicit Unrolled(const ProblemConfig& config);
   ~Unrolled() override;
 
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
@@ -100,8 +103,9 @@ class Unrolled : public Hypergradient {
                                 Problem& prev) override;
   void on_unroll_start(Problem& curr) override;
   void before_optimizer_step(Problem& curr) override;
-  /// Refuses an optimizer without a differentiable update rule, and gradient clipping.
-  void check(const Problem& curr) const override;
+  /// Refuses an optimizer without a differentiable update rule, gradient clipping, a second
+  /// parent, a middle level and data parallelism (see `check`'s messages).
+  void check(const MethodContext& context) const override;
 
   /// What the latest `apply` did.
   struct Stats {
@@ -115,7 +119,7 @@ class Unrolled : public Hypergradient {
   /// Inner steps recorded since the latest unroll start.
   int64_t recorded_steps() const;
 
-  /// The options read from the config.
+  /// The options it was built with.
   const UnrolledOptions& options() const { return options_; }
 
  private:

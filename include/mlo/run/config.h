@@ -1,9 +1,11 @@
 #pragma once
 /// \file
 /// The configuration of an experiment launched by `mlo run`: plain structs with defaults, read
-/// from and written to YAML by `mlo/io/yaml.h`. Names and values mirror the YAML keys
+/// from and written to YAML by `mlo/run/yaml.h`. Names and values mirror the YAML keys
 /// (docs/config-reference.md lists every key).
 
+#include <mlo/base/fields.h>
+#include <mlo/base/value_ptr.h>
 #include <mlo/core/config.h>
 #include <mlo/memory/options.h>
 
@@ -62,15 +64,12 @@ struct ProblemSettings {
   std::string precision = "fp32";  ///< fp32 | bf16 | fp16
   /// `checkpointing:` the memory area's own options struct (one struct from YAML to planner).
   CheckpointingOptions checkpointing;
-  std::string method = "darts";    ///< darts | neumann | cg | sama | unrolled
-  double darts_alpha = 0.01;       ///< YAML: darts: {alpha, exact_restore}
-  bool darts_exact_restore = true;
-  int64_t neumann_iterations = 1;  ///< YAML: neumann: {iterations, alpha}
-  double neumann_alpha = 1.0;
-  int64_t cg_iterations = 1;  ///< YAML: cg: {iterations, alpha}
-  double cg_alpha = 1.0;
-  SamaOptions sama;          ///< YAML: sama: {alpha}
-  UnrolledOptions unrolled;  ///< YAML: unrolled: {checkpointing, snapshots, budget_bytes}
+  /// A registered hypergradient method's name (`mlo::method_names()`).
+  std::string method = kDefaultMethod;
+  /// Each registered method's options, by name: YAML `<name>: {...}` (the section's keys are
+  /// the options type's own, `MethodOptions::visit`); `method` selects one. A method without an
+  /// entry has its registered defaults (`method_options(*this, name)`).
+  std::map<std::string, ValuePtr<MethodOptions>> methods;
   int64_t log_step = 0;
   /// Under a distributed engine strategy: shard this level's training batches over the ranks
   /// (true), or let every rank read the same full batches (false, the per-level opt-out).
@@ -114,7 +113,6 @@ struct DependencyConfig {
 };
 
 struct RunConfig;
-class Fields;
 
 /// What an experiment adds to the YAML: its own top-level sections (reweighting's `data:`), its
 /// own keys inside each problem (`model:`), its defaults for generic keys and its rules across
@@ -228,10 +226,15 @@ DependencyConfig resolved_dependencies(const RunConfig& config);
 /// The problems above `name` in `graph` (its `l2u` targets): the problems its unroll feeds.
 std::vector<std::string> parents_of(const DependencyConfig& graph, const std::string& name);
 
+/// The options of method `name` in `settings`: its entry in `settings.methods`, else the
+/// registered defaults; throws `mlo::Error` for an unregistered name.
+std::shared_ptr<MethodOptions> method_options(const ProblemSettings& settings,
+                                              const std::string& name);
+
 /// The settings of a problem that act only when it is a lower problem (it has a parent):
-/// `unroll_steps`, `warmup_steps`, `roll_back`, `method` and the method options. Returns the
-/// key (relative to the problem, e.g. "unroll_steps", "neumann.iterations") of the first one set
-/// to a value other than its default, or "" when all keep their defaults.
+/// `unroll_steps`, `warmup_steps`, `roll_back`, `method` and every method's options. Returns
+/// the key (relative to the problem, e.g. "unroll_steps", "neumann.iterations") of the first
+/// one set to a value other than its default, or "" when all keep their defaults.
 std::string lower_only_setting(const ProblemSettings& settings);
 
 /// The rules across keys: the experiment's own (`ExperimentSettings::check`), then the generic

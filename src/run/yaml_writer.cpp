@@ -1,5 +1,5 @@
 // Writing a configuration as YAML: the schema (schema.h) drives a writer that emits every key.
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 
 #include "schema.h"
 
@@ -8,22 +8,22 @@
 #include <sstream>
 
 namespace mlo {
-namespace io {
+namespace run {
 namespace {
 
 // Writes the schema's values as YAML.
-class Writer : public run::Fields {
+class Writer : public Fields {
  public:
   explicit Writer(YAML::Emitter& out) : out_(out) {}
 
-  void operator()(const char* key, int64_t& value, const run::Check<int64_t>&) override {
+  void operator()(const char* key, int64_t& value, const Check<int64_t>&) override {
     emit(key, value);
   }
-  void operator()(const char* key, double& value, const run::Check<double>&) override {
+  void operator()(const char* key, double& value, const Check<double>&) override {
     emit(key, value);
   }
   void operator()(const char* key, bool& value) override { emit(key, value); }
-  void operator()(const char* key, std::string& value, const run::Check<std::string>&) override {
+  void operator()(const char* key, std::string& value, const Check<std::string>&) override {
     emit(key, value);
   }
   void operator()(const char* key, std::vector<int64_t>& value) override { emit(key, value); }
@@ -31,14 +31,14 @@ class Writer : public run::Fields {
     emit(key, value);
   }
 
-  void section(const char* key, const std::function<void(run::Fields&)>& body) override {
+  void section(const char* key, const std::function<void(Fields&)>& body) override {
     out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
     body(*this);
     out_ << YAML::EndMap;
   }
 
   void entries(const char* key, const std::vector<std::string>& existing,
-               const std::function<void(const std::string&, run::Fields&)>& body) override {
+               const std::function<void(const std::string&, Fields&)>& body) override {
     out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
     for (const auto& name : existing) {
       out_ << YAML::Key << name << YAML::Value << YAML::BeginMap;
@@ -100,5 +100,5 @@ std::string to_yaml(const run::RunConfig& config) {
   return std::string(out.c_str()) + "\n";
 }
 
-}  // namespace io
+}  // namespace run
 }  // namespace mlo

@@ -1,8 +1,9 @@
 #pragma once
-// Internal to the hypergrad area (not installed): the central finite difference of the mixed
-// second derivative along a direction, shared by darts and sama.
+/// \file
+/// The central finite difference of the mixed second derivative along a direction, shared by
+/// darts and sama and public for methods written outside libmlo.
 
-#include "vector_ops.h"
+#include <mlo/hypergrad/vector.h>
 
 #include <cmath>
 #include <cstddef>
@@ -10,8 +11,6 @@
 
 namespace mlo {
 namespace hypergrad {
-namespace detail {
-
 /// Puts the saved parameter values back when it goes out of scope, also during unwinding.
 class RestoreOnExit {
  public:
@@ -113,6 +112,5 @@ inline TensorList central_difference(Problem& curr, const TensorList& lambda, co
   return result;
 }
 
-}  // namespace detail
 }  // namespace hypergrad
 }  // namespace mlo

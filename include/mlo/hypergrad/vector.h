@@ -1,7 +1,9 @@
 #pragma once
-// Internal helpers of the hypergrad area (not installed).
-//
-// A "vector" here is a list of tensors, one per parameter (`std::vector<at::Tensor>`); the
+/// \file
+/// The vector arithmetic and autograd products hypergradient methods are built from, public so
+/// that a method written outside libmlo uses the same ones (examples/fixed_point_method).
+///
+/// A "vector" here is a list of tensors, one per parameter (`std::vector<at::Tensor>`); the
 // helpers treat the list as one flat vector. Results are detached unless stated otherwise.
 
 #include <mlo/base/error.h>
@@ -18,8 +20,6 @@
 
 namespace mlo {
 namespace hypergrad {
-namespace detail {
-
 using TensorList = std::vector<at::Tensor>;
 
 // ---- Vector arithmetic. ---------------------------------------------------------------------
@@ -213,6 +213,5 @@ class LowerGradient {
   std::vector<std::size_t> index_;  // their positions in params_
 };
 
-}  // namespace detail
 }  // namespace hypergrad
 }  // namespace mlo

@@ -1,6 +1,9 @@
 // Configuration from YAML: every bad input fails before training with file, line and key path.
 #include <mlo/base/error.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
+#include <mlo/hypergrad/darts.h>
+#include <mlo/hypergrad/sama.h>
+#include <mlo/hypergrad/unrolled.h>
 #include <mlo/run/builders.h>
 
 #include "problems/reweighting/experiment.h"
@@ -8,7 +11,7 @@
 #include <catch2/catch.hpp>
 
 using Catch::Matchers::Contains;
-using mlo::io::parse_run_config;
+using mlo::run::parse_run_config;
 using Settings = mlo::problems::reweighting::ReweightingExperiment::Settings;
 
 namespace {
@@ -46,9 +49,9 @@ TEST_CASE("YAML: the resolved config reads back to the same config", "[io][yaml]
   auto c = parse_run_config(kValid, "tiny.yaml",
                             {"problems.classifier.scheduler.name=multistep",
                              "problems.classifier.scheduler.milestones=[5,8]"});
-  const std::string text = mlo::io::to_yaml(c);
+  const std::string text = mlo::run::to_yaml(c);
   const auto again = parse_run_config(text, "resolved.yaml");
-  CHECK(mlo::io::to_yaml(again) == text);
+  CHECK(mlo::run::to_yaml(again) == text);
   CHECK(again.problems.at("classifier").scheduler.milestones == std::vector<int64_t>{5, 8});
 }
 
@@ -104,9 +107,12 @@ TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.model.batch_norm=true"}),
       Contains("problems.reweighter.model.batch_norm: applies to cnn"));
-  CHECK_FALSE(parse_run_config(kValid, "tiny.yaml", {"problems.classifier.darts.exact_restore=false"})
-                  .problems.at("classifier")
-                  .darts_exact_restore);
+  const auto restore =
+      parse_run_config(kValid, "tiny.yaml", {"problems.classifier.darts.exact_restore=false"});
+  const auto* darts =
+      dynamic_cast<const mlo::DartsOptions*>(restore.problems.at("classifier").methods.at("darts").get());
+  REQUIRE(darts);
+  CHECK_FALSE(darts->exact_restore());
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"dependencies.u2l.teacher=[x]"}),
                       Contains("names problem 'teacher', which is not under problems"));
   REQUIRE_THROWS_WITH(parse_run_config("engine: {train_iters: 5\n", "s.yaml"),
@@ -114,7 +120,7 @@ TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
 }
 
 TEST_CASE("YAML: a missing file is named", "[io][yaml]") {
-  REQUIRE_THROWS_WITH(mlo::io::load_run_config("/nonexistent/x.yaml"),
+  REQUIRE_THROWS_WITH(mlo::run::load_run_config("/nonexistent/x.yaml"),
                       Contains("cannot read the configuration file '/nonexistent/x.yaml'"));
 }
 
@@ -127,7 +133,7 @@ TEST_CASE("YAML: data.valid_size and data.shuffle_classes are keys with document
       parse_run_config(kValid, "tiny.yaml", {"data.valid_size=200", "data.shuffle_classes=false"});
   CHECK(c.settings_as<Settings>().data.valid_size == 200);
   CHECK_FALSE(c.settings_as<Settings>().data.shuffle_classes);
-  const auto again = parse_run_config(mlo::io::to_yaml(c), "resolved.yaml");
+  const auto again = parse_run_config(mlo::run::to_yaml(c), "resolved.yaml");
   CHECK(again.settings_as<Settings>().data.valid_size == 200);
   CHECK_FALSE(again.settings_as<Settings>().data.shuffle_classes);
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.valid_size=15"}),
@@ -244,9 +250,17 @@ TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "
   const auto config = parse_run_config(lower, "u.yaml");
   const auto& c = config.problems.at("classifier");
   CHECK(c.method == "unrolled");
-  CHECK(c.sama.alpha() == 0.05);
-  CHECK(c.unrolled.checkpointing() == mlo::UnrollCheckpointing::kBinomial);
-  CHECK(c.unrolled.snapshots() == 6);
+  const auto* sama_options = dynamic_cast<const mlo::SamaOptions*>(c.methods.at("sama").get());
+  const auto* unrolled = dynamic_cast<const mlo::UnrolledOptions*>(c.methods.at("unrolled").get());
+  REQUIRE(sama_options);
+  REQUIRE(unrolled);
+  CHECK(sama_options->alpha() == 0.05);
+  CHECK(unrolled->checkpointing() == mlo::UnrollCheckpointing::kBinomial);
+  CHECK(unrolled->snapshots() == 6);
+  // The built problem config carries the selected method's options.
+  const auto built = mlo::run::make_problem_config(c, "problems.classifier");
+  REQUIRE(built.method_as<mlo::UnrolledOptions>());
+  CHECK(built.method_as<mlo::UnrolledOptions>()->snapshots() == 6);
   const auto sama = parse_run_config(kValid, "tiny.yaml", {"problems.classifier.method=sama"});
   CHECK(sama.problems.at("classifier").method == "sama");
   REQUIRE_THROWS_WITH(
@@ -300,7 +314,7 @@ TEST_CASE("YAML: the data-parallel keys reach the engine and problem configs", "
   CHECK_FALSE(
       mlo::run::make_problem_config(config.problems.at("classifier"), "c").data_parallel());
   // Written back and read again: the same values.
-  const auto again = parse_run_config(mlo::io::to_yaml(config), "again.yaml");
+  const auto again = parse_run_config(mlo::run::to_yaml(config), "again.yaml");
   CHECK(again.engine.strategy == mlo::dist::Strategy::kZero2);
   CHECK(again.engine.timeout_s == 7.5);
   CHECK_FALSE(again.problems.at("classifier").data_parallel);

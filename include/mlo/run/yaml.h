@@ -11,20 +11,20 @@
 #include <vector>
 
 namespace mlo {
-namespace io {
+namespace run {
 
 /// Reads the YAML file at `path`, applies `overrides` ("a.b.c=value", the value parsed as YAML,
 /// so lists work: "data.root=/d", "problems.classifier.scheduler.milestones=[100,200]") and
 /// returns the validated configuration.
-run::RunConfig load_run_config(const std::string& path,
+RunConfig load_run_config(const std::string& path,
                                const std::vector<std::string>& overrides = {});
 
 /// The same from YAML text; `source` names it in messages.
-run::RunConfig parse_run_config(const std::string& yaml, const std::string& source,
+RunConfig parse_run_config(const std::string& yaml, const std::string& source,
                                 const std::vector<std::string>& overrides = {});
 
 /// The resolved configuration (every key, defaults included) as YAML that reads back the same.
-std::string to_yaml(const run::RunConfig& config);
+std::string to_yaml(const RunConfig& config);
 
-}  // namespace io
+}  // namespace run
 }  // namespace mlo

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// `mlo::hypergrad::Path`: how an upper problem's vector travels down the dependency graph and
+/// `mlo::Path`: how an upper problem's vector travels down the dependency graph and
 /// back up to it. For a `u2l` edge U -> L, each `l2u` path `[U, P1, ..., L, U]` is one Path:
 /// U's loss reads P1's parameters directly, and every hop `curr -> prev` applies `curr`'s method
 ///
@@ -16,11 +16,8 @@
 
 namespace mlo {
 
-class Problem;
-
-namespace hypergrad {
-
 class Hypergradient;
+class Problem;
 
 /// One hop of a path: `method` (the one `curr`'s config selects) turns a vector over `curr`'s
 /// trainable parameters into one over `prev`'s.
@@ -58,5 +55,4 @@ class Path {
   std::vector<Hop> hops_;
 };
 
-}  // namespace hypergrad
 }  // namespace mlo

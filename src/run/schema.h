@@ -1,6 +1,6 @@
 #pragma once
 // The one description of the configuration's generic YAML keys, shared by the reader and the
-// writer (src/io/yaml.cpp, src/io/yaml_writer.cpp): `visit(f, config)` calls `f(key, member,
+// writer (src/run/yaml.cpp, src/run/yaml_writer.cpp): `visit(f, config)` calls `f(key, member,
 // check)` for every scalar, `f.section(key, fn)` for every nested mapping and `f.entries(...)` for
 // mappings keyed by user names. The experiment's own keys come from its settings
 // (`run::ExperimentSettings::visit`, `visit_problem`), described the same way.
@@ -8,21 +8,15 @@
 #include <mlo/core/config.h>
 #include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
-#include <mlo/run/fields.h>
+#include <mlo/base/fields.h>
 
 #include <string>
 #include <vector>
 
 namespace mlo {
-namespace io {
+namespace run {
 namespace schema {
 
-using run::at_least;
-using run::Fields;
-using run::in_range;
-using run::non_negative;
-using run::one_of;
-using run::positive;
 
 inline void visit(Fields& v, run::OptimizerConfig& c) {
   v("name", c.name, one_of(run::optimizer_names()));
@@ -59,25 +53,15 @@ inline void visit(Fields& v, run::ProblemSettings& c) {
     s("budget_fraction", c.checkpointing.budget_fraction(), in_range(1e-6, 1));
     s("max_overhead", c.checkpointing.max_overhead(), non_negative());
   });
-  v("method", c.method, one_of(enum_names<Method>()));
-  v.section("darts", [&](Fields& s) {
-    s("alpha", c.darts_alpha, positive());
-    s("exact_restore", c.darts_exact_restore);
-  });
-  v.section("neumann", [&](Fields& s) {
-    s("iterations", c.neumann_iterations, at_least(0));
-    s("alpha", c.neumann_alpha, positive());
-  });
-  v.section("cg", [&](Fields& s) {
-    s("iterations", c.cg_iterations, at_least(1));
-    s("alpha", c.cg_alpha, positive());
-  });
-  v.section("sama", [&](Fields& s) { s("alpha", c.sama.alpha(), positive()); });
-  v.section("unrolled", [&](Fields& s) {
-    s.enumeration("checkpointing", c.unrolled.checkpointing());
-    s("snapshots", c.unrolled.snapshots(), at_least(0));
-    s("budget_bytes", c.unrolled.budget_bytes(), at_least(0));
-  });
+  const std::vector<std::string> methods = method_names();
+  v("method", c.method, one_of(methods));
+  // Every registered method's section, described by its options type; a section absent from
+  // the YAML keeps the method's defaults.
+  for (const auto& name : methods) {
+    auto& options = c.methods[name];
+    if (!options) options = ValuePtr<MethodOptions>(run::method_options(c, name));
+    v.section(name.c_str(), [&](Fields& s) { options->visit(s); });
+  }
   v("log_step", c.log_step, at_least(0));
   v("data_parallel", c.data_parallel);
   v("allow_unused_parameters", c.allow_unused_parameters);
@@ -122,5 +106,5 @@ inline void visit_after_experiment(Fields& v, run::RunConfig& c) {
 }
 
 }  // namespace schema
-}  // namespace io
+}  // namespace run
 }  // namespace mlo

@@ -1,13 +1,12 @@
-#include <mlo/hypergrad/path.h>
+#include <mlo/core/path.h>
 
 #include <mlo/base/error.h>
 #include <mlo/core/problem.h>
-#include <mlo/hypergrad/hypergradient.h>
+#include <mlo/core/method.h>
 
 #include <utility>
 
 namespace mlo {
-namespace hypergrad {
 
 Path::Path(std::vector<Hop> hops) : hops_(std::move(hops)) {
   MLO_INTERNAL_ASSERT(!hops_.empty(), "a hypergradient path needs at least one hop");
@@ -37,5 +36,4 @@ std::string Path::describe() const {
   return out + " -> " + last().name();
 }
 
-}  // namespace hypergrad
 }  // namespace mlo

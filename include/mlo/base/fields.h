@@ -1,18 +1,18 @@
 #pragma once
 /// \file
-/// `run::Fields`: one description of a configuration section's keys, used both to read it from
+/// `Fields`: one description of a configuration section's keys, used both to read it from
 /// YAML (with validation) and to write it back (the resolved `config.yaml`). The generic keys
-/// (engine, optimizers, methods, ...) are described in io/; an experiment describes its own
+/// (engine, optimizers, methods, ...) are described in run/; an experiment describes its own
 /// sections and per-problem keys the same way (`ExperimentSettings::visit`), so its errors read
 /// like every other one:
 ///
 ///   configs/x.yaml:12:9: problems.classifier.model.name: must be one of cnn, resnet32; got 'vgg'
 ///
 /// ```
-/// void visit(mlo::run::Fields& f) override {
-///   f.section("data", [&](mlo::run::Fields& s) {
-///     s("samples", samples, mlo::run::at_least(2));
-///     s("noise", noise, mlo::run::non_negative());
+/// void visit(mlo::Fields& f) override {
+///   f.section("data", [&](mlo::Fields& s) {
+///     s("samples", samples, mlo::at_least(2));
+///     s("noise", noise, mlo::non_negative());
 ///   });
 /// }
 /// ```
@@ -26,7 +26,6 @@
 #include <vector>
 
 namespace mlo {
-namespace run {
 
 /// A check of one value: returns "" when it is fine, else what is wrong ("must be > 0, got -1").
 template <typename T>
@@ -89,5 +88,8 @@ class Fields {
   }
 };
 
-}  // namespace run
+/// Every key a visit describes, with its value as text ("name" -> "sgd", "section.key" -> "0.1"):
+/// what `visit` would write, for comparisons (is a section at its defaults?) and listings.
+std::map<std::string, std::string> field_values(const std::function<void(Fields&)>& visit);
+
 }  // namespace mlo

@@ -1,5 +1,5 @@
 #include <mlo/base/error.h>
-#include <mlo/io/yaml.h>
+#include <mlo/run/yaml.h>
 #include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
 
@@ -16,7 +16,7 @@
 #include <type_traits>
 
 namespace mlo {
-namespace io {
+namespace run {
 namespace {
 
 // Where values came from, for messages: file positions and command-line overrides by key path.
@@ -87,7 +87,7 @@ const char* type_name<std::string>() {
 }
 
 // Reads one mapping of the schema from a YAML node, remembering which keys it used.
-class Reader : public run::Fields {
+class Reader : public Fields {
  public:
   // `node` may be absent (nullopt) or null: then every key keeps its default.
   Reader(std::optional<YAML::Node> node, std::string path, Context& ctx)
@@ -100,15 +100,15 @@ class Reader : public run::Fields {
     has_map_ = true;
   }
 
-  void operator()(const char* key, int64_t& value, const run::Check<int64_t>& check) override {
+  void operator()(const char* key, int64_t& value, const Check<int64_t>& check) override {
     read(key, value, check);
   }
-  void operator()(const char* key, double& value, const run::Check<double>& check) override {
+  void operator()(const char* key, double& value, const Check<double>& check) override {
     read(key, value, check);
   }
   void operator()(const char* key, bool& value) override { read<bool>(key, value, nullptr); }
   void operator()(const char* key, std::string& value,
-                  const run::Check<std::string>& check) override {
+                  const Check<std::string>& check) override {
     read(key, value, check);
   }
   void operator()(const char* key, std::vector<int64_t>& value) override {
@@ -118,7 +118,7 @@ class Reader : public run::Fields {
     read<std::map<std::string, std::vector<std::string>>>(key, value, nullptr);
   }
 
-  void section(const char* key, const std::function<void(run::Fields&)>& body) override {
+  void section(const char* key, const std::function<void(Fields&)>& body) override {
     const std::optional<YAML::Node> child = lookup(key);
     const std::string path = join(path_, key);
     if (child) ctx_.where[path] = location(ctx_, path, child->Mark());
@@ -128,7 +128,7 @@ class Reader : public run::Fields {
   }
 
   void entries(const char* key, const std::vector<std::string>& /*existing*/,
-               const std::function<void(const std::string&, run::Fields&)>& body) override {
+               const std::function<void(const std::string&, Fields&)>& body) override {
     const std::optional<YAML::Node> child = lookup(key);
     if (!child || child->IsNull()) return;
     const std::string path = join(path_, key);
@@ -168,7 +168,7 @@ class Reader : public run::Fields {
 
  private:
   template <typename T>
-  void read(const char* key, T& value, const run::Check<T>& check) {
+  void read(const char* key, T& value, const Check<T>& check) {
     const std::optional<YAML::Node> child = lookup(key);
     if (!child) return;
     const std::string path = join(path_, key);
@@ -339,5 +339,5 @@ run::RunConfig load_run_config(const std::string& path, const std::vector<std::s
   return parse_run_config(text.str(), path, overrides);
 }
 
-}  // namespace io
+}  // namespace run
 }  // namespace mlo

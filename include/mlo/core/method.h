@@ -1,0 +1,143 @@
+#pragma once
+/// \file
+/// Hypergradient methods as the engine sees them: the `Hypergradient` interface, the options type
+/// every method has (`MethodOptions`), and the registry of methods by name.
+///
+/// A method turns a vector v over a lower problem's parameters w (v = dL_upper/dw) into a vector
+/// over the parameters lambda of the problem one step further along a hypergradient path:
+///
+///   exact implicit hypergradient = -(d^2 L_curr / dlambda dw) H^{-1} v,   H = d^2 L_curr / dw^2.
+///
+/// A method is one options type plus one `Hypergradient` class, registered by name:
+///
+/// ```
+/// struct FixedPointOptions : mlo::MethodOptionsFor<FixedPointOptions> {
+///   static constexpr const char* kName = "fixed_point";
+///   TORCH_ARG(int64_t, iterations) = 5;
+///   void visit(mlo::Fields& f) override { f("iterations", iterations(), mlo::at_least(1)); }
+///   std::unique_ptr<mlo::Hypergradient> make() const override;   // new FixedPoint(*this)
+/// };
+/// MLO_REGISTER_METHOD(FixedPointOptions);
+/// ```
+///
+/// after which `ProblemConfig().method(FixedPointOptions())` selects it in code and
+/// `method: fixed_point` with a `fixed_point: {iterations: 10}` section selects it in YAML. The
+/// built-in methods live in the hypergrad area (darts, neumann, cg, sama, unrolled); the vector
+/// helpers they use are public (`mlo/hypergrad/vector.h`).
+
+#include <mlo/base/fields.h>
+#include <mlo/dist/strategy.h>
+
+#include <ATen/core/Tensor.h>
+#include <torch/serialize/archive.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlo {
+
+class Problem;
+
+/// What a method is asked to serve, at engine initialization: the lower problem, its place in the
+/// graph and the engine's strategy. `Hypergradient::check` refuses what it cannot serve exactly.
+struct MethodContext {
+  /// The lower problem whose vectors the method carries to its parents.
+  const Problem& problem;
+  /// Problems directly above it (`l2u` targets); 0 for a top-level problem.
+  std::size_t parents = 0;
+  /// Whether problems below it send vectors through it (a middle level).
+  bool middle = false;
+  /// The engine's strategy, and whether this level takes part in it (`data_parallel`).
+  dist::Strategy strategy = dist::Strategy::kDefault;
+  bool data_parallel = false;
+};
+
+/// One hypergradient method. Implementations must leave `curr`'s parameters as they found them.
+class Hypergradient {
+ public:
+  virtual ~Hypergradient() = default;
+  /// `v`: one tensor per trainable parameter of `curr`. Returns one tensor per trainable
+  /// parameter of `prev` (zeros where `curr`'s loss does not depend on it).
+  virtual std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
+                                        Problem& prev) = 0;
+
+  /// Refuses, with `mlo::Error`, what the method cannot serve exactly: an optimizer, a graph
+  /// position (two parents, a middle level), a strategy (data parallel, sharded optimizer
+  /// state). Called once at engine initialization. The default accepts everything.
+  virtual void check(const MethodContext& context) const { (void)context; }
+
+  // ---- What the lower problem `curr` tells its method while it steps (defaults: nothing). ----
+
+  /// An unroll of `curr` starts (after `on_inner_loop_start` and the roll-back snapshot).
+  virtual void on_unroll_start(Problem& curr) { (void)curr; }
+  /// `curr` is about to take an optimizer step; its parameters' `grad()` hold the gradients
+  /// the step will use (after unscaling, `grad_callback` and clipping).
+  virtual void before_optimizer_step(Problem& curr) { (void)curr; }
+
+  // ---- State that later hypergradients read (part of the engine's resumable state). ----------
+
+  /// Writes what the method recorded from `curr`'s steps and will read at its next `apply`.
+  virtual void save(torch::serialize::OutputArchive& archive) const { (void)archive; }
+  /// Restores what `save` wrote; refuses (`mlo::Error`) a state it cannot resume from.
+  virtual void load(torch::serialize::InputArchive& archive) { (void)archive; }
+};
+
+/// A cross-field rule an options value breaks: the key (inside the method's section, e.g.
+/// "budget_bytes") and what is wrong.
+struct OptionError {
+  std::string key;
+  std::string what;
+};
+
+/// The options of one hypergradient method: its name, its YAML keys, its rules, and the method
+/// it builds. Derive from `MethodOptionsFor<YourOptions>` (it provides `name` and `clone` from a
+/// `static constexpr const char* kName`).
+class MethodOptions {
+ public:
+  virtual ~MethodOptions() = default;
+  /// The name configs select it by ("darts").
+  virtual std::string name() const = 0;
+  /// A copy (configurations are values).
+  virtual std::shared_ptr<MethodOptions> clone() const = 0;
+  /// Describes the keys of the method's YAML section (`<name>: {...}` inside a problem), with
+  /// the checks of single values.
+  virtual void visit(Fields& fields) { (void)fields; }
+  /// Rules across keys; the first broken one, or nothing.
+  virtual std::optional<OptionError> validate() const { return std::nullopt; }
+  /// The method these options configure; throws `mlo::Error` on a bad value.
+  virtual std::unique_ptr<Hypergradient> make() const = 0;
+};
+
+/// `name` and `clone` for an options type `Derived` with a `static constexpr const char* kName`.
+template <typename Derived>
+class MethodOptionsFor : public MethodOptions {
+ public:
+  std::string name() const override { return Derived::kName; }
+  std::shared_ptr<MethodOptions> clone() const override {
+    return std::make_shared<Derived>(static_cast<const Derived&>(*this));
+  }
+};
+
+/// The method configs get when they select none.
+inline constexpr const char* kDefaultMethod = "darts";
+
+/// Registers the default options of the method `name`; returns true (for static registration).
+/// A later registration under the same name replaces the earlier one.
+bool register_method(const std::string& name,
+                     std::function<std::shared_ptr<MethodOptions>()> defaults);
+/// The default options of the method registered as `name`; throws `mlo::Error` listing the
+/// registered names when there is none.
+std::shared_ptr<MethodOptions> method_options(const std::string& name);
+/// The registered methods' names, sorted.
+std::vector<std::string> method_names();
+
+}  // namespace mlo
+
+/// Registers the options type `Options` (default-constructible, with `kName`) at load time.
+#define MLO_REGISTER_METHOD(Options)                                         \
+  static const bool mlo_registered_method_##Options = ::mlo::register_method( \
+      Options::kName, []() -> std::shared_ptr<::mlo::MethodOptions> { return std::make_shared<Options>(); })

@@ -1,0 +1,114 @@
+#include <mlo/base/fields.h>
+
+#include <algorithm>
+#include <sstream>
+#include <utility>
+
+namespace mlo {
+
+Check<int64_t> at_least(int64_t low) {
+  return [low](const int64_t& v) {
+    std::ostringstream out;
+    if (v < low) out << "must be >= " << low << ", got " << v;
+    return out.str();
+  };
+}
+
+Check<double> positive() {
+  return [](const double& v) {
+    std::ostringstream out;
+    if (!(v > 0)) out << "must be > 0, got " << v;
+    return out.str();
+  };
+}
+
+Check<double> non_negative() {
+  return [](const double& v) {
+    std::ostringstream out;
+    if (!(v >= 0)) out << "must be >= 0, got " << v;
+    return out.str();
+  };
+}
+
+Check<double> in_range(double low, double high) {
+  return [low, high](const double& v) {
+    std::ostringstream out;
+    if (!(v >= low && v <= high)) out << "must be in [" << low << ", " << high << "], got " << v;
+    return out.str();
+  };
+}
+
+Check<std::string> one_of(std::vector<std::string> choices) {
+  return [choices](const std::string& v) {
+    if (std::find(choices.begin(), choices.end(), v) != choices.end()) return std::string();
+    std::string out = "must be one of ";
+    for (size_t i = 0; i < choices.size(); ++i) out += (i ? ", " : "") + choices[i];
+    return out + "; got '" + v + "'";
+  };
+}
+
+namespace {
+
+// Records each key's value as text, prefixed by its enclosing sections.
+class Recorder : public Fields {
+ public:
+  Recorder(std::map<std::string, std::string>& out, std::string prefix)
+      : out_(out), prefix_(std::move(prefix)) {}
+
+  void operator()(const char* key, int64_t& value, const Check<int64_t>&) override {
+    put(key, std::to_string(value));
+  }
+  void operator()(const char* key, double& value, const Check<double>&) override {
+    std::ostringstream text;
+    text.precision(17);
+    text << value;
+    put(key, text.str());
+  }
+  void operator()(const char* key, bool& value) override { put(key, value ? "true" : "false"); }
+  void operator()(const char* key, std::string& value, const Check<std::string>&) override {
+    put(key, value);
+  }
+  void operator()(const char* key, std::vector<int64_t>& value) override {
+    std::string text;
+    for (const int64_t v : value) text += (text.empty() ? "" : ",") + std::to_string(v);
+    put(key, "[" + text + "]");
+  }
+  void operator()(const char* key,
+                  std::map<std::string, std::vector<std::string>>& value) override {
+    std::string text;
+    for (const auto& [name, list] : value) {
+      text += name + ":[";
+      for (size_t i = 0; i < list.size(); ++i) text += (i ? "," : "") + list[i];
+      text += "];";
+    }
+    put(key, text);
+  }
+  void section(const char* key, const std::function<void(Fields&)>& body) override {
+    Recorder inner(out_, prefix_ + key + ".");
+    body(inner);
+  }
+  void entries(const char* key, const std::vector<std::string>& existing,
+               const std::function<void(const std::string&, Fields&)>& body) override {
+    for (const auto& name : existing) {
+      Recorder inner(out_, prefix_ + key + "." + name + ".");
+      body(name, inner);
+    }
+  }
+
+ private:
+  void put(const char* key, std::string value) { out_[prefix_ + key] = std::move(value); }
+
+  std::map<std::string, std::string>& out_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+std::map<std::string, std::string> field_values(const std::function<void(Fields&)>& visit) {
+  std::map<std::string, std::string> out;
+  Recorder recorder(out, "");
+  visit(recorder);
+  return out;
+}
+
+}  // namespace mlo
