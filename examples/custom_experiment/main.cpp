@@ -152,8 +152,7 @@ class DistillExperiment : public mlo::run::Experiment {
     }
     top_->data(std::vector<mlo::Batch>{valid_top_});
     for (const auto& p : std::vector<mlo::ProblemPtr>{student_, teacher_, top_}) {
-      p->optimizer(mlo::run::make_optimizer(settings(p->name()).optimizer, p->module(),
-                                            "problems." + p->name()));
+      mlo::run::setup_problem(*p, config);  // optimizer and learning-rate schedule
     }
     student_->teacher = teacher_.get();
     teacher_->student = student_.get();

@@ -31,29 +31,20 @@ LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings
     run::check_shardable(config, "data.samples", batch.size(), s);  // each half is a full batch
     return data::shard_batch(batch, s);
   };
-  const run::ProblemSettings& is = config.problems.at("inner");
-  const run::ProblemSettings& os = config.problems.at("outer");
   const int64_t features = data.train.data.size(1);
   LogRegHpo pair;
-  pair.inner = std::make_shared<LogRegInner>("inner", run::make_problem_config(is, "problems.inner"));
-  pair.outer = std::make_shared<LogRegOuter>("outer", run::make_problem_config(os, "problems.outer"));
+  pair.inner = std::make_shared<LogRegInner>(
+      "inner", run::make_problem_config(config.problems.at("inner"), "problems.inner"));
+  pair.outer = std::make_shared<LogRegOuter>(
+      "outer", run::make_problem_config(config.problems.at("outer"), "problems.outer"));
   pair.inner->module(torch::nn::Linear(features, 1));
-  pair.inner->optimizer(run::make_optimizer(is.optimizer, pair.inner->module(), "problems.inner"));
-  const int64_t inner_steps = config.engine.train_iters / is.gradient_accumulation;
-  if (auto schedule = run::make_schedule(is.scheduler, inner_steps, "problems.inner")) {
-    pair.inner->scheduler(schedule);
-  }
+  run::setup_problem(*pair.inner, config);
   pair.inner->data(std::vector<Batch>{shard(data.train, "inner")});
   pair.outer->module(L2Weights(features, settings.hpo.initial_weight));
   if (frozen) {
     pair.outer->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0));
   } else {
-    pair.outer->optimizer(
-        run::make_optimizer(os.optimizer, pair.outer->module(), "problems.outer"));
-    const int64_t outer_steps = inner_steps / is.unroll_steps / os.gradient_accumulation;
-    if (auto schedule = run::make_schedule(os.scheduler, outer_steps, "problems.outer")) {
-      pair.outer->scheduler(schedule);
-    }
+    run::setup_problem(*pair.outer, config);
   }
   pair.outer->data(std::vector<Batch>{shard(data.valid, "outer")});
   pair.inner->outer = pair.outer.get();

@@ -174,12 +174,7 @@ void ReweightingExperiment::build_problems() {
                                              run::make_problem_config(cs, "problems.classifier"));
   classifier_->module(
       make_model(settings_.model("classifier"), channels, size, kClasses, "problems.classifier"));
-  classifier_->optimizer(
-      run::make_optimizer(cs.optimizer, classifier_->module(), "problems.classifier"));
-  const int64_t classifier_steps = config_.engine.train_iters / cs.gradient_accumulation;
-  if (auto schedule = run::make_schedule(cs.scheduler, classifier_steps, "problems.classifier")) {
-    classifier_->scheduler(schedule);
-  }
+  run::setup_problem(*classifier_, config_);
   // Under a distributed strategy each rank reads its slice of every global batch (the YAML's
   // batch sizes are global).
   const data::Shard train_shard = run::data_shard(config_, "classifier");
@@ -218,12 +213,7 @@ void ReweightingExperiment::build_problems() {
     reweighter_->module(
         make_model(settings_.model("reweighter"), channels, size, kClasses, "problems.reweighter"));
   }
-  reweighter_->optimizer(
-      run::make_optimizer(rs.optimizer, reweighter_->module(), "problems.reweighter"));
-  const int64_t reweighter_steps = classifier_steps / cs.unroll_steps / rs.gradient_accumulation;
-  if (auto schedule = run::make_schedule(rs.scheduler, reweighter_steps, "problems.reweighter")) {
-    reweighter_->scheduler(schedule);
-  }
+  run::setup_problem(*reweighter_, config_);
   // NOTE: a sharded stream cannot split a smaller last batch evenly, so under a distributed
   // strategy the meta stream drops it (whatever the world size, so that the batches do not
   // depend on it).

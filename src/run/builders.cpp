@@ -5,6 +5,7 @@
 #include <torch/optim.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 
 namespace mlo {
@@ -89,6 +90,80 @@ ProblemConfig make_problem_config(const ProblemSettings& s, const std::string& k
     throw Error(key + ".method: " + e.what());
   }
   return c;
+}
+
+std::map<std::string, int64_t> optimizer_steps(const RunConfig& config) {
+  // NOTE: counts by replaying the engine's schedule on integers (Engine::step_problem): exact
+  // also for a problem above several children with different periods.
+  const DependencyConfig graph = resolved_dependencies(config);
+  struct Node {
+    int64_t steps = 0;
+    int64_t period = 1;
+    int64_t warmup = 0;
+    std::vector<size_t> parents;
+    std::vector<size_t> children;
+    std::vector<bool> ready;
+  };
+  std::vector<std::string> names;
+  std::map<std::string, size_t> index;
+  for (const auto& [name, settings] : config.problems) {
+    index[name] = names.size();
+    names.push_back(name);
+  }
+  std::vector<Node> nodes(names.size());
+  for (const auto& [name, settings] : config.problems) {
+    Node& n = nodes[index[name]];
+    n.period = std::max<int64_t>(1, settings.unroll_steps * settings.gradient_accumulation);
+    n.warmup = settings.warmup_steps;
+    for (const auto& parent : parents_of(graph, name)) {
+      const auto found = index.find(parent);
+      if (found == index.end()) continue;  // reported by check_config
+      n.parents.push_back(found->second);
+      nodes[found->second].children.push_back(index[name]);
+    }
+  }
+  for (auto& n : nodes) n.ready.assign(n.children.size(), false);
+  std::function<void(size_t)> step = [&](size_t i) {
+    Node& n = nodes[i];
+    for (const bool r : n.ready) {
+      if (!r) return;
+    }
+    ++n.steps;
+    if (n.steps % n.period == 0 && n.steps > n.warmup) {
+      for (const size_t parent : n.parents) {
+        Node& p = nodes[parent];
+        const auto it = std::find(p.children.begin(), p.children.end(), i);
+        p.ready[static_cast<size_t>(it - p.children.begin())] = true;
+        step(parent);
+      }
+    }
+    n.ready.assign(n.ready.size(), false);
+  };
+  for (int64_t t = 0; t < config.engine.train_iters; ++t) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i].children.empty()) step(i);
+    }
+  }
+  std::map<std::string, int64_t> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int64_t accumulation =
+        std::max<int64_t>(1, config.problems.at(names[i]).gradient_accumulation);
+    out[names[i]] = nodes[i].steps / accumulation;
+  }
+  return out;
+}
+
+void setup_problem(Problem& problem, const RunConfig& config) {
+  const std::string& name = problem.name();
+  const auto found = config.problems.find(name);
+  MLO_CHECK(found != config.problems.end(), "setup_problem: no problems.", name,
+            " in the configuration");
+  const ProblemSettings& settings = found->second;
+  const std::string key = "problems." + name;
+  problem.optimizer(make_optimizer(settings.optimizer, problem.module(), key));
+  if (auto schedule = make_schedule(settings.scheduler, optimizer_steps(config).at(name), key)) {
+    problem.scheduler(std::move(schedule));
+  }
 }
 
 EngineConfig make_engine_config(const EngineSettings& settings) {

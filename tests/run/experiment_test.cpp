@@ -4,6 +4,7 @@
 #include <mlo/base/error.h>
 #include <mlo/hypergrad/cg.h>
 #include <mlo/run/yaml.h>
+#include <mlo/run/builders.h>
 #include <mlo/run/experiment.h>
 
 #include "problems/reweighting/experiment.h"
@@ -170,4 +171,37 @@ TEST_CASE("Experiment: data.shuffle_classes false gives the conventional split, 
   // The default shuffles which class is rare (for this seed, class 0 is not the largest).
   ReweightingExperiment shuffled(tiny());
   CHECK(shuffled.train_counts() != counts);
+}
+
+TEST_CASE("Experiment: each problem's optimizer steps count warmup, unroll and accumulation, "
+          "and its schedule runs over them",
+          "[run][config]") {
+  // 100 global steps; the classifier unrolls 5 steps after a warmup of 20: the reweighter steps
+  // at classifier steps 25, 30, ..., 100, 16 times (not 100 / 5 = 20).
+  auto config = tiny({"engine.train_iters=100", "problems.classifier.unroll_steps=5",
+                      "problems.classifier.warmup_steps=20"});
+  auto steps = mlo::run::optimizer_steps(config);
+  CHECK(steps.at("classifier") == 100);
+  CHECK(steps.at("reweighter") == 16);
+  // Accumulation on both levels: the classifier's period is 5 x 2 = 10 local steps, so the
+  // reweighter takes a local step at 30, 40, ..., 100 (8) and an optimizer step every 2.
+  config = tiny({"engine.train_iters=100", "problems.classifier.unroll_steps=5",
+                 "problems.classifier.warmup_steps=20",
+                 "problems.classifier.gradient_accumulation=2",
+                 "problems.reweighter.gradient_accumulation=2"});
+  steps = mlo::run::optimizer_steps(config);
+  CHECK(steps.at("classifier") == 50);
+  CHECK(steps.at("reweighter") == 4);
+
+  // A cosine schedule on the reweighter ends exactly at eta_min with its last optimizer step.
+  config = tiny({"engine.train_iters=40", "problems.classifier.unroll_steps=2",
+                 "problems.classifier.warmup_steps=10", "problems.reweighter.scheduler.name=cosine",
+                 "problems.reweighter.scheduler.eta_min=0.1"});
+  REQUIRE(mlo::run::optimizer_steps(config).at("reweighter") == 15);
+  const auto experiment = make_experiment(config);
+  experiment->engine().run();
+  const auto& reweighter = *experiment->problem("reweighter");
+  CHECK(reweighter.optimizer_steps() == 15);
+  const double lr = reweighter.optimizer().param_groups()[0].options().get_lr();
+  CHECK(lr == Approx(0.01 * 0.1).epsilon(1e-12));
 }

@@ -12,6 +12,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,20 @@ LrSchedule make_schedule(const SchedulerConfig& config, int64_t total_steps,
 /// The engine-side configuration of a problem (unroll, warmup, roll-back, clipping,
 /// accumulation, precision, checkpointing, the method and every method's options).
 ProblemConfig make_problem_config(const ProblemSettings& settings, const std::string& key);
+
+/// The optimizer steps each problem of `config` takes in the whole run (`engine.train_iters`
+/// global steps), by name: a leaf takes one local step per global step; a problem above others
+/// steps once each time all of them end an unroll after their warmup (every unroll_steps x
+/// gradient_accumulation local steps, once past warmup_steps), as the engine schedules it; each
+/// problem's optimizer steps are its local steps over its gradient_accumulation. Roll-back redos
+/// rewind and are not counted. Cosine schedules run over these counts.
+std::map<std::string, int64_t> optimizer_steps(const RunConfig& config);
+
+/// Applies the generic keys of `problems.<name>` that act on the problem object itself: its
+/// optimizer over the module's trainable parameters (set the module first) and its learning-rate
+/// schedule over the run's optimizer steps (`optimizer_steps`). The rest of the generic keys
+/// reach it through `make_problem_config`, which the problem was constructed with.
+void setup_problem(Problem& problem, const RunConfig& config);
 
 /// The engine's configuration from `engine:` (schedule, memory tracking, early stopping).
 EngineConfig make_engine_config(const EngineSettings& settings);
