@@ -104,16 +104,8 @@ class DistillExperiment : public mlo::run::Experiment {
       graph.l2u["teacher"] = {"top"};
       return graph;
     }
-    void check(const mlo::run::RunConfig& config) const override {
-      for (const char* name : {"student", "teacher", "top"}) {
-        if (!config.problems.count(name)) {
-          config.fail("problems", std::string("the distill experiment needs problems student, "
-                                              "teacher and top; '") + name + "' is missing");
-        }
-      }
-      if (config.problems.size() != 3) {
-        config.fail("problems", "the distill experiment has exactly student, teacher and top");
-      }
+    std::vector<std::string> required_problems() const override {
+      return {"student", "teacher", "top"};
     }
   };
 
@@ -159,18 +151,8 @@ class DistillExperiment : public mlo::run::Experiment {
     teacher_->top = top_.get();
     top_->teacher = teacher_.get();
 
-    engine_.add(top_).add(teacher_).add(student_);
-    auto by_name = [&](const std::string& name) -> mlo::ProblemPtr {
-      return name == "student" ? mlo::ProblemPtr(student_)
-                               : name == "teacher" ? mlo::ProblemPtr(teacher_) : top_;
-    };
-    const auto graph = mlo::run::resolved_dependencies(config);
-    for (const auto& [upper, lowers] : graph.u2l) {
-      for (const auto& lower : lowers) engine_.u2l(by_name(upper), by_name(lower));
-    }
-    for (const auto& [lower, uppers] : graph.l2u) {
-      for (const auto& upper : uppers) engine_.l2u(by_name(lower), by_name(upper));
-    }
+    // The graph from the YAML's dependencies (or the default above), wired by name.
+    mlo::run::add_problems(engine_, config, {top_, teacher_, student_});
   }
 
   mlo::Engine& engine() override { return engine_; }

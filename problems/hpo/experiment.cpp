@@ -54,19 +54,7 @@ LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings
 
 // Adds the pair to `engine` with the configuration's dependency graph.
 void add_pair(Engine& engine, const LogRegHpo& pair, const run::RunConfig& config) {
-  engine.add(pair.outer).add(pair.inner);
-  auto by_name = [&](const std::string& name) -> ProblemPtr {
-    if (name == "inner") return pair.inner;
-    MLO_CHECK(name == "outer", "dependencies: the hpo experiment has no problem '", name, "'");
-    return pair.outer;
-  };
-  const run::DependencyConfig graph = run::resolved_dependencies(config);
-  for (const auto& [upper, lowers] : graph.u2l) {
-    for (const auto& lower : lowers) engine.u2l(by_name(upper), by_name(lower));
-  }
-  for (const auto& [lower, uppers] : graph.l2u) {
-    for (const auto& upper : uppers) engine.l2u(by_name(lower), by_name(upper));
-  }
+  run::add_problems(engine, config, {pair.outer, pair.inner});
 }
 
 // (mean binary cross-entropy, accuracy) of the inner model on `batch`.
@@ -106,22 +94,6 @@ run::DependencyConfig HpoExperiment::Settings::default_dependencies(
   graph.u2l["outer"] = {"inner"};
   graph.l2u["inner"] = {"outer"};
   return graph;
-}
-
-void HpoExperiment::Settings::check(const run::RunConfig& c) const {
-  for (const char* name : {"inner", "outer"}) {
-    if (!c.problems.count(name)) {
-      c.fail("problems", std::string("the hpo experiment needs problems 'inner' (logistic "
-                                     "regression) and 'outer' (its L2 weights); '") +
-                             name + "' is missing");
-    }
-  }
-  for (const auto& [name, p] : c.problems) {
-    if (name != "inner" && name != "outer") {
-      c.fail("problems." + name,
-             "the hpo experiment has problems 'inner' and 'outer' only, not '" + name + "'");
-    }
-  }
 }
 
 HpoExperiment::HpoExperiment(const run::RunConfig& config)

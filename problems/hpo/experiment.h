@@ -51,7 +51,7 @@ class HpoExperiment : public run::Experiment {
     /// outer above inner.
     run::DependencyConfig default_dependencies(const run::RunConfig& config) const override;
     /// Exactly the problems "inner" and "outer".
-    void check(const run::RunConfig& config) const override;
+    std::vector<std::string> required_problems() const override { return {"inner", "outer"}; }
   };
 
   /// Makes the data, builds the pair and the engine, and trains the frozen baseline (the same

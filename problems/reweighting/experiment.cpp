@@ -168,7 +168,6 @@ void ReweightingExperiment::build_problems() {
   const int64_t channels = train_images_.size(1);
   const int64_t size = train_images_.size(2);
   const run::ProblemSettings& cs = config_.problems.at("classifier");
-  const run::DependencyConfig graph = run::resolved_dependencies(config_);
 
   classifier_ = std::make_shared<Classifier>("classifier",
                                              run::make_problem_config(cs, "problems.classifier"));
@@ -189,7 +188,6 @@ void ReweightingExperiment::build_problems() {
   classifier_->normalize_weights = settings_.reweighting.normalize_weights;
   classifier_->freeze_weight_inputs = settings_.reweighting.freeze_weight_inputs;
   engine_ = std::make_unique<Engine>(run::make_engine_config(config_.engine));
-  engine_->add(classifier_);
   const std::string& method = settings_.reweighting.method;
   if (method == "l2rw") {
     // Learning to Reweight: no upper problem; the classifier draws meta batches itself.
@@ -199,11 +197,15 @@ void ReweightingExperiment::build_problems() {
     auto stream = meta_stream_;
     classifier_->l2rw_meta = [stream] { return stream->next(); };
     classifier_->l2rw_alpha = settings_.reweighting.l2rw_alpha;
+    run::add_problems(*engine_, config_, {classifier_});
     return;
   }
 
   const auto found = config_.problems.find("reweighter");
-  if (found == config_.problems.end()) return;  // the baseline: plain training
+  if (found == config_.problems.end()) {  // the baseline: plain training
+    run::add_problems(*engine_, config_, {classifier_});
+    return;
+  }
   const run::ProblemSettings& rs = found->second;
   reweighter_ = std::make_shared<Reweighter>("reweighter",
                                              run::make_problem_config(rs, "problems.reweighter"));
@@ -231,21 +233,7 @@ void ReweightingExperiment::build_problems() {
   reweighter_->data(meta_stream_);
   classifier_->reweighter = reweighter_.get();
   reweighter_->classifier = classifier_.get();
-  engine_->add(reweighter_);
-
-  // The problems by name (the settings' check allows only these two).
-  auto by_name = [&](const std::string& name) -> ProblemPtr {
-    if (name == "classifier") return classifier_;
-    MLO_CHECK(name == "reweighter", "dependencies: the reweighting experiment has no problem '",
-              name, "'");
-    return reweighter_;
-  };
-  for (const auto& [upper, lowers] : graph.u2l) {
-    for (const auto& lower : lowers) engine_->u2l(by_name(upper), by_name(lower));
-  }
-  for (const auto& [lower, uppers] : graph.l2u) {
-    for (const auto& upper : uppers) engine_->l2u(by_name(lower), by_name(upper));
-  }
+  run::add_problems(*engine_, config_, {classifier_, reweighter_});
 }
 
 Batch ReweightingExperiment::sample_batch(const std::string& name) {

@@ -108,6 +108,8 @@ class ReweightingExperiment : public run::Experiment {
     /// Problems named classifier (required) and reweighter; models that fit each; meta and
     /// validation sizes multiples of the class count; a validation set when validating; an
     /// early-stopping metric the experiment reports.
+    std::vector<std::string> required_problems() const override { return {"classifier"}; }
+    std::vector<std::string> optional_problems() const override { return {"reweighter"}; }
     void check(const run::RunConfig& config) const override;
   };
 

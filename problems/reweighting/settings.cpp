@@ -90,16 +90,8 @@ run::DependencyConfig ReweightingExperiment::Settings::default_dependencies(
 }
 
 void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
-  if (!c.problems.count("classifier")) {
-    c.fail("problems", "the reweighting experiment needs a 'classifier' problem");
-  }
   for (const auto& [name, p] : c.problems) {
     const std::string path = "problems." + name;
-    if (name != "classifier" && name != "reweighter") {
-      c.fail(path,
-             "the reweighting experiment has problems 'classifier' and (optionally) "
-             "'reweighter'");
-    }
     const bool classifier = name == "classifier";
     const std::string model_name = model(name).name;
     if (classifier == (model_name == "mwn")) {

@@ -166,6 +166,34 @@ void setup_problem(Problem& problem, const RunConfig& config) {
   }
 }
 
+void add_problems(Engine& engine, const RunConfig& config,
+                  const std::vector<ProblemPtr>& problems) {
+  std::map<std::string, ProblemPtr> by_name;
+  for (const auto& problem : problems) {
+    engine.add(problem);
+    by_name[problem->name()] = problem;
+  }
+  const auto find = [&](const std::string& name, const std::string& key) {
+    const auto found = by_name.find(name);
+    if (found != by_name.end()) return found->second;
+    std::string names;
+    for (const auto& entry : by_name) names += (names.empty() ? "" : ", ") + entry.first;
+    config.fail(key, "names problem '" + name + "', which this " + config.experiment +
+                         " run does not build (its problems: " + names + ")");
+  };
+  const DependencyConfig graph = resolved_dependencies(config);
+  for (const auto& [upper, lowers] : graph.u2l) {
+    for (const auto& lower : lowers) {
+      engine.u2l(find(upper, "dependencies.u2l"), find(lower, "dependencies.u2l." + upper));
+    }
+  }
+  for (const auto& [lower, uppers] : graph.l2u) {
+    for (const auto& upper : uppers) {
+      engine.l2u(find(lower, "dependencies.l2u"), find(upper, "dependencies.l2u." + lower));
+    }
+  }
+}
+
 EngineConfig make_engine_config(const EngineSettings& settings) {
   EngineConfig config = EngineConfig()
                             .train_iters(settings.train_iters)

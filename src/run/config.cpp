@@ -1,6 +1,8 @@
 #include <mlo/base/error.h>
 #include <mlo/run/config.h>
 
+#include <algorithm>
+
 namespace mlo {
 namespace run {
 
@@ -70,8 +72,39 @@ std::string lower_only_setting(const ProblemSettings& s) {
   return "";
 }
 
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + ("'" + names[i] + "'");
+  }
+  return out;
+}
+
+void check_problem_names(const RunConfig& c) {
+  const auto required = c.settings->required_problems();
+  const auto optional = c.settings->optional_problems();
+  if (required.empty() && optional.empty()) return;
+  const std::string has = "the " + c.experiment + " experiment has problems " + joined(required) +
+                          (optional.empty() ? "" : " (optionally " + joined(optional) + ")");
+  for (const auto& name : required) {
+    if (!c.problems.count(name)) c.fail("problems", has + "; '" + name + "' is missing");
+  }
+  for (const auto& [name, p] : c.problems) {
+    const bool known = std::count(required.begin(), required.end(), name) +
+                           std::count(optional.begin(), optional.end(), name) > 0;
+    if (!known) c.fail("problems." + name, has + ", not '" + name + "'");
+  }
+}
+
+}  // namespace
+
 void check_config(const RunConfig& c) {
-  if (c.settings) c.settings->check(c);
+  if (c.settings) {
+    check_problem_names(c);
+    c.settings->check(c);
+  }
   // A setting that acts only on a lower problem, on a problem with nothing above it, would be
   // accepted and silently ignored: refuse it, naming where it was set.
   const DependencyConfig graph = resolved_dependencies(c);

@@ -100,5 +100,9 @@ std::string to_yaml(const run::RunConfig& config) {
   return std::string(out.c_str()) + "\n";
 }
 
+void visit_problem_keys(Fields& fields, ProblemSettings& settings) {
+  schema::visit(fields, settings);
+}
+
 }  // namespace run
 }  // namespace mlo

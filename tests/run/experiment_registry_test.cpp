@@ -195,7 +195,16 @@ TEST_CASE("Experiment keys: the ready-made experiments validate their own sectio
                                        "  middle: {}\n",
                                        "h.yaml"),
                       Contains("h.yaml:5:11: problems.middle: the hpo experiment has problems "
-                               "'inner' and 'outer' only"));
+                               "'inner' and 'outer', not 'middle'"));
+  // The names an experiment declares are checked for it: required ones present, no others.
+  REQUIRE_THROWS_WITH(parse_run_config("experiment: hpo\nproblems:\n  inner: {}\n", "h.yaml"),
+                      Contains("problems: the hpo experiment has problems 'inner' and 'outer'; "
+                               "'outer' is missing"));
+  REQUIRE_THROWS_WITH(
+      parse_run_config("experiment: reweighting\nproblems:\n  classifier: {}\n  meta: {}\n",
+                       "r.yaml"),
+      Contains("r.yaml:4:9: problems.meta: the reweighting experiment has problems 'classifier' "
+               "(optionally 'reweighter'), not 'meta'"));
   // Reweighting's model names are its own: the hpo experiment has no `model:` key.
   REQUIRE_THROWS_WITH(
       parse_run_config("experiment: hpo\nproblems:\n  inner:\n    model: {name: cnn}\n", "h.yaml"),

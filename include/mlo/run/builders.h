@@ -52,6 +52,11 @@ std::map<std::string, int64_t> optimizer_steps(const RunConfig& config);
 /// reach it through `make_problem_config`, which the problem was constructed with.
 void setup_problem(Problem& problem, const RunConfig& config);
 
+/// Adds `problems` to `engine` (in this order) and links them as the configuration's dependency
+/// graph says (`resolved_dependencies`): the one place an experiment's graph is wired by name.
+/// Throws `mlo::Error` naming the key for an edge whose problem is not among `problems`.
+void add_problems(Engine& engine, const RunConfig& config, const std::vector<ProblemPtr>& problems);
+
 /// The engine's configuration from `engine:` (schedule, memory tracking, early stopping).
 EngineConfig make_engine_config(const EngineSettings& settings);
 

@@ -134,6 +134,11 @@ class ExperimentSettings {
   /// Sets the experiment's defaults of generic keys (e.g. the early-stopping metric) before the
   /// YAML is read; the YAML still overrides them.
   virtual void defaults(RunConfig& config) const { (void)config; }
+  /// The problems (levels) the experiment builds, by name: each required one must be under
+  /// `problems:`, and no names but these and the optional ones may be (checked before `check`,
+  /// with the file position). Both empty (the default): any names.
+  virtual std::vector<std::string> required_problems() const { return {}; }
+  virtual std::vector<std::string> optional_problems() const { return {}; }
   /// The dependency graph when the YAML names none (e.g. reweighter above classifier).
   virtual DependencyConfig default_dependencies(const RunConfig& config) const;
   /// Rules across keys (which problems exist, model names, sizes), checked once everything is
@@ -237,8 +242,9 @@ std::shared_ptr<MethodOptions> method_options(const ProblemSettings& settings,
 /// one set to a value other than its default, or "" when all keep their defaults.
 std::string lower_only_setting(const ProblemSettings& settings);
 
-/// The rules across keys: the experiment's own (`ExperimentSettings::check`), then the generic
-/// ones: no lower-only setting on a problem with nothing above it, dependencies naming existing
+/// The rules across keys: the experiment's problem names (`required_problems`,
+/// `optional_problems`), the experiment's own rules (`ExperimentSettings::check`), then the
+/// generic ones: no lower-only setting on a problem with nothing above it, dependencies naming existing
 /// problems, early stopping on a "valid/" metric with validation on. Throws `mlo::Error` naming
 /// the file, line and key (`RunConfig::fail`). The YAML reader and `make_experiment` call it.
 void check_config(const RunConfig& config);
