@@ -47,9 +47,11 @@ corpus="${build_dir}/corpus"
 mkdir -p "${corpus}" "${build_dir}/artifacts"
 find configs -name '*.yaml' -exec cp {} "${corpus}/" \;
 
-# A dictionary of every key and enum value the schema knows, so mutations speak its language.
+# A dictionary of every key and enum value the schema, the methods and the experiments know, so
+# mutations speak its language.
 dict="${build_dir}/schema.dict"
-grep -oh '"[a-z0-9_]*"' src/run/schema.h | sort -u | sed 's/^"\(.*\)"$/"\1: "/' >"${dict}"
+grep -oh '"[a-z0-9_]*"' src/run/schema.h src/hypergrad/*.cpp problems/*/settings.cpp \
+  problems/*/experiment.cpp | sort -u | sed 's/^"\(.*\)"$/"\1: "/' >"${dict}"
 
 echo "==> Fuzzing for ${seconds} s"
 log="${build_dir}/fuzz.log"

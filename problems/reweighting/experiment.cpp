@@ -1,16 +1,12 @@
 #include "problems/reweighting/experiment.h"
 
 #include <mlo/base/error.h>
-#include <mlo/data/cifar10.h>
-#include <mlo/data/fashion_mnist.h>
 #include <mlo/data/long_tail.h>
+#include <mlo/data/registry.h>
 #include <mlo/data/stream.h>
-#include <mlo/data/synthetic.h>
 #include <mlo/data/transforms.h>
 #include <mlo/nn/chain.h>
-#include <mlo/nn/cnn.h>
-#include <mlo/nn/mwn.h>
-#include <mlo/nn/resnet.h>
+#include <mlo/nn/registry.h>
 #include <mlo/run/builders.h>
 #include <mlo/run/sharding.h>
 
@@ -21,7 +17,6 @@
 #include <torch/utils.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 
 namespace mlo {
@@ -30,54 +25,23 @@ namespace reweighting {
 namespace {
 
 constexpr int64_t kClasses = ReweightingExperiment::kClasses;
-constexpr const char* kCifarRoot = "data/cifar-10-batches-bin";
-
-std::string root_or(const std::string& root, const std::string& fallback) {
-  return root.empty() ? fallback : root;
-}
-
-// Whether a ResNet runs channels-last: as asked, or for "auto" where bench/resnet_formats
-// measured it faster on CPU (ResNet-50's wide bottlenecks; ResNet-32's 16-64 channels run
-// faster in NCHW in fp32).
-bool channels_last(const ModelConfig& c) {
-  if (c.memory_format == "auto") return c.name == "resnet50";
-  return c.memory_format == "channels_last";
-}
-
 // `data.meta_batch_size`, where 0 means the training batch size.
 int64_t meta_batch_size(const DataConfig& d) {
   return d.meta_batch_size > 0 ? d.meta_batch_size : d.batch_size;
 }
 
-// The model `config` names; `channels` and `image_size` describe the input images.
+// The model of `problems.<name>.model` for the data's images.
 std::shared_ptr<torch::nn::Module> make_model(const ModelConfig& c, int64_t channels,
                                               int64_t image_size, int64_t num_classes,
                                               const std::string& key) {
-  run::check_name(c.name, model_names(), "model", key + ".model.name");
-  if (c.name == "mwn") return mlo::nn::MWN(mlo::nn::MWNOptions(c.hidden)).ptr();
-  if (c.name == "cnn") {
-    return mlo::nn::cnn(mlo::nn::CNNOptions()
-                            .in_channels(channels)
-                            .image_size(image_size)
-                            .num_classes(num_classes)
-                            .batch_norm(c.batch_norm))
-        .ptr();
-  }
-  MLO_INTERNAL_ASSERT(c.name == "resnet32" || c.name == "resnet50", "model '", c.name,
-                      "' has no builder");
-  auto options = c.name == "resnet50" ? mlo::nn::resnet50_options(num_classes)
-                                      : mlo::nn::resnet32_options(num_classes);
-  return mlo::nn::resnet(options.in_channels(channels)
-                             .inplace_relu(c.inplace_relu)
-                             .channels_last(channels_last(c)))
-      .ptr();
+  run::check_name(c.name, nn::model_names(), "model", key + ".model.name");
+  return nn::make_model(c, nn::ModelInput{channels, image_size, num_classes});
 }
 
 }  // namespace
 
 data::TransformOptions transform_options(const std::string& dataset, bool train) {
-  return dataset == "fashion_mnist" ? data::TransformOptions::fashion_mnist(train)
-                                    : data::TransformOptions::cifar10(train);
+  return data::dataset_transform(dataset, train);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -93,60 +57,28 @@ ReweightingExperiment::ReweightingExperiment(const run::RunConfig& config)
 
 void ReweightingExperiment::load_data() {
   const DataConfig& d = settings_.data;
-  at::Tensor images, targets;
   std::string dataset = d.dataset;
-  if (d.synthetic_fallback && dataset != "synthetic") {
-    const bool present =
-        dataset == "cifar10"
-            ? (std::filesystem::exists(root_or(d.root, kCifarRoot) + "/data_batch_1.bin") ||
-               std::filesystem::exists(root_or(d.root, kCifarRoot) +
-                                       "/cifar-10-batches-bin/data_batch_1.bin"))
-            : std::filesystem::exists(root_or(d.root, data::FashionMnistOptions::kDefaultRoot) +
-                                      "/train-images-idx3-ubyte.gz");
-    if (!present) {
-      spdlog::warn(
-          "{} files not found under '{}': using SYNTHETIC data instead "
-          "(data.synthetic_fallback is on)",
-          dataset,
-          dataset == "cifar10" ? root_or(d.root, kCifarRoot)
-                               : root_or(d.root, data::FashionMnistOptions::kDefaultRoot));
-      dataset = "synthetic";
-    }
+  if (d.synthetic_fallback && !data::dataset_present(dataset, d.root)) {
+    spdlog::warn(
+        "{} files not found under '{}': using SYNTHETIC data instead "
+        "(data.synthetic_fallback is on)",
+        dataset, data::dataset_root(dataset, d.root));
+    dataset = "synthetic";
   }
   dataset_ = dataset;
-  if (dataset == "fashion_mnist") {
-    const std::string root = root_or(d.root, data::FashionMnistOptions::kDefaultRoot);
-    data::FashionMnist train(data::FashionMnistOptions(root).split(data::Split::kTrain));
-    data::FashionMnist test(data::FashionMnistOptions(root).split(data::Split::kTest));
-    images = train.images();
-    targets = train.targets();
-    test_images_ = test.images();
-    test_targets_ = test.targets();
-    class_names_ = data::FashionMnist::class_names();
-    dataset_name_ = "Fashion-MNIST (" + root + ")";
-  } else if (dataset == "cifar10") {
-    const std::string root = root_or(d.root, kCifarRoot);
-    data::Cifar10 train(data::Cifar10Options(root).split(data::Split::kTrain));
-    data::Cifar10 test(data::Cifar10Options(root).split(data::Split::kTest));
-    images = train.images();
-    targets = train.targets();
-    test_images_ = test.images();
-    test_targets_ = test.targets();
-    class_names_ = data::Cifar10::class_names();
-    dataset_name_ = "CIFAR-10 (" + train.folder() + ")";
-  } else {
-    const auto seed = static_cast<uint64_t>(config_.seed);
-    data::SyntheticCifar train(data::SyntheticOptions(d.synthetic_size * kClasses).seed(seed));
-    data::SyntheticCifar test(
-        data::SyntheticOptions(d.synthetic_test_size * kClasses).seed(seed + 1000));
-    images = train.images();
-    targets = train.targets();
-    test_images_ = test.images();
-    test_targets_ = test.targets();
-    for (int64_t c = 0; c < kClasses; ++c) class_names_.push_back("class" + std::to_string(c));
-    dataset_name_ = "synthetic CIFAR-shaped data (not real data)";
-    synthetic_ = true;
-  }
+  data::DatasetRequest request;
+  request.root = d.root;
+  request.seed = static_cast<uint64_t>(config_.seed);
+  request.synthetic_per_class = d.synthetic_size;
+  request.synthetic_test_per_class = d.synthetic_test_size;
+  data::ImageDataset loaded = data::load_dataset(dataset, request);
+  const at::Tensor images = loaded.train_images;
+  const at::Tensor targets = loaded.train_targets;
+  test_images_ = loaded.test_images;
+  test_targets_ = loaded.test_targets;
+  class_names_ = loaded.class_names;
+  dataset_name_ = loaded.description;
+  synthetic_ = loaded.synthetic;
   // Meta and validation sets are held out first (balanced), then the rest is made long-tailed.
   const auto split =
       data::long_tail_split(targets, data::LongTailOptions(kClasses, d.imbalance, d.meta_size)

@@ -9,6 +9,7 @@
 
 #include <mlo/data/stream.h>
 #include <mlo/data/transforms.h>
+#include <mlo/nn/registry.h>
 #include <mlo/run/experiment.h>
 #include <mlo/base/fields.h>
 
@@ -23,30 +24,18 @@ namespace problems {
 namespace reweighting {
 
 /// The valid values of `problems.<name>.model.name`, `data.dataset` and `reweighting.method`.
-const std::vector<std::string>& model_names();
-const std::vector<std::string>& dataset_names();
 const std::vector<std::string>& method_names();
 
 /// The image transform of `dataset` (augmentation only when `train`).
 data::TransformOptions transform_options(const std::string& dataset, bool train);
 
 /// `model:` a network by name and its size options.
-struct ModelConfig {
-  std::string name = "cnn";  ///< cnn | resnet32 | resnet50 (classifier) | mwn (reweighter)
-  int64_t hidden = 100;      ///< mwn: hidden width
-  /// resnet32, resnet50: in-place ReLU and residual sums (exact; nn::ResNetOptions::inplace_relu).
-  bool inplace_relu = false;
-  /// resnet32, resnet50: activations' memory format, "contiguous" (NCHW), "channels_last"
-  /// (NHWC; nn::ResNetOptions::channels_last) or "auto": the faster one as measured on CPU by
-  /// bench/resnet_formats (channels_last for resnet50, contiguous for resnet32;
-  /// docs/memory-ablation.md).
-  std::string memory_format = "auto";
-  bool batch_norm = false;   ///< cnn: batch norm after each convolution
-};
+/// `problems.<p>.model:` the generic model keys of the models registry (mlo/nn/registry.h).
+using ModelConfig = nn::ModelSpec;
 
 /// `data:` dataset, long-tailed split, batches, augmentation.
 struct DataConfig {
-  std::string dataset = "fashion_mnist";  ///< fashion_mnist | cifar10 | synthetic
+  std::string dataset = "fashion_mnist";  ///< a registered dataset (mlo/data/registry.h)
   std::string root;                       ///< folder of the files ("" = dataset default)
   double imbalance = 100.0;               ///< rho: largest class / smallest class
   int64_t meta_size = 100;                ///< balanced meta set (meta_size / classes per class)

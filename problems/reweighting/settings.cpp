@@ -1,6 +1,8 @@
 // The reweighting experiment's own YAML keys and rules (ReweightingExperiment::Settings).
 #include "problems/reweighting/experiment.h"
 
+#include <mlo/data/registry.h>
+#include <mlo/nn/registry.h>
 #include <mlo/run/builders.h>
 
 #include <string>
@@ -11,18 +13,8 @@ namespace reweighting {
 
 constexpr int64_t kClasses = ReweightingExperiment::kClasses;
 
-const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names{"cnn", "resnet32", "resnet50", "mwn"};
-  return names;
-}
-
 const std::vector<std::string>& method_names() {
   static const std::vector<std::string> names{"mwn", "class_mwn", "l2rw"};
-  return names;
-}
-
-const std::vector<std::string>& dataset_names() {
-  static const std::vector<std::string> names{"fashion_mnist", "cifar10", "synthetic"};
   return names;
 }
 
@@ -37,7 +29,7 @@ ModelConfig ReweightingExperiment::Settings::model(const std::string& problem) c
 void ReweightingExperiment::Settings::visit(Fields& v) {
   v.section("data", [&](Fields& s) {
     DataConfig& c = data;
-    s("dataset", c.dataset, one_of(dataset_names()));
+    s("dataset", c.dataset, one_of(data::dataset_names()));
     s("root", c.root);
     s("imbalance", c.imbalance, [](const double& x) {
       return x >= 1 ? std::string() : "must be >= 1 (1 = balanced), got " + std::to_string(x);
@@ -66,7 +58,7 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
 void ReweightingExperiment::Settings::visit_problem(const std::string& problem, Fields& v) {
   ModelConfig& model = models[problem];
   v.section("model", [&](Fields& s) {
-    s("name", model.name, one_of(model_names()));
+    s("name", model.name, one_of(nn::model_names()));
     s("hidden", model.hidden, at_least(1));
     s("batch_norm", model.batch_norm);
     s("inplace_relu", model.inplace_relu);
@@ -96,7 +88,8 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
     const std::string model_name = model(name).name;
     if (classifier == (model_name == "mwn")) {
       c.fail(path + ".model.name",
-             classifier ? "the classifier needs cnn, resnet32 or resnet50, got '" + model_name + "'"
+             classifier ? "the classifier needs an image classifier (cnn, resnet32, resnet50 or "
+                          "one a program registered), not mwn"
                         : "the reweighter's model must be mwn, got '" + model_name + "'");
     }
     const ModelConfig m = model(name);

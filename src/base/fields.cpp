@@ -111,4 +111,57 @@ std::map<std::string, std::string> field_values(const std::function<void(Fields&
   return out;
 }
 
+namespace {
+
+// Runs each value's check; keeps the first failure with its key path.
+class Checker : public Fields {
+ public:
+  Checker(std::string& failure, std::string prefix)
+      : failure_(failure), prefix_(std::move(prefix)) {}
+
+  void operator()(const char* key, int64_t& value, const Check<int64_t>& check) override {
+    run(key, check, value);
+  }
+  void operator()(const char* key, double& value, const Check<double>& check) override {
+    run(key, check, value);
+  }
+  void operator()(const char*, bool&) override {}
+  void operator()(const char* key, std::string& value, const Check<std::string>& check) override {
+    run(key, check, value);
+  }
+  void operator()(const char*, std::vector<int64_t>&) override {}
+  void operator()(const char*, std::map<std::string, std::vector<std::string>>&) override {}
+  void section(const char* key, const std::function<void(Fields&)>& body) override {
+    Checker inner(failure_, prefix_ + key + ".");
+    body(inner);
+  }
+  void entries(const char* key, const std::vector<std::string>& existing,
+               const std::function<void(const std::string&, Fields&)>& body) override {
+    for (const auto& name : existing) {
+      Checker inner(failure_, prefix_ + key + "." + name + ".");
+      body(name, inner);
+    }
+  }
+
+ private:
+  template <typename T>
+  void run(const char* key, const Check<T>& check, const T& value) {
+    if (!failure_.empty() || !check) return;
+    const std::string what = check(value);
+    if (!what.empty()) failure_ = prefix_ + key + ": " + what;
+  }
+
+  std::string& failure_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+std::string first_failed_check(const std::function<void(Fields&)>& visit) {
+  std::string failure;
+  Checker checker(failure, "");
+  visit(checker);
+  return failure;
+}
+
 }  // namespace mlo

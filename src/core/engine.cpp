@@ -107,9 +107,16 @@ void Engine::check_config(const Problem& problem) const {
                                               : " (needs a CUDA build of mlo)");
   try {
     memory::validate_options(c.checkpointing());
-    // The selected method validates its own options in its constructor; build it once here so
-    // that bad options fail at start also on a problem that is no hop of any path.
-    c.method().make();
+    // The selected method's options get the YAML reader's checks also when set in code, then
+    // the method is built once, so that bad options fail at start also on a problem that is no
+    // hop of any path.
+    const auto options = c.method().clone();
+    const std::string failed = first_failed_check([&](Fields& f) { options->visit(f); });
+    MLO_CHECK(failed.empty(), options->name(), ".", failed);
+    if (const auto broken = options->validate()) {
+      throw Error(options->name() + "." + broken->key + ": " + broken->what);
+    }
+    options->make();
   } catch (const Error& e) {
     throw Error("problem '" + name + "': " + e.what());
   }
@@ -286,6 +293,7 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
     for (const auto& node : schedule_->nodes()) {
       if (node->method == nullptr) continue;
       torch::serialize::OutputArchive method;
+      method.write("name", c10::IValue(node->problem->config().method().name()));
       node->method->save(method);
       archive.write("method." + node->problem->name(), method);
     }
@@ -318,6 +326,12 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
     if (node->method == nullptr || !archive.try_read("method." + node->problem->name(), method)) {
       continue;
     }
+    const std::string now = node->problem->config().method().name();
+    c10::IValue saved;
+    MLO_CHECK(method.try_read("name", saved) && saved.toStringRef() == now, "engine state: ",
+              "problem '", node->problem->name(), "' was saved with hypergradient method '",
+              saved.isString() ? saved.toStringRef() : std::string("?"), "', this run uses '", now,
+              "'; resume with the saved method, or start a new run");
     try {
       node->method->load(method);
     } catch (const Error& e) {

@@ -97,9 +97,13 @@ std::map<std::string, int64_t> optimizer_steps(const RunConfig& config) {
   // also for a problem above several children with different periods.
   const DependencyConfig graph = resolved_dependencies(config);
   struct Node {
-    int64_t steps = 0;
+    int64_t steps = 0;       // local steps
+    int64_t optimizer = 0;   // optimizer steps (what the learning-rate schedule sees)
+    int64_t unroll_start = 0;  // optimizer steps when the current unroll started
     int64_t period = 1;
+    int64_t accumulation = 1;
     int64_t warmup = 0;
+    bool roll_back = false;
     std::vector<size_t> parents;
     std::vector<size_t> children;
     std::vector<bool> ready;
@@ -113,8 +117,10 @@ std::map<std::string, int64_t> optimizer_steps(const RunConfig& config) {
   std::vector<Node> nodes(names.size());
   for (const auto& [name, settings] : config.problems) {
     Node& n = nodes[index[name]];
-    n.period = std::max<int64_t>(1, settings.unroll_steps * settings.gradient_accumulation);
+    n.accumulation = std::max<int64_t>(1, settings.gradient_accumulation);
+    n.period = std::max<int64_t>(1, settings.unroll_steps) * n.accumulation;
     n.warmup = settings.warmup_steps;
+    n.roll_back = settings.roll_back;
     for (const auto& parent : parents_of(graph, name)) {
       const auto found = index.find(parent);
       if (found == index.end()) continue;  // reported by check_config
@@ -129,13 +135,20 @@ std::map<std::string, int64_t> optimizer_steps(const RunConfig& config) {
       if (!r) return;
     }
     ++n.steps;
-    if (n.steps % n.period == 0 && n.steps > n.warmup) {
-      for (const size_t parent : n.parents) {
-        Node& p = nodes[parent];
-        const auto it = std::find(p.children.begin(), p.children.end(), i);
-        p.ready[static_cast<size_t>(it - p.children.begin())] = true;
-        step(parent);
+    if (n.steps % n.accumulation == 0) ++n.optimizer;
+    if (n.steps % n.period == 0) {
+      if (n.steps > n.warmup) {
+        for (const size_t parent : n.parents) {
+          Node& p = nodes[parent];
+          const auto it = std::find(p.children.begin(), p.children.end(), i);
+          p.ready[static_cast<size_t>(it - p.children.begin())] = true;
+          step(parent);
+        }
+        // Roll-back restores the state from the unroll's start and steps once again: the
+        // schedule sees one optimizer step per unroll (Problem's redo).
+        if (n.roll_back) n.optimizer = n.unroll_start + 1;
       }
+      n.unroll_start = n.optimizer;
     }
     n.ready.assign(n.ready.size(), false);
   };
@@ -145,11 +158,7 @@ std::map<std::string, int64_t> optimizer_steps(const RunConfig& config) {
     }
   }
   std::map<std::string, int64_t> out;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const int64_t accumulation =
-        std::max<int64_t>(1, config.problems.at(names[i]).gradient_accumulation);
-    out[names[i]] = nodes[i].steps / accumulation;
-  }
+  for (size_t i = 0; i < nodes.size(); ++i) out[names[i]] = nodes[i].optimizer;
   return out;
 }
 

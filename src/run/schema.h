@@ -37,7 +37,9 @@ inline void visit(Fields& v, run::SchedulerConfig& c) {
   v("eta_min", c.eta_min, in_range(0, 1));
 }
 
-inline void visit(Fields& v, run::ProblemSettings& c) {
+// `every_method`: describe every registered method's section (reading: any may be set); false
+// describes the sections `c.methods` holds (writing: the selected method's and those set).
+inline void visit(Fields& v, run::ProblemSettings& c, bool every_method = true) {
   v.section("optimizer", [&](Fields& s) { visit(s, c.optimizer); });
   v.section("scheduler", [&](Fields& s) { visit(s, c.scheduler); });
   v("unroll_steps", c.unroll_steps, at_least(1));
@@ -55,9 +57,10 @@ inline void visit(Fields& v, run::ProblemSettings& c) {
   });
   const std::vector<std::string> methods = method_names();
   v("method", c.method, one_of(methods));
-  // Every registered method's section, described by its options type; a section absent from
-  // the YAML keeps the method's defaults.
+  // Each method's section, described by its options type; a section absent from the YAML
+  // keeps the method's defaults.
   for (const auto& name : methods) {
+    if (!every_method && !c.methods.count(name)) continue;
     auto& options = c.methods[name];
     if (!options) options = ValuePtr<MethodOptions>(run::method_options(c, name));
     v.section(name.c_str(), [&](Fields& s) { options->visit(s); });
@@ -87,7 +90,8 @@ inline void visit(Fields& v, run::EngineSettings& c) {
 
 // Everything after `experiment` (read first: it decides which settings describe the rest).
 // `c.settings` must hold the experiment's settings.
-inline void visit_after_experiment(Fields& v, run::RunConfig& c) {
+// `every_method`: as for a problem's keys (reading true, writing false).
+inline void visit_after_experiment(Fields& v, run::RunConfig& c, bool every_method = true) {
   v("name", c.name);
   v("seed", c.seed, at_least(0));
   v("threads", c.threads, at_least(0));
@@ -96,7 +100,7 @@ inline void visit_after_experiment(Fields& v, run::RunConfig& c) {
   std::vector<std::string> names;
   for (const auto& entry : c.problems) names.push_back(entry.first);
   v.entries("problems", names, [&](const std::string& name, Fields& s) {
-    visit(s, c.problems[name]);
+    visit(s, c.problems[name], every_method);
     c.settings->visit_problem(name, s);
   });
   v.section("dependencies", [&](Fields& s) {

@@ -94,8 +94,27 @@ std::string to_yaml(const run::RunConfig& config) {
   run::RunConfig copy = config;
   // A config built in code may have no settings yet: write the experiment's defaults.
   if (!copy.settings) copy.settings = run::SettingsHolder(run::make_settings(copy.experiment));
+  // Each problem's method sections: the selected method's, and any other set to values other
+  // than its defaults (so a program that registers a method of its own writes a file that
+  // `mlo` reads, unless the run uses that method).
+  for (auto& [name, problem] : copy.problems) {
+    for (auto it = problem.methods.begin(); it != problem.methods.end();) {
+      if (!it->second) {
+        it = problem.methods.erase(it);
+        continue;
+      }
+      const auto given = field_values([&](Fields& f) { it->second->visit(f); });
+      const auto defaults = mlo::method_options(it->first);
+      const auto expected = field_values([&](Fields& f) { defaults->visit(f); });
+      if (it->first != problem.method && given == expected) {
+        it = problem.methods.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   writer("experiment", copy.experiment, nullptr);
-  schema::visit_after_experiment(writer, copy);
+  schema::visit_after_experiment(writer, copy, /*every_method=*/false);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -24,7 +24,7 @@ TEST_CASE("Engine: bad or unsupported settings are refused, naming problem and f
         "problem 'inner': checkpointing sqrt needs a model that is an mlo::nn::Chain");
   check(ProblemConfig().unroll_steps(0), "problem 'inner': unroll_steps must be >= 1, got 0");
   check(ProblemConfig().method(mlo::CGOptions().iterations(0)),
-        "problem 'inner': cg: iterations must be >= 1, got 0");
+        "problem 'inner': cg.iterations: must be >= 1, got 0");
 }
 
 TEST_CASE("Engine: a problem without an optimizer is refused", "[core][engine]") {

@@ -111,9 +111,11 @@ TEST_CASE("Registry: a user method registers by name and is built from its optio
 TEST_CASE("Registry: an unknown method name is an mlo::Error listing the registered ones",
           "[hypergrad]") {
   CHECK_THROWS_AS(mlo::ProblemConfig().method("fixed_point_typo"), mlo::Error);
+  // (the list holds whatever this program registered, in name order; other cases add names)
   CHECK_THROWS_WITH(mlo::ProblemConfig().method("fixed_point_typo"),
-                    Catch::Contains("unknown hypergradient method 'fixed_point_typo'") &&
-                        Catch::Contains("cg, darts, identity_for_test, neumann, sama, unrolled"));
+                    Catch::Contains("unknown hypergradient method 'fixed_point_typo'; "
+                                    "registered methods: cg, darts, identity_for_test, ") &&
+                        Catch::Contains(", neumann, sama, unrolled"));
 }
 
 TEST_CASE("Registry: an empty factory or name is rejected", "[hypergrad]") {

@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 using mlo::testing::Quadratic;
 using mlo::testing::run_unroll;
 
@@ -115,4 +117,41 @@ TEST_CASE("Sama: an optimizer it cannot precondition fails at engine start", "[h
                     "(RMSprop) has no differentiable update rule; supported: exactly SGD (with "
                     "momentum, Nesterov, weight decay), Adam, AdamW");
   CHECK_THROWS_WITH(mlo::hypergrad::Sama(mlo::SamaOptions().alpha(0)), Catch::Contains("alpha"));
+}
+
+TEST_CASE("Sama: its record of the latest step saves and loads (resumable method state)",
+          "[hypergrad][sama]") {
+  // Adam: the preconditioner reads the gradient and the rate the latest step used; SGD with
+  // momentum: whether that step created the buffer.
+  const bool adam = GENERATE(false, true);
+  CAPTURE(adam);
+  Quadratic q = make_quadratic();
+  if (adam) {
+    q.lower->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05).eps(1e-3));
+  } else {
+    // (dampening 0.25: the step that creates the buffer has factor 1, later ones 0.75)
+    q.lower->optimizer<torch::optim::SGD>(
+        torch::optim::SGDOptions(0.1).momentum(0.9).dampening(0.25));
+  }
+  mlo::hypergrad::Sama sama(mlo::SamaOptions{});
+  run_unroll(*q.lower, {q.lower.get(), q.upper.get()}, &sama, adam ? 3 : 1);
+  const auto expected = sama.precondition({q.v}, *q.lower);
+
+  torch::serialize::OutputArchive out;
+  sama.save(out);
+  std::stringstream bytes;
+  out.save_to(bytes);
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  mlo::hypergrad::Sama loaded(mlo::SamaOptions{});
+  loaded.load(in);
+  CHECK(torch::equal(loaded.precondition({q.v}, *q.lower)[0], expected[0]));
+  // Without the record a fresh method preconditions differently (or refuses): the state matters.
+  mlo::hypergrad::Sama fresh(mlo::SamaOptions{});
+  bool differs = true;
+  try {
+    differs = !torch::equal(fresh.precondition({q.v}, *q.lower)[0], expected[0]);
+  } catch (const mlo::Error&) {
+  }
+  CHECK(differs);
 }

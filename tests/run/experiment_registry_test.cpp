@@ -213,8 +213,8 @@ TEST_CASE("Experiment keys: the ready-made experiments validate their own sectio
       parse_run_config("experiment: reweighting\nproblems:\n  classifier:\n"
                        "    model: {name: vgg}\n",
                        "r.yaml"),
-      Contains("r.yaml:4:19: problems.classifier.model.name: must be one of cnn, resnet32, "
-               "resnet50, mwn; got 'vgg'"));
+      Contains("r.yaml:4:19: problems.classifier.model.name: must be one of cnn, mwn, "
+               "resnet32, resnet50; got 'vgg'"));
   REQUIRE_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: {meta_size: 15}\n"
                                        "problems: {classifier: {}}\n",
                                        "r.yaml"),

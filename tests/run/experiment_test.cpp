@@ -80,8 +80,8 @@ TEST_CASE("Experiment: an unknown name in a config built in code is an error, no
        "problems.classifier.method: unknown hypergradient method 'implicit'; registered methods: "
        "cg, darts, neumann, sama, unrolled"},
       {[](auto& c) { c.template settings_as<Settings>().models["classifier"].name = "resnet18"; },
-       "problems.classifier.model.name: unknown model 'resnet18'; valid names: cnn, resnet32, "
-       "resnet50, mwn"},
+       "problems.classifier.model.name: unknown model 'resnet18'; valid names: cnn, mwn, "
+       "resnet32, resnet50"},
       {[](auto& c) { c.problems["reweighter"].scheduler.name = "step"; },
        "problems.reweighter.scheduler.name: unknown scheduler 'step'; valid names: none, "
        "multistep, cosine"},
@@ -192,6 +192,31 @@ TEST_CASE("Experiment: each problem's optimizer steps count warmup, unroll and a
   steps = mlo::run::optimizer_steps(config);
   CHECK(steps.at("classifier") == 50);
   CHECK(steps.at("reweighter") == 4);
+
+  // Roll-back rewinds each unroll and steps once: the schedule sees one step per unroll.
+  config = tiny({"engine.train_iters=12", "problems.classifier.unroll_steps=3",
+                 "problems.classifier.roll_back=true"});
+  CHECK(mlo::run::optimizer_steps(config).at("classifier") == 4);
+
+  // The counts are the engine's: compare with the steps the built problems really take.
+  for (const auto& overrides : std::vector<std::vector<std::string>>{
+           {"engine.train_iters=30", "problems.classifier.unroll_steps=4",
+            "problems.classifier.warmup_steps=6"},
+           {"engine.train_iters=30", "problems.classifier.unroll_steps=2",
+            "problems.classifier.gradient_accumulation=3",
+            "problems.reweighter.gradient_accumulation=2"},
+           {"engine.train_iters=30", "problems.classifier.unroll_steps=4",
+            "problems.classifier.warmup_steps=5", "problems.classifier.roll_back=true"}}) {
+    CAPTURE(overrides);
+    const auto counted = tiny(overrides);
+    const auto predicted = mlo::run::optimizer_steps(counted);
+    const auto run = make_experiment(counted);
+    run->engine().run();
+    for (const char* name : {"classifier", "reweighter"}) {
+      CAPTURE(name);
+      CHECK(run->problem(name)->optimizer_steps() == predicted.at(name));
+    }
+  }
 
   // A cosine schedule on the reweighter ends exactly at eta_min with its last optimizer step.
   config = tiny({"engine.train_iters=40", "problems.classifier.unroll_steps=2",

@@ -94,6 +94,31 @@ TEST_CASE("User method: selected in YAML by name, with its own keys and checks",
       Contains("problems.inner.method: must be one of") && Contains("fixed_point"));
 }
 
+TEST_CASE("User method: options set in code get the same checks at engine start",
+          "[run][method]") {
+  auto q = mlo::testing::Quadratic::make(
+      mlo::ProblemConfig().method(FixedPointOptions().tolerance(-1)));
+  q.lower->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+  q.upper->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+  mlo::Engine engine(mlo::EngineConfig().train_iters(1));
+  engine.add(q.upper).add(q.lower).link(q.upper, q.lower);
+  REQUIRE_THROWS_WITH(engine.initialize(),
+                      Contains("problem 'lower': fixed_point.tolerance: must be in [0, 1], got -1"));
+}
+
+TEST_CASE("User method: a resolved config names only the sections it needs", "[run][method]") {
+  // Another method selected: the written file has no fixed_point section, so `mlo` (which does
+  // not register this method) reads it.
+  std::string yaml = kHpo;
+  const std::string section = "    fixed_point: {alpha: 1.0, max_iterations: 20, tolerance: 0.001}\n";
+  yaml.replace(yaml.find(section), section.size(), "");
+  const auto config = mlo::run::parse_run_config(yaml, "fp.yaml", {"problems.inner.method=neumann"});
+  const std::string written = mlo::run::to_yaml(config);
+  CHECK_THAT(written, !Contains("fixed_point"));
+  CHECK_THAT(written, Contains("neumann:"));
+  CHECK_THAT(written, !Contains("unrolled:"));
+}
+
 TEST_CASE("User method: trains the HPO experiment well below the frozen weights",
           "[run][method]") {
   const auto config = mlo::run::parse_run_config(kHpo, "fp.yaml");

@@ -81,7 +81,7 @@ TEST_CASE("YAML: an out-of-range value names the key and the range", "[io][yaml]
       Contains("r.yaml:5:11: problems.classifier.optimizer.lr: must be > 0, got -0.1"));
   REQUIRE_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: {dataset: mnist}\n",
                                        "d.yaml"),
-                      Contains("data.dataset: must be one of fashion_mnist, cifar10, synthetic; "
+                      Contains("data.dataset: must be one of cifar10, fashion_mnist, synthetic; "
                                "got 'mnist'"));
 }
 

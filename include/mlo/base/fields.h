@@ -2,7 +2,7 @@
 /// \file
 /// `Fields`: one description of a configuration section's keys, used both to read it from
 /// YAML (with validation) and to write it back (the resolved `config.yaml`). The generic keys
-/// (engine, optimizers, methods, ...) are described in run/; an experiment describes its own
+/// (engine, optimizers, ...) are described in run/, each method's by its options type; an experiment describes its own
 /// sections and per-problem keys the same way (`ExperimentSettings::visit`), so its errors read
 /// like every other one:
 ///
@@ -91,5 +91,10 @@ class Fields {
 /// Every key a visit describes, with its value as text ("name" -> "sgd", "section.key" -> "0.1"):
 /// what `visit` would write, for comparisons (is a section at its defaults?) and listings.
 std::map<std::string, std::string> field_values(const std::function<void(Fields&)>& visit);
+
+/// The first value a visit describes whose check fails, as "key: what" ("alpha: must be > 0,
+/// got -1"; nested keys joined by dots), or "" when every check passes: the YAML reader's checks
+/// applied to values set in code.
+std::string first_failed_check(const std::function<void(Fields&)>& visit);
 
 }  // namespace mlo

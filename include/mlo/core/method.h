@@ -14,6 +14,7 @@
 /// struct FixedPointOptions : mlo::MethodOptionsFor<FixedPointOptions> {
 ///   static constexpr const char* kName = "fixed_point";
 ///   TORCH_ARG(int64_t, iterations) = 5;
+///  public:  // (TORCH_ARG leaves the struct in a private section)
 ///   void visit(mlo::Fields& f) override { f("iterations", iterations(), mlo::at_least(1)); }
 ///   std::unique_ptr<mlo::Hypergradient> make() const override;   // new FixedPoint(*this)
 /// };

@@ -4,7 +4,7 @@
 /// that a method written outside libmlo uses the same ones (examples/fixed_point_method).
 ///
 /// A "vector" here is a list of tensors, one per parameter (`std::vector<at::Tensor>`); the
-// helpers treat the list as one flat vector. Results are detached unless stated otherwise.
+/// helpers treat the list as one flat vector. Results are detached unless stated otherwise.
 
 #include <mlo/base/error.h>
 #include <mlo/core/problem.h>

@@ -42,8 +42,9 @@ ProblemConfig make_problem_config(const ProblemSettings& settings, const std::st
 /// global steps), by name: a leaf takes one local step per global step; a problem above others
 /// steps once each time all of them end an unroll after their warmup (every unroll_steps x
 /// gradient_accumulation local steps, once past warmup_steps), as the engine schedules it; each
-/// problem's optimizer steps are its local steps over its gradient_accumulation. Roll-back redos
-/// rewind and are not counted. Cosine schedules run over these counts.
+/// problem's optimizer steps are its local steps over its gradient_accumulation, except that a
+/// roll-back rewinds to the unroll's start and steps once (one optimizer step per unroll).
+/// Cosine schedules run over these counts.
 std::map<std::string, int64_t> optimizer_steps(const RunConfig& config);
 
 /// Applies the generic keys of `problems.<name>` that act on the problem object itself: its

@@ -19,7 +19,7 @@ namespace mlo {
 namespace run {
 
 /// The valid values of the string-named generic settings below, one list each: the YAML
-/// validation (io/) and the builders (run/builders.h) both read them, so a name is either known
+/// validation (run/yaml.h) and the builders (run/builders.h) both read them, so a name is either known
 /// or an error listing these.
 inline const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> names{"sgd", "adam", "adamw"};

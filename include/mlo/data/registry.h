@@ -1,0 +1,77 @@
+#pragma once
+/// \file
+/// Image-classification datasets by name, for any experiment and a user's program: each entry
+/// loads its train and test splits into memory, says where its files are by default and whether
+/// they are present, and gives its normalization. Built in: `fashion_mnist`, `cifar10`,
+/// `synthetic` (CIFAR-shaped, seeded). A program adds its own with `register_dataset`.
+///
+/// ```
+/// auto data = mlo::data::load_dataset("cifar10", mlo::data::DatasetRequest());
+/// auto transform = mlo::data::make_transform(mlo::data::dataset_transform("cifar10", true));
+/// ```
+
+#include <mlo/data/transforms.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mlo {
+namespace data {
+
+/// A dataset in memory: images [N, C, H, W] (uint8) and targets [N] (int64) of each split.
+struct ImageDataset {
+  at::Tensor train_images;
+  at::Tensor train_targets;
+  at::Tensor test_images;
+  at::Tensor test_targets;
+  std::vector<std::string> class_names;
+  /// For logs: what was loaded and from where ("CIFAR-10 (data/cifar-10-batches-bin)").
+  std::string description;
+  /// Generated, not real data (results on it say nothing about the real task).
+  bool synthetic = false;
+};
+
+/// What a loader is asked for.
+struct DatasetRequest {
+  /// Folder of the files; "" uses the dataset's default (`DatasetEntry::default_root`).
+  std::string root;
+  /// Seed of generated datasets (the test split uses seed + 1000).
+  uint64_t seed = 0;
+  /// Generated datasets: images per class of the train and test splits.
+  int64_t synthetic_per_class = 600;
+  int64_t synthetic_test_per_class = 100;
+};
+
+/// One registered dataset.
+struct DatasetEntry {
+  /// Loads both splits; throws `mlo::Error` naming the missing file.
+  std::function<ImageDataset(const DatasetRequest&)> load;
+  /// Whether its files are under `root` (a resolved folder); null: always (generated data).
+  std::function<bool(const std::string& root)> present;
+  /// Its folder when a request names none ("" for generated data).
+  std::string default_root;
+  /// Its normalization and augmentation for training (`true`) or evaluation (`false`).
+  std::function<TransformOptions(bool train)> transform;
+};
+
+/// Registers `entry` as `name` (a later registration replaces an earlier one); returns true.
+bool register_dataset(const std::string& name, DatasetEntry entry);
+/// The registered datasets' names, sorted.
+std::vector<std::string> dataset_names();
+/// The entry of `name`; throws `mlo::Error` listing the registered names for an unknown one.
+const DatasetEntry& dataset_entry(const std::string& name);
+/// `root`, or the dataset's default folder when it is empty.
+std::string dataset_root(const std::string& name, const std::string& root);
+/// Whether the files of `name` are under `dataset_root(name, root)`.
+bool dataset_present(const std::string& name, const std::string& root);
+/// Loads `name` (`request.root` resolved with `dataset_root`).
+ImageDataset load_dataset(const std::string& name, DatasetRequest request);
+/// The transform options of `name` for training or evaluation.
+TransformOptions dataset_transform(const std::string& name, bool train);
+
+}  // namespace data
+}  // namespace mlo
