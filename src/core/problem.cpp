@@ -1,5 +1,6 @@
 #include <mlo/core/problem.h>
 
+#include "all_finite.h"
 #include "buffer_snapshot.h"
 #include "data_parallel.h"
 
@@ -14,7 +15,6 @@
 #include <torch/serialize/archive.h>
 
 #include <algorithm>
-#include <cmath>
 
 namespace mlo {
 
@@ -287,7 +287,7 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     // Under data parallelism v is this rank's shard's: the global batch's v is their mean, and
     // every hop must start from it (docs/distributed.md).
     all_reduce_mean(v);
-    if (!all_finite(v)) {
+    if (!detail::all_finite(v)) {
       // An overflow of the (scaled) loss: no method can use this vector. The whole accumulation
       // window is skipped at the optimizer step, where the loss scaler backs off and counts it.
       MLO_CHECK(scaler_, "problem '", name_, "': the gradient of its loss with respect to the ",
@@ -298,7 +298,7 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     }
     v = path.propagate(std::move(v));
     MLO_INTERNAL_ASSERT(v.size() == total.size(), "hypergradient size mismatch for ", name_);
-    if (!all_finite(v)) {
+    if (!detail::all_finite(v)) {
       // A hop overflowed on the way (e.g. a low-precision re-evaluation): the same rule.
       MLO_CHECK(scaler_, "problem '", name_, "': the hypergradient along ", path.describe(),
                 " is not finite; lower the learning rate, or enable loss scaling to skip such "
@@ -309,25 +309,6 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     for (size_t i = 0; i < total.size(); ++i) total[i] = total[i] + v[i];
   }
   return total;
-}
-
-bool Problem::all_finite(const std::vector<at::Tensor>& v) const {
-  // NOTE: one reduction and one host sync for the whole list: a sum is finite only if every
-  // entry is (an overflow to inf, or inf - inf = nan, survives the summation). The sums run in
-  // the tensors' own precision (a float64 sum cost 0.5 ms per check on the main job's CNN); a
-  // sum that overflows although every entry is finite is caught by the exact check below, so the
-  // answer is the same as summing in float64.
-  at::Tensor sum;
-  for (const auto& t : v) {
-    if (!t.defined()) continue;
-    const at::Tensor s = t.detach().sum();
-    sum = sum.defined() ? sum + s : s;
-  }
-  if (!sum.defined() || std::isfinite(sum.item<double>())) return true;
-  for (const auto& t : v) {
-    if (t.defined() && !at::isfinite(t.detach()).all().item<bool>()) return false;
-  }
-  return true;
 }
 
 void Problem::accumulate(std::vector<at::Tensor> grads) {

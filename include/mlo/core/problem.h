@@ -241,9 +241,6 @@ class Problem {
   void apply_schedule();
   void cache_state();
   void restore_state();
-  // The gradient of this problem's own parameters is not finite because an incoming vector of a
-  // hypergradient path was not (an overflow under loss scaling): the step must be skipped.
-  bool all_finite(const std::vector<at::Tensor>& v) const;
 
   std::string name_;
   ProblemConfig config_;
