@@ -10,6 +10,7 @@
 #include <mlo/memory/meter.h>
 #include <mlo/memory/precision.h>
 
+#include <c10/util/ScopeExit.h>
 #include <torch/autograd.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/serialize/archive.h>
@@ -97,15 +98,17 @@ at::Tensor Problem::current_loss(size_t micro) {
   const size_t n = window_.empty() ? 1 : window_.size();
   MLO_CHECK(micro < n, "problem '", name_, "': current_loss(", micro, ") but the accumulation ",
             "window holds ", n, " batch(es)");
-  // Re-evaluations (inside hypergradients, at perturbed weights) must not overwrite the metrics
-  // the step itself recorded.
-  const Metrics recorded = metrics_;
-  at::Tensor value = loss(window_.empty() ? current_batch_ : window_[micro]);
-  metrics_ = recorded;
+  const at::Tensor value = loss(window_.empty() ? current_batch_ : window_[micro]);
   return n == 1 ? value : value / static_cast<double>(n);
 }
 
-at::Tensor Problem::loss(const Batch& batch) {
+at::Tensor Problem::loss(const Batch& batch) { return evaluate(batch, LossCall::kReevaluation); }
+
+at::Tensor Problem::evaluate(const Batch& batch, LossCall call) {
+  // NOTE: the previous call comes back also when training_step throws, and after a nested call
+  // (another problem's step may re-evaluate this one's loss while this one is idle).
+  const auto restore = c10::make_scope_exit([this, saved = call_] { call_ = saved; });
+  call_ = call;
   memory::AutocastGuard autocast(config_.precision(), device_type_);
   return training_step(batch);
 }
@@ -165,6 +168,8 @@ void Problem::train(bool on) {
 
 void Problem::step(const StepContext& context) {
   method_ = context.method;
+  const auto restore = c10::make_scope_exit([this, saved = call_] { call_ = saved; });
+  call_ = LossCall::kOwnStep;
   if (context.redo) {
     // Rewind to the state before this unroll and redo one step on the same batch, now with the
     // updated parents.
@@ -205,7 +210,7 @@ void Problem::descend(const std::vector<hypergrad::Path>* paths, const Batch* ba
   at::Tensor value;
   {
     auto scope = MemoryMeter::scope(meter_, name_, to_string(Phase::kForward));
-    value = loss(current_batch_);
+    value = evaluate(current_batch_, LossCall::kOwnStep);
   }
   MLO_CHECK(value.defined() && value.numel() == 1, "problem '", name_,
             "': training_step must return a scalar loss, got ",
