@@ -198,8 +198,6 @@ void ReweightingExperiment::build_problems() {
   classifier_->data(train_stream_);
 
   classifier_->num_classes = kClasses;
-  classifier_->normalize_weights = settings_.reweighting.normalize_weights;
-  classifier_->freeze_weight_inputs = settings_.reweighting.freeze_weight_inputs;
   engine_ = std::make_unique<Engine>(run::make_engine_config(config_.engine));
   engine_->add(classifier_);
   const std::string& method = settings_.reweighting.method;
@@ -209,8 +207,8 @@ void ReweightingExperiment::build_problems() {
         meta_images_, meta_targets_, data::LoaderOptions(meta_batch_size(d)).seed(seed + 1),
         data::make_transform(transform_options(dataset_, /*train=*/false)));
     auto stream = meta_stream_;
-    classifier_->l2rw_meta = [stream] { return stream->next(); };
-    classifier_->l2rw_alpha = settings_.reweighting.l2rw_alpha;
+    classifier_->weighting(
+        L2rwOptions([stream] { return stream->next(); }).alpha(settings_.reweighting.l2rw_alpha));
     return;
   }
 
@@ -246,7 +244,9 @@ void ReweightingExperiment::build_problems() {
           .shard(meta_shard),
       data::make_transform(transform_options(dataset_, /*train=*/false)));
   reweighter_->data(meta_stream_);
-  classifier_->reweighter = reweighter_.get();
+  classifier_->weighting(WeightNetOptions(reweighter_.get())
+                             .normalize(settings_.reweighting.normalize_weights)
+                             .freeze_inputs(settings_.reweighting.freeze_weight_inputs));
   reweighter_->classifier = classifier_.get();
   engine_->add(reweighter_);
 
