@@ -55,7 +55,7 @@ Setup make_reweighting(const mlo::ProblemConfig& config) {
   reweighter->module(mlo::nn::MWN(100))
       .optimizer<torch::optim::Adam>(torch::optim::AdamOptions(1e-3))
       .data(std::vector<mlo::Batch>{meta});
-  classifier->reweighter = reweighter.get();
+  classifier->weighting(rw::WeightNetOptions(reweighter.get()));
   reweighter->classifier = classifier.get();
   return {reweighter, classifier};
 }

@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       .optimizer<torch::optim::Adam>(
           torch::optim::AdamOptions(kMetaLr).weight_decay(kMetaWeightDecay))
       .data(meta);
-  classifier->reweighter = reweighter.get();
+  classifier->weighting(rw::WeightNetOptions(reweighter.get()));
   reweighter->classifier = classifier.get();
   mlo::Engine engine(mlo::EngineConfig().train_iters(iterations + 1).log_step(0));
   engine.add(reweighter).add(classifier).link(reweighter, classifier);

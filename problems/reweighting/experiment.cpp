@@ -117,8 +117,6 @@ void ReweightingExperiment::build_problems() {
   classifier_->data(train_stream_);
 
   classifier_->num_classes = kClasses;
-  classifier_->normalize_weights = settings_.reweighting.normalize_weights;
-  classifier_->freeze_weight_inputs = settings_.reweighting.freeze_weight_inputs;
   engine_ = std::make_unique<Engine>(run::make_engine_config(config_.engine));
   const std::string& method = settings_.reweighting.method;
   if (method == "l2rw") {
@@ -127,8 +125,8 @@ void ReweightingExperiment::build_problems() {
         meta_images_, meta_targets_, data::LoaderOptions(meta_batch_size(d)).seed(seed + 1),
         data::make_transform(transform_options(dataset_, /*train=*/false)));
     auto stream = meta_stream_;
-    classifier_->l2rw_meta = [stream] { return stream->next(); };
-    classifier_->l2rw_alpha = settings_.reweighting.l2rw_alpha;
+    classifier_->weighting(
+        L2rwOptions([stream] { return stream->next(); }).alpha(settings_.reweighting.l2rw_alpha));
     run::add_problems(*engine_, config_, {classifier_});
     return;
   }
@@ -163,7 +161,9 @@ void ReweightingExperiment::build_problems() {
           .shard(meta_shard),
       data::make_transform(transform_options(dataset_, /*train=*/false)));
   reweighter_->data(meta_stream_);
-  classifier_->reweighter = reweighter_.get();
+  classifier_->weighting(WeightNetOptions(reweighter_.get())
+                             .normalize(settings_.reweighting.normalize_weights)
+                             .freeze_inputs(settings_.reweighting.freeze_weight_inputs));
   reweighter_->classifier = classifier_.get();
   run::add_problems(*engine_, config_, {classifier_, reweighter_});
 }

@@ -65,7 +65,7 @@ struct ReweightingConfig {
   /// Classifier loss sum_i w_i l_i / sum_i w_i (true) or mean_i w_i l_i (false).
   bool normalize_weights = true;
   /// The weight net reads the losses of the classifier's own step, also inside hypergradients
-  /// (Classifier::freeze_weight_inputs).
+  /// (WeightNetOptions::freeze_inputs).
   bool freeze_weight_inputs = true;
   /// l2rw: finite-difference step relative to the meta gradient's norm.
   double l2rw_alpha = 0.01;

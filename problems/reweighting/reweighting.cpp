@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 namespace mlo {
 namespace problems {
@@ -50,6 +51,25 @@ std::string curve_name(const std::string& prefix, double loss) {
 
 }  // namespace
 
+Classifier::Classifier(std::string name, ProblemConfig config, Weighting weighting)
+    : Problem(std::move(name), std::move(config)) {
+  this->weighting(std::move(weighting));
+}
+
+Classifier& Classifier::weighting(Weighting weighting) {
+  if (const auto* o = std::get_if<WeightNetOptions>(&weighting)) {
+    MLO_CHECK(o->reweighter() != nullptr, "problem '", name(),
+              "': WeightNetOptions needs a reweighter, got null");
+  } else if (const auto* o = std::get_if<L2rwOptions>(&weighting)) {
+    MLO_CHECK(static_cast<bool>(o->meta()), "problem '", name(),
+              "': L2rwOptions needs a meta-batch function, got an empty one");
+    MLO_CHECK(o->alpha() > 0, "problem '", name(), "': L2rwOptions alpha must be > 0, got ",
+              o->alpha());
+  }
+  weighting_ = std::move(weighting);
+  return *this;
+}
+
 at::Tensor Classifier::logits(const at::Tensor& x) {
   return module_as<nn::ChainImpl>()->forward(x);
 }
@@ -64,9 +84,11 @@ at::Tensor Classifier::frozen_losses(const Batch& batch) const {
   return {};
 }
 
-at::Tensor Classifier::weight_inputs(const Batch& batch, const at::Tensor& losses, bool own_step) {
-  if (!freeze_weight_inputs) return losses.detach();
-  if (!own_step) {
+at::Tensor Classifier::weight_inputs(const Batch& batch, const at::Tensor& losses, bool freeze) {
+  if (!freeze) return losses.detach();
+  // Only the classifier's own step freezes inputs; a re-evaluation (or an evaluation) of one of
+  // its latest batches reads them.
+  if (loss_call() != LossCall::kOwnStep) {
     const at::Tensor frozen = frozen_losses(batch);
     return frozen.defined() ? frozen : losses.detach();
   }
@@ -118,33 +140,47 @@ void Classifier::record_weights(const at::Tensor& weights, const at::Tensor& tar
 }
 
 at::Tensor Classifier::training_step(const Batch& batch) {
-  if (!reweighter && l2rw_meta) {
-    // Learning to Reweight: weights from the look-ahead on a meta batch, at the current weights.
-    at::Tensor w;
-    {
-      // The look-ahead's forwards must leave batch-norm statistics as they were.
-      std::vector<at::Tensor> buffers, saved;
-      for (const auto& b : module().buffers()) {
-        buffers.push_back(b);
-        saved.push_back(b.detach().clone());
-      }
-      w = l2rw_weights([this](const at::Tensor& x) { return logits(x); }, parameters(), batch,
-                       l2rw_meta(), l2rw_alpha);
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+  if (const auto* o = std::get_if<WeightNetOptions>(&weighting_)) return weight_net_loss(batch, *o);
+  if (const auto* o = std::get_if<L2rwOptions>(&weighting_)) return l2rw_loss(batch, *o);
+  return plain_loss(batch);
+}
+
+at::Tensor Classifier::plain_loss(const Batch& batch) {
+  const at::Tensor out = logits(batch.data);
+  log_metric("acc", accuracy(out.detach(), batch.target));
+  return per_sample_cross_entropy(out, batch.target).mean();
+}
+
+at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options) {
+  // Learning to Reweight: weights from the look-ahead on a meta batch, at the current weights.
+  at::Tensor w;
+  {
+    // The look-ahead's forwards must leave batch-norm statistics as they were.
+    std::vector<at::Tensor> buffers, saved;
+    for (const auto& b : module().buffers()) {
+      buffers.push_back(b);
+      saved.push_back(b.detach().clone());
     }
-    const at::Tensor out = logits(batch.data);
-    const at::Tensor losses = per_sample_cross_entropy(out, batch.target);
-    log_metric("acc", accuracy(out.detach(), batch.target));
-    record_weights(w, batch.target);
-    return (w.to(losses.scalar_type()) * losses).sum();
+    w = l2rw_weights([this](const at::Tensor& x) { return logits(x); }, parameters(), batch,
+                     options.meta()(), options.alpha());
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
   }
-  // NOTE: the engine clears a problem's metrics right before its own step's forward; a call
-  // with metrics already recorded is a re-evaluation (inside a hypergradient, at perturbed or
-  // stepped weights) of a batch the step has seen.
-  const bool own_step = metrics().empty();
-  if (reweighter && freeze_weight_inputs && !own_step && config().method_as<DartsOptions>() &&
-      frozen_losses(batch).defined()) {
+  const at::Tensor out = logits(batch.data);
+  const at::Tensor losses = per_sample_cross_entropy(out, batch.target);
+  log_metric("acc", accuracy(out.detach(), batch.target));
+  record_weights(w, batch.target);
+  return (w.to(losses.scalar_type()) * losses).sum();
+}
+
+at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOptions& options) {
+  Reweighter& reweighter = *options.reweighter();
+  auto weighted = [&](const at::Tensor& w, const at::Tensor& losses) {
+    if (options.normalize()) return (w * losses).sum() / w.sum().clamp_min(1e-12);
+    return (w * losses).mean();
+  };
+  if (options.freeze_inputs() && loss_call() == LossCall::kReevaluation &&
+      config().method_as<DartsOptions>() && frozen_losses(batch).defined()) {
     // NOTE: DARTS differentiates its re-evaluations (at w +- eps v) only with respect to the
     // weight net's parameters, and with frozen inputs those enter only through the weights:
     // the classifier's forward needs no graph, only the weight net's does.
@@ -154,18 +190,15 @@ at::Tensor Classifier::training_step(const Batch& batch) {
       torch::NoGradGuard no_grad;
       losses = per_sample_cross_entropy(logits(batch.data), batch.target);
     }
-    const at::Tensor w = reweighter->weights(frozen_losses(batch), batch.target);
-    if (normalize_weights) return (w * losses).sum() / w.sum().clamp_min(1e-12);
-    return (w * losses).mean();
+    return weighted(reweighter.weights(frozen_losses(batch), batch.target), losses);
   }
   const at::Tensor out = logits(batch.data);
   const at::Tensor losses = per_sample_cross_entropy(out, batch.target);
   log_metric("acc", accuracy(out.detach(), batch.target));
-  if (!reweighter) return losses.mean();
-  const at::Tensor w = reweighter->weights(weight_inputs(batch, losses, own_step), batch.target);
+  const at::Tensor w =
+      reweighter.weights(weight_inputs(batch, losses, options.freeze_inputs()), batch.target);
   record_weights(w, batch.target);
-  if (normalize_weights) return (w * losses).sum() / w.sum().clamp_min(1e-12);
-  return (w * losses).mean();
+  return weighted(w, losses);
 }
 
 at::Tensor Reweighter::training_step(const Batch& batch) {

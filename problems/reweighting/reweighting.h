@@ -6,25 +6,31 @@
 ///   upper (Reweighter):  min_phi  CE(meta set; w*(phi))     phi = the weight net's parameters
 ///
 /// - mwn (Meta-Weight-Net, Shu et al. 2019): w_i = MWN_phi(l_i);
-/// - class_mwn (class-aware, in the spirit of CMW-Net, Shu et al. 2023): w_i = CMWN_phi(l_i,
-/// n_{y_i})
-///   (problems/reweighting/class_mwn.h);
+/// - class_mwn (class-aware, in the spirit of CMW-Net, Shu et al. 2023):
+///   w_i = CMWN_phi(l_i, n_{y_i}) (problems/reweighting/class_mwn.h);
 /// - l2rw (Learning to Reweight, Ren et al. 2018): no weight net and no upper problem; the
 ///   classifier computes its weights from a one-step look-ahead on a meta batch
 ///   (problems/reweighting/l2rw.h).
 ///
+/// The classifier's weighting is one of three options structs (`Weighting`): `PlainOptions`
+/// (the baseline, the plain mean loss), `WeightNetOptions` (mwn, class_mwn: the reweighter's
+/// weights) or `L2rwOptions` (l2rw: the meta batches and the look-ahead's step).
+///
 /// The weight net's input is the *detached* per-sample loss: the classifier's gradient is the
 /// weighted gradient, and phi enters the lower loss only through the weights. With
-/// `freeze_weight_inputs` (the default) the weight net's input is also frozen at the losses of the
-/// classifier's own step: re-evaluations of the lower loss inside a hypergradient (DARTS at
-/// w +- eps v, Neumann/CG at the current w) read the same inputs the step used, so every method
-/// differentiates the update that was taken, as Meta-Weight-Net does (docs/reweighting.md).
-/// Without a reweighter (and not L2RW) the classifier trains on the plain mean loss (baseline).
+/// `WeightNetOptions::freeze_inputs` (the default) the weight net's input is also frozen at the
+/// losses of the classifier's own step (`LossCall::kOwnStep`): re-evaluations of the lower loss
+/// inside a hypergradient (DARTS at w +- eps v, Neumann/CG at the current w) read the same
+/// inputs the step used, so every method differentiates the update that was taken, as
+/// Meta-Weight-Net does (docs/reweighting.md).
 
 #include <mlo/core/problem.h>
 
+#include <torch/arg.h>
+
 #include <functional>
 #include <memory>
+#include <variant>
 #include <vector>
 
 namespace mlo {
@@ -33,27 +39,68 @@ namespace reweighting {
 
 class Reweighter;
 
-/// Lower level: a classifier whose module is an `mlo::nn::Chain` producing logits.
-class Classifier : public Problem {
- public:
-  using Problem::Problem;
-  /// The level above (mwn, class_mwn); null trains without it (baseline or l2rw).
-  Reweighter* reweighter = nullptr;
-  /// l2rw: the meta batches; when set (and no reweighter) the weights are Ren et al.'s.
-  std::function<Batch()> l2rw_meta;
-  /// l2rw: the finite-difference step relative to |v| (l2rw.h).
-  double l2rw_alpha = 0.01;
+/// Plain training: every sample weighs the same, the loss is the mean cross-entropy (the
+/// baseline).
+struct PlainOptions {};
+
+/// Weights from the weight net of the level above (mwn, class_mwn): w_i = reweighter(l_i, y_i),
+/// on the detached per-sample losses.
+///
+/// ```
+/// classifier->weighting(WeightNetOptions(reweighter.get()).normalize(false));
+/// ```
+struct WeightNetOptions {
+  /// `reweighter`: the upper problem (a non-owning handle; it must not be null).
+  explicit WeightNetOptions(Reweighter* reweighter) : reweighter_(reweighter) {}
+  /// The level above, whose module computes the weights.
+  Reweighter* reweighter() const { return reweighter_; }
   /// Divide by the batch's total weight instead of its size: sum_i w_i l_i / sum_i w_i. Only the
   /// relative weights then matter, so the reweighter cannot shrink every weight towards zero (in
-  /// effect a smaller learning rate). L2RW's weights are normalized by definition.
-  bool normalize_weights = true;
+  /// effect a smaller learning rate).
+  TORCH_ARG(bool, normalize) = true;
   /// Freeze the weight net's input at the losses of the classifier's own step (see the file
   /// comment); false re-reads the losses at whatever weights the loss is evaluated (DARTS then
   /// also differentiates through the weight net's input: l_i d^2 w_i/(dphi dl) (grad l_i . v)).
-  bool freeze_weight_inputs = true;
+  TORCH_ARG(bool, freeze_inputs) = true;
+
+ private:
+  Reweighter* reweighter_;
+};
+
+/// Learning to Reweight (l2rw.h): no weight net and no upper problem; every call of the loss
+/// draws a meta batch and weights the samples by the one-step look-ahead on it. The weights are
+/// normalized by definition.
+///
+/// ```
+/// classifier->weighting(L2rwOptions([stream] { return stream->next(); }).alpha(0.01));
+/// ```
+struct L2rwOptions {
+  /// `meta`: where the meta batches come from (it must not be empty).
+  explicit L2rwOptions(std::function<Batch()> meta) : meta_(std::move(meta)) {}
+  /// The meta batches.
+  TORCH_ARG(std::function<Batch()>, meta);
+  /// The finite-difference step relative to |v| (l2rw.h); > 0.
+  TORCH_ARG(double, alpha) = 0.01;
+};
+
+/// How the classifier weights its samples: exactly one of the three modes.
+using Weighting = std::variant<PlainOptions, WeightNetOptions, L2rwOptions>;
+
+/// Lower level: a classifier whose module is an `mlo::nn::Chain` producing logits.
+class Classifier : public Problem {
+ public:
+  /// A classifier named `name` weighting its samples by `weighting` (throws `mlo::Error` for a
+  /// null reweighter, an empty meta-batch function or alpha <= 0).
+  explicit Classifier(std::string name, ProblemConfig config = ProblemConfig(),
+                      Weighting weighting = PlainOptions());
+  /// Replaces the weighting, checked as in the constructor; e.g. once the reweighter exists (it
+  /// refers back to the classifier).
+  Classifier& weighting(Weighting weighting);
+  /// The weighting in use.
+  const Weighting& weighting() const { return weighting_; }
   /// Number of classes, for the per-class weight metrics ("wclass/<k>"; 0: none).
   int64_t num_classes = 0;
-  /// Weighted mean of per-sample cross-entropy (normalized or not); records "acc" and, with
+  /// The weighted mean of per-sample cross-entropy (see `Weighting`); records "acc" and, with
   /// weights, "weight_mean", "weight_std", "weight_min", "weight_max" and "wclass/<k>", the mean
   /// weight of the batch's class-k samples divided by the batch mean weight (1 = no preference;
   /// only classes in the batch).
@@ -67,11 +114,15 @@ class Classifier : public Problem {
   void load_step_state(torch::serialize::InputArchive& archive) override;
 
  private:
+  at::Tensor plain_loss(const Batch& batch);
+  at::Tensor weight_net_loss(const Batch& batch, const WeightNetOptions& options);
+  at::Tensor l2rw_loss(const Batch& batch, const L2rwOptions& options);
   // The frozen weight-net input of `batch` if it is one of the latest window's (else undefined).
   at::Tensor frozen_losses(const Batch& batch) const;
-  at::Tensor weight_inputs(const Batch& batch, const at::Tensor& losses, bool own_step);
+  at::Tensor weight_inputs(const Batch& batch, const at::Tensor& losses, bool freeze);
   void record_weights(const at::Tensor& w, const at::Tensor& target);
 
+  Weighting weighting_;
   // The weight net's inputs of the latest accumulation window's own steps, by batch.
   // NOTE: the batch's data tensor itself, not its address: held here, its memory cannot be
   // reused by a later batch that would then match by address.

@@ -1,5 +1,6 @@
 #include <mlo/core/problem.h>
 
+#include "all_finite.h"
 #include "buffer_snapshot.h"
 #include "data_parallel.h"
 
@@ -9,12 +10,12 @@
 #include <mlo/memory/meter.h>
 #include <mlo/memory/precision.h>
 
+#include <c10/util/ScopeExit.h>
 #include <torch/autograd.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/serialize/archive.h>
 
 #include <algorithm>
-#include <cmath>
 
 namespace mlo {
 
@@ -97,15 +98,17 @@ at::Tensor Problem::current_loss(size_t micro) {
   const size_t n = window_.empty() ? 1 : window_.size();
   MLO_CHECK(micro < n, "problem '", name_, "': current_loss(", micro, ") but the accumulation ",
             "window holds ", n, " batch(es)");
-  // Re-evaluations (inside hypergradients, at perturbed weights) must not overwrite the metrics
-  // the step itself recorded.
-  const Metrics recorded = metrics_;
-  at::Tensor value = loss(window_.empty() ? current_batch_ : window_[micro]);
-  metrics_ = recorded;
+  const at::Tensor value = loss(window_.empty() ? current_batch_ : window_[micro]);
   return n == 1 ? value : value / static_cast<double>(n);
 }
 
-at::Tensor Problem::loss(const Batch& batch) {
+at::Tensor Problem::loss(const Batch& batch) { return evaluate(batch, LossCall::kReevaluation); }
+
+at::Tensor Problem::evaluate(const Batch& batch, LossCall call) {
+  // NOTE: the previous call comes back also when training_step throws, and after a nested call
+  // (another problem's step may re-evaluate this one's loss while this one is idle).
+  const auto restore = c10::make_scope_exit([this, saved = call_] { call_ = saved; });
+  call_ = call;
   memory::AutocastGuard autocast(config_.precision(), device_type_);
   return training_step(batch);
 }
@@ -165,6 +168,8 @@ void Problem::train(bool on) {
 
 void Problem::step(const StepContext& context) {
   method_ = context.method;
+  const auto restore = c10::make_scope_exit([this, saved = call_] { call_ = saved; });
+  call_ = LossCall::kOwnStep;
   if (context.redo) {
     // Rewind to the state before this unroll and redo one step on the same batch, now with the
     // updated parents.
@@ -205,7 +210,7 @@ void Problem::descend(const std::vector<Path>* paths, const Batch* batch) {
   at::Tensor value;
   {
     auto scope = MemoryMeter::scope(meter_, name_, to_string(Phase::kForward));
-    value = loss(current_batch_);
+    value = evaluate(current_batch_, LossCall::kOwnStep);
   }
   MLO_CHECK(value.defined() && value.numel() == 1, "problem '", name_,
             "': training_step must return a scalar loss, got ",
@@ -287,7 +292,7 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     // Under data parallelism v is this rank's shard's: the global batch's v is their mean, and
     // every hop must start from it (docs/distributed.md).
     all_reduce_mean(v);
-    if (!all_finite(v)) {
+    if (!detail::all_finite(v)) {
       // An overflow of the (scaled) loss: no method can use this vector. The whole accumulation
       // window is skipped at the optimizer step, where the loss scaler backs off and counts it.
       MLO_CHECK(scaler_, "problem '", name_, "': the gradient of its loss with respect to the ",
@@ -298,7 +303,7 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     }
     v = path.propagate(std::move(v));
     MLO_INTERNAL_ASSERT(v.size() == total.size(), "hypergradient size mismatch for ", name_);
-    if (!all_finite(v)) {
+    if (!detail::all_finite(v)) {
       // A hop overflowed on the way (e.g. a low-precision re-evaluation): the same rule.
       MLO_CHECK(scaler_, "problem '", name_, "': the hypergradient along ", path.describe(),
                 " is not finite; lower the learning rate, or enable loss scaling to skip such "
@@ -309,25 +314,6 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     for (size_t i = 0; i < total.size(); ++i) total[i] = total[i] + v[i];
   }
   return total;
-}
-
-bool Problem::all_finite(const std::vector<at::Tensor>& v) const {
-  // NOTE: one reduction and one host sync for the whole list: a sum is finite only if every
-  // entry is (an overflow to inf, or inf - inf = nan, survives the summation). The sums run in
-  // the tensors' own precision (a float64 sum cost 0.5 ms per check on the main job's CNN); a
-  // sum that overflows although every entry is finite is caught by the exact check below, so the
-  // answer is the same as summing in float64.
-  at::Tensor sum;
-  for (const auto& t : v) {
-    if (!t.defined()) continue;
-    const at::Tensor s = t.detach().sum();
-    sum = sum.defined() ? sum + s : s;
-  }
-  if (!sum.defined() || std::isfinite(sum.item<double>())) return true;
-  for (const auto& t : v) {
-    if (t.defined() && !at::isfinite(t.detach()).all().item<bool>()) return false;
-  }
-  return true;
 }
 
 void Problem::accumulate(std::vector<at::Tensor> grads) {

@@ -250,7 +250,6 @@ std::vector<at::Tensor> Unrolled::apply(const std::vector<at::Tensor>& v_in, Pro
 
   const TensorList saved = clone(params);
   RestoreOnExit restore(params, saved);
-  const Metrics metrics = curr.metrics();
   Replay replay(curr, lambda, optimizer, r.batches, r.lrs);
 
   TensorList adjoint(params.size() * 5);
@@ -324,7 +323,6 @@ std::vector<at::Tensor> Unrolled::apply(const std::vector<at::Tensor>& v_in, Pro
     }
     stats_.max_stored = most;
   }
-  curr.restore_metrics(metrics);  // keys the replay's training_step logged must not leak
   return replay.take_lambda_grad();
 }
 

@@ -130,3 +130,106 @@ TEST_CASE("Problem: a non-scalar loss is refused with the problem's name", "[cor
   REQUIRE_THROWS_WITH(engine.run(),
                       Contains("problem 'bad': training_step must return a scalar loss"));
 }
+
+namespace {
+
+// A toy lower problem that records why each training_step call runs, and at which w.
+struct Recording : Toy {
+  using Toy::Toy;
+  struct Call {
+    mlo::LossCall call;
+    double w;
+  };
+  torch::Tensor training_step(const mlo::Batch& batch) override {
+    calls.push_back({loss_call(), value()});
+    log_metric("w", value());
+    log_metric("calls", static_cast<double>(calls.size()));
+    return Toy::training_step(batch);
+  }
+  void param_callback() override { during_step = loss_call(); }
+  std::vector<Call> calls;
+  mlo::LossCall during_step = mlo::LossCall::kEvaluation;
+};
+
+// One unroll of `lower` (w0 = 0.5, lr 0.1) under `upper` (u = 0.5): the lower loss is
+// (w - 1)^2 + w u, so each own step moves w by -0.1 (2 (w - 1) + u); returns the lower's calls.
+std::shared_ptr<Recording> run_pair(const ProblemConfig& config, int64_t steps) {
+  auto upper = mlo_test::toy("upper", ProblemConfig(), nullptr);
+  auto lower = std::make_shared<Recording>("lower", config, nullptr);
+  mlo::Engine engine(mlo::EngineConfig().train_iters(steps));
+  engine.add(upper).add(lower);
+  mlo_test::link(engine, upper, lower);
+  engine.run();
+  REQUIRE(upper->optimizer_steps() == 1);
+  return lower;
+}
+
+}  // namespace
+
+TEST_CASE("Problem: training_step knows its own step from a hypergradient's re-evaluation",
+          "[core][problem]") {
+  using mlo::LossCall;
+  // Own step at w0 = 0.5: loss (0.5 - 1)^2 + 0.5 * 0.5 = 0.5, gradient 2 (0.5 - 1) + 0.5 = -0.5,
+  // so w1 = 0.55. The upper's v = dL_upper/dw = u = 0.5.
+  SECTION("DARTS: one own step, then two re-evaluations at w1 +- alpha v / |v|") {
+    const auto lower =
+        run_pair(ProblemConfig().method(mlo::DartsOptions().alpha(0.01)), /*steps=*/1);
+    REQUIRE(lower->calls.size() == 3);
+    CHECK(lower->calls[0].call == LossCall::kOwnStep);
+    CHECK(lower->calls[0].w == Approx(0.5).epsilon(1e-15));
+    CHECK(lower->calls[1].call == LossCall::kReevaluation);
+    CHECK(lower->calls[2].call == LossCall::kReevaluation);
+    // eps v = 0.01 v / |v| = +-0.01 (the order of the two sides is the method's).
+    const double a = lower->calls[1].w, b = lower->calls[2].w;
+    CHECK(std::min(a, b) == Approx(0.54).epsilon(1e-12));
+    CHECK(std::max(a, b) == Approx(0.56).epsilon(1e-12));
+    // The step's metrics, not the last re-evaluation's.
+    CHECK(lower->metrics().at("w") == Approx(0.5).epsilon(1e-15));
+    CHECK(lower->metrics().at("calls") == 1.0);
+    CHECK(lower->metrics().at("loss") == Approx(0.5).epsilon(1e-15));
+    CHECK(lower->during_step == LossCall::kOwnStep);     // the hooks run inside the own step
+    CHECK(lower->loss_call() == LossCall::kEvaluation);  // and it is over
+  }
+  SECTION("Neumann over a window of two micro-batches: two own steps, two re-evaluations") {
+    // Both micro-steps at w0 (the optimizer steps after the second); the hypergradient
+    // re-evaluates each micro-batch of the window once, at w1 = 0.5 - 0.1 * (-0.5) = 0.55.
+    const auto lower = run_pair(
+        ProblemConfig().gradient_accumulation(2).method(mlo::NeumannOptions().iterations(3)),
+        /*steps=*/2);
+    REQUIRE(lower->calls.size() == 4);
+    for (size_t i = 0; i < 4; ++i) {
+      INFO("call " << i);
+      CHECK(lower->calls[i].call == (i < 2 ? LossCall::kOwnStep : LossCall::kReevaluation));
+      CHECK(lower->calls[i].w == Approx(i < 2 ? 0.5 : 0.55).epsilon(1e-12));
+    }
+    CHECK(lower->metrics().at("w") == Approx(0.5).epsilon(1e-15));
+    CHECK(lower->metrics().at("calls") == 2.0);
+  }
+  SECTION("Unrolled: the replay's evaluations are re-evaluations") {
+    // Two own steps (at w0 = 0.5 and w1 = 0.55), then the replay of the unroll: the advance
+    // x0 -> x1, the one-time check that x1 -> x2 lands on the weights, and the reverse pass
+    // (step 2 at x1, step 1 at x0).
+    const auto lower = run_pair(ProblemConfig().unroll_steps(2).method(mlo::UnrolledOptions()),
+                                /*steps=*/2);
+    const std::vector<double> at = {0.5, 0.55, 0.5, 0.55, 0.55, 0.5};
+    REQUIRE(lower->calls.size() == at.size());
+    for (size_t i = 0; i < at.size(); ++i) {
+      INFO("call " << i << " at w " << lower->calls[i].w);
+      CHECK(lower->calls[i].call == (i < 2 ? LossCall::kOwnStep : LossCall::kReevaluation));
+      CHECK(lower->calls[i].w == Approx(at[i]).epsilon(1e-12));
+    }
+    CHECK(lower->metrics().at("w") == Approx(0.55).epsilon(1e-12));  // the second own step's
+    CHECK(lower->metrics().at("calls") == 2.0);
+  }
+  SECTION("A direct call is an evaluation; current_loss is a re-evaluation and records nothing") {
+    auto p = std::make_shared<Recording>("p", ProblemConfig(), nullptr);
+    run_alone(p, 1);  // w: 0.5 -> 0.5 - 0.1 * 2 (0.5 - 1) = 0.6
+    p->current_loss();
+    CHECK(p->calls.back().call == LossCall::kReevaluation);
+    CHECK(p->metrics().at("calls") == 1.0);
+    p->training_step(mlo::Batch());
+    CHECK(p->calls.back().call == LossCall::kEvaluation);
+    CHECK(p->calls.back().w == Approx(0.6).epsilon(1e-12));
+    CHECK(p->metrics().at("calls") == 3.0);  // an evaluation records, as user code asks
+  }
+}

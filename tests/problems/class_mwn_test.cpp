@@ -58,12 +58,11 @@ TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the froz
   classifier->module(chain)
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0))
       .data(std::vector<mlo::Batch>{train});
-  classifier->normalize_weights = true;
   auto reweighter = std::make_shared<rw::Reweighter>("reweighter");
   reweighter->module(net)
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0))
       .data(std::vector<mlo::Batch>{meta});
-  classifier->reweighter = reweighter.get();
+  classifier->weighting(rw::WeightNetOptions(reweighter.get()).normalize(true));
   reweighter->classifier = classifier.get();
   mlo::Engine engine(mlo::EngineConfig().train_iters(1));
   engine.add(reweighter).add(classifier).link(reweighter, classifier);

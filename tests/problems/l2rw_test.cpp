@@ -76,8 +76,7 @@ TEST_CASE("L2RW: the classifier's loss is sum_i w_i l_i with those weights",
   const auto w = oracle(chain, train, meta);
   rw::Classifier classifier("classifier", mlo::ProblemConfig());
   classifier.module(chain).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
-  classifier.l2rw_meta = [&] { return meta; };
-  classifier.l2rw_alpha = 1e-4;
+  classifier.weighting(rw::L2rwOptions([&] { return meta; }).alpha(1e-4));
   classifier.num_classes = 3;
   const auto losses =
       torch::cross_entropy_loss(chain->forward(train.data), train.target, {}, at::Reduction::None);

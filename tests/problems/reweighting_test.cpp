@@ -33,7 +33,7 @@ Pair make_pair(const mlo::Batch& train, const mlo::Batch& meta) {
   p.reweighter->module(mlo::nn::MWN(8))
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
       .data(std::vector<mlo::Batch>{meta});
-  p.classifier->reweighter = p.reweighter.get();
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()));
   p.reweighter->classifier = p.classifier.get();
   return p;
 }
@@ -51,16 +51,16 @@ TEST_CASE("Reweighting: the classifier loss is the weighted cross-entropy",
   const auto w = p.reweighter->weights(losses.detach(), train.target);
   REQUIRE(w.sizes() == losses.sizes());
 
-  p.classifier->normalize_weights = true;
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).normalize(true));
   const double normalized = p.classifier->training_step(train).item<double>();
   CHECK(normalized == Approx(((w * losses).sum() / w.sum()).item<double>()).epsilon(1e-6));
   CHECK(p.classifier->metrics().at("weight_mean") == Approx(w.mean().item<double>()));
 
-  p.classifier->normalize_weights = false;
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).normalize(false));
   const double plain = p.classifier->training_step(train).item<double>();
   CHECK(plain == Approx((w * losses).mean().item<double>()).epsilon(1e-6));
 
-  p.classifier->reweighter = nullptr;  // the baseline: the plain mean
+  p.classifier->weighting(rw::PlainOptions());  // the baseline: the plain mean
   CHECK(p.classifier->training_step(train).item<double>() ==
         Approx(losses.mean().item<double>()).epsilon(1e-6));
 }
@@ -134,12 +134,11 @@ Pair make_double_pair(const mlo::Batch& train, const mlo::Batch& meta,
   p.classifier->module(chain)
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
       .data(std::vector<mlo::Batch>{train});
-  p.classifier->normalize_weights = false;
   p.reweighter = std::make_shared<rw::Reweighter>("reweighter");
   p.reweighter->module(mwn)
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
       .data(std::vector<mlo::Batch>{meta});
-  p.classifier->reweighter = p.reweighter.get();
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).normalize(false));
   p.reweighter->classifier = p.classifier.get();
   return p;
 }
@@ -210,7 +209,7 @@ TEST_CASE("Reweighting: DARTS differentiates the update with the weights' input 
   const mlo::Batch meta(torch::randn({9, 6}, torch::kDouble), torch::randint(3, {9}));
   auto p =
       make_double_pair(train, meta, mlo::ProblemConfig().method(mlo::DartsOptions().alpha(1e-4)));
-  REQUIRE(p.classifier->freeze_weight_inputs);  // the default
+  REQUIRE(std::get<rw::WeightNetOptions>(p.classifier->weighting()).freeze_inputs());  // default
   std::vector<torch::Tensor> v;
   for (const auto& t : p.classifier->parameters()) v.push_back(torch::randn_like(t));
   const auto got = apply_after_one_step(p, v);
@@ -236,7 +235,8 @@ TEST_CASE("Reweighting: without frozen inputs DARTS equals the full mixed produc
   const mlo::Batch meta(torch::randn({9, 6}, torch::kDouble), torch::randint(3, {9}));
   auto p =
       make_double_pair(train, meta, mlo::ProblemConfig().method(mlo::DartsOptions().alpha(1e-4)));
-  p.classifier->freeze_weight_inputs = false;
+  p.classifier->weighting(
+      rw::WeightNetOptions(p.reweighter.get()).normalize(false).freeze_inputs(false));
   std::vector<torch::Tensor> v;
   for (const auto& t : p.classifier->parameters()) v.push_back(torch::randn_like(t));
   const auto got = apply_after_one_step(p, v);
@@ -307,7 +307,7 @@ TEST_CASE("Reweighting: with batch norm only the classifier's own step moves run
   reweighter->module(mlo::nn::MWN(8))
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
       .data(std::vector<mlo::Batch>{meta});
-  classifier->reweighter = reweighter.get();
+  classifier->weighting(rw::WeightNetOptions(reweighter.get()));
   reweighter->classifier = classifier.get();
   // Expected: a copy of the BN layer after one train-mode forward on the training batch.
   torch::Tensor want_mean, want_var;

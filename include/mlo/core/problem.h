@@ -45,6 +45,21 @@ using Metrics = std::map<std::string, double>;
 /// the learning rate of each parameter group is `base_lr * schedule(optimizer_steps)`.
 using LrSchedule = std::function<double(int64_t optimizer_steps)>;
 
+/// Why a problem's code is running (`Problem::loss_call()`). The library sets it around each
+/// call, so `training_step` can tell its own step from a hypergradient's re-evaluation of the
+/// same batch (e.g. to read inputs it froze at its own step instead of recomputing them).
+enum class LossCall {
+  /// Outside the library's stepping: a validation hook, the user's code, a test (the default).
+  kEvaluation,
+  /// The problem's own step (`Problem::step`, a roll-back's redo included): its forward, and the
+  /// hooks the step calls (`on_inner_loop_start`, `grad_callback`, `param_callback`, ...).
+  kOwnStep,
+  /// A hypergradient method re-evaluating the loss of a batch the problem has stepped on
+  /// (`Problem::current_loss`, `Problem::loss`), at the stepped, perturbed or replayed
+  /// parameters. `log_metric` ignores what it records: the step's metrics stay.
+  kReevaluation,
+};
+
 /// What the engine tells a problem about one step (`Problem::step`). The engine owns the
 /// schedule: it decides when a problem steps, and hands it the paths its gradient follows.
 struct StepContext {
@@ -163,15 +178,25 @@ class Problem {
   /// re-evaluate the loss on all of them, so that G micro-batches act as one large batch.
   const std::vector<Batch>& current_batches() const { return window_; }
   /// The loss over the latest accumulation window, under the level's precision: the mean of
-  /// `training_step(b)` over `current_batches()` (what hypergradients differentiate).
+  /// `training_step(b)` over `current_batches()` (what hypergradients differentiate). A
+  /// re-evaluation: `training_step` runs under `LossCall::kReevaluation`.
   /// NOTE: the autograd graph covers every micro-batch of the window at once; methods that can
   /// take one micro-batch at a time use `current_loss(i)`.
   at::Tensor current_loss();
   /// The share of micro-batch `micro` in `current_loss()`: `training_step(b_micro) / n` for a
   /// window of n batches. Summing the gradients of all shares gives the gradient of the mean.
   at::Tensor current_loss(size_t micro);
-  /// `training_step(batch)` under the level's precision (autocast for bf16/fp16).
+  /// `training_step(batch)` under the level's precision (autocast for bf16/fp16), as a
+  /// hypergradient method re-evaluates it (`LossCall::kReevaluation`; e.g. `unrolled` replaying
+  /// stored batches). Evaluation code calls `training_step` itself, or the module.
   at::Tensor loss(const Batch& batch);
+  /// Why this problem's code is running now: its own step, a hypergradient's re-evaluation of
+  /// its loss, or anything else (an evaluation). Read it in `training_step`:
+  ///
+  /// ```
+  /// if (loss_call() == mlo::LossCall::kOwnStep) frozen_ = inputs.detach().clone();
+  /// ```
+  LossCall loss_call() const { return call_; }
   /// The module's name for `parameter` ("conv1.weight"), or "(unnamed)" if it is not one of
   /// the module's parameters; for error messages.
   std::string parameter_name(const at::Tensor& parameter) const;
@@ -196,10 +221,12 @@ class Problem {
   double last_loss() const { return last_loss_; }
   /// Metrics of the latest step: "loss" plus whatever `log_metric` recorded.
   const Metrics& metrics() const { return metrics_; }
-  /// Records a metric for this step's log line (call from `training_step`).
-  void log_metric(const std::string& name, double value) { metrics_[name] = value; }
-  /// Replaces the metrics: methods that re-evaluate the loss put back what the step recorded.
-  void restore_metrics(Metrics metrics) { metrics_ = std::move(metrics); }
+  /// Records a metric for this step's log line (call from `training_step` or a hook). Ignored
+  /// during a re-evaluation (`LossCall::kReevaluation`): a hypergradient re-running the loss at
+  /// other parameters leaves the metrics of the step that was taken.
+  void log_metric(const std::string& name, double value) {
+    if (call_ != LossCall::kReevaluation) metrics_[name] = value;
+  }
 
   /// Training mode: steps count, and the module is in train mode.
   void train(bool on = true);
@@ -229,6 +256,8 @@ class Problem {
   void load_state_dict(torch::serialize::InputArchive& archive);
 
  private:
+  // `training_step(batch)` under the level's precision, with `loss_call()` set to `call`.
+  at::Tensor evaluate(const Batch& batch, LossCall call);
   // The step without its bookkeeping; `batch` re-uses a given batch (roll-back).
   void descend(const std::vector<Path>* paths, const Batch* batch = nullptr);
   // Gradients of `loss` for this problem's parameters: direct plus every hypergradient path.
@@ -239,9 +268,6 @@ class Problem {
   void apply_schedule();
   void cache_state();
   void restore_state();
-  // The gradient of this problem's own parameters is not finite because an incoming vector of a
-  // hypergradient path was not (an overflow under loss scaling): the step must be skipped.
-  bool all_finite(const std::vector<at::Tensor>& v) const;
 
   std::string name_;
   ProblemConfig config_;
@@ -257,6 +283,7 @@ class Problem {
   int64_t optimizer_steps_ = 0;
   double last_loss_ = 0.0;
   Metrics metrics_;
+  LossCall call_ = LossCall::kEvaluation;  // see loss_call(); set by step() and evaluate()
   bool training_ = true;
 
   // Set at engine initialization (resolve).

@@ -1,0 +1,209 @@
+// The classifier's three weightings (plain, weight net, L2RW), each against a closed form on a
+// tiny batch, and the protocol it follows: its own step freezes the weight net's inputs, a
+// hypergradient's re-evaluation reads them and leaves the step's metrics.
+#include "problems/reweighting/reweighting.h"
+
+#include <mlo/mlo.h>
+#include <mlo/nn/chain.h>
+#include <mlo/nn/mwn.h>
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+namespace rw = mlo::problems::reweighting;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Three samples of two features and two classes. With the identity model the logits are the
+// features, so l_i = log(exp x_i0 + exp x_i1) - x_i,y_i.
+const std::vector<std::vector<double>> kX = {{1.0, 0.0}, {0.0, 0.0}, {0.0, 2.0}};
+const std::vector<int64_t> kY = {0, 1, 0};
+
+mlo::Batch batch() {
+  return mlo::Batch(torch::tensor({1.0, 0.0, 0.0, 0.0, 0.0, 2.0}, torch::kDouble).view({3, 2}),
+                    torch::tensor({0, 1, 0}, torch::kLong));
+}
+
+std::vector<double> closed_form_losses() {
+  std::vector<double> l;
+  for (size_t i = 0; i < kX.size(); ++i) {
+    l.push_back(std::log(std::exp(kX[i][0]) + std::exp(kX[i][1])) - kX[i][kY[i]]);
+  }
+  return l;  // {log(1 + e^-1), log 2, log(1 + e^2)}
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// The identity linear model (logits = features), in float64.
+mlo::nn::Chain identity_model() {
+  mlo::nn::Chain chain;
+  torch::nn::Linear fc(2, 2);
+  {
+    torch::NoGradGuard no_grad;
+    fc->weight.copy_(torch::eye(2));
+    fc->bias.zero_();
+  }
+  chain->push_back("fc", fc);
+  chain->to(torch::kDouble);
+  return chain;
+}
+
+// A weight net computing w = sigmoid(relu(l)) = sigmoid(l) for l >= 0 (one hidden unit, unit
+// weights, zero biases).
+mlo::nn::MWN sigmoid_net() {
+  mlo::nn::MWN net(1);
+  torch::NoGradGuard no_grad;
+  for (auto& p : net->parameters()) p.fill_(1.0);
+  net->fc1->bias.zero_();
+  net->fc2->bias.zero_();
+  net->to(torch::kDouble);
+  return net;
+}
+
+struct Pair {
+  std::shared_ptr<rw::Classifier> classifier;
+  std::shared_ptr<rw::Reweighter> reweighter;
+};
+
+Pair make_pair(const mlo::ProblemConfig& config, double lr) {
+  Pair p;
+  p.classifier = std::make_shared<rw::Classifier>("classifier", config);
+  p.classifier->module(identity_model())
+      .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(lr))
+      .data(std::vector<mlo::Batch>{batch()});
+  p.reweighter = std::make_shared<rw::Reweighter>("reweighter");
+  p.reweighter->module(sigmoid_net())
+      .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0))
+      .data(std::vector<mlo::Batch>{batch()});
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()));
+  p.reweighter->classifier = p.classifier.get();
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("Classifier: each weighting's loss in closed form", "[problems][reweighting]") {
+  const auto l = closed_form_losses();
+  const std::vector<double> w = {sigmoid(l[0]), sigmoid(l[1]), sigmoid(l[2])};
+  const double plain = (l[0] + l[1] + l[2]) / 3;
+  const double wl = w[0] * l[0] + w[1] * l[1] + w[2] * l[2];
+  const double w_sum = w[0] + w[1] + w[2];
+  auto p = make_pair(mlo::ProblemConfig(), 0.0);
+  const mlo::Batch b = batch();
+
+  // Weight net, normalized (the default): sum_i w_i l_i / sum_i w_i = 1.18973... .
+  CHECK(p.classifier->training_step(b).item<double>() == Approx(wl / w_sum).epsilon(1e-14));
+  CHECK(p.classifier->metrics().at("weight_mean") == Approx(w_sum / 3).epsilon(1e-14));
+  CHECK(p.classifier->metrics().at("weight_max") == Approx(sigmoid(l[2])).epsilon(1e-14));
+  // Unnormalized: mean_i w_i l_i.
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).normalize(false));
+  CHECK(p.classifier->training_step(b).item<double>() == Approx(wl / 3).epsilon(1e-14));
+  // Plain: the mean loss, no weight metrics.
+  p.classifier->weighting(rw::PlainOptions());
+  const double got = p.classifier->training_step(b).item<double>();
+  CHECK(got == Approx(plain).epsilon(1e-14));
+  CHECK(plain ==
+        Approx((std::log1p(std::exp(-1.0)) + std::log(2.0) + std::log1p(std::exp(2.0))) / 3)
+            .epsilon(1e-14));
+  // "acc" is a float32 mean: sample 0 only.
+  CHECK(p.classifier->metrics().at("acc") == Approx(1.0 / 3).epsilon(1e-7));
+}
+
+TEST_CASE("Classifier: L2RW on a linear softmax model matches its closed form",
+          "[problems][reweighting]") {
+  // For logits W x + c the per-sample gradient is a_i x_i^T (and a_i for c), a_i = p_i - e_y_i,
+  // so with v the meta gradient grad l_i . v = mean_j (a_i . a_j)(x_i . x_j + 1) over the meta
+  // batch; w_i = max(that, 0) / sum.
+  const mlo::Batch train = batch();
+  const mlo::Batch meta(torch::tensor({1.0, -1.0, 0.5, 0.5}, torch::kDouble).view({2, 2}),
+                        torch::tensor({0, 0}, torch::kLong));
+  auto onehot = [](const at::Tensor& y) {
+    return torch::nn::functional::one_hot(y, 2).to(torch::kDouble);
+  };
+  const auto a = torch::softmax(train.data, 1) - onehot(train.target);
+  const auto a_meta = torch::softmax(meta.data, 1) - onehot(meta.target);
+  const auto d = (a.mm(a_meta.t()) * (train.data.mm(meta.data.t()) + 1)).mean(1);
+  const auto u = d.clamp_min(0);
+  const auto weights = u / u.sum();
+  const auto l = closed_form_losses();
+  double want = 0;
+  for (int64_t i = 0; i < 3; ++i) want += weights[i].item<double>() * l[static_cast<size_t>(i)];
+  // d = (0.2658, -0.3096, 0.7758): weights (0.2552, 0, 0.7448), the clamp active on sample 1.
+  REQUIRE(u.eq(0).sum().item<int64_t>() == 1);
+  REQUIRE(weights[2].item<double>() == Approx(0.7448).margin(1e-4));
+
+  rw::Classifier classifier("classifier", mlo::ProblemConfig(),
+                            rw::L2rwOptions([&] { return meta; }).alpha(1e-5));
+  classifier.module(identity_model()).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+  classifier.num_classes = 2;
+  INFO("closed-form weights " << weights);
+  // The finite difference along v is O(alpha^2) off the directional derivative.
+  CHECK(classifier.training_step(train).item<double>() == Approx(want).epsilon(1e-8));
+  CHECK(classifier.metrics().at("weight_max") ==
+        Approx(weights.max().item<double>()).epsilon(1e-8));
+  CHECK(classifier.metrics().at("weight_min") == Approx(0.0).margin(1e-9));
+  // Class 0 (samples 0 and 2) holds all the weight: its mean weight 1/2 over the batch mean 1/3.
+  CHECK(classifier.metrics().at("wclass/0") == Approx(1.5).epsilon(1e-8));
+  CHECK(classifier.metrics().at("wclass/1") == Approx(0.0).margin(1e-8));
+}
+
+TEST_CASE("Classifier: options that cannot work are refused where they enter",
+          "[problems][reweighting]") {
+  auto p = make_pair(mlo::ProblemConfig(), 0.0);
+  CHECK_THROWS_WITH(p.classifier->weighting(rw::WeightNetOptions(nullptr)),
+                    Contains("problem 'classifier': WeightNetOptions needs a reweighter"));
+  CHECK_THROWS_WITH(p.classifier->weighting(rw::L2rwOptions({})),
+                    Contains("L2rwOptions needs a meta-batch function"));
+  CHECK_THROWS_WITH(
+      rw::Classifier("c", mlo::ProblemConfig(), rw::L2rwOptions([] { return batch(); }).alpha(0)),
+      Contains("problem 'c': L2rwOptions alpha must be > 0, got 0"));
+  // The refused weighting left the previous one in place.
+  CHECK(std::holds_alternative<rw::WeightNetOptions>(p.classifier->weighting()));
+}
+
+TEST_CASE(
+    "Classifier: the own step freezes the weight net's inputs, re-evaluations keep its "
+    "metrics",
+    "[problems][reweighting][hypergrad]") {
+  // One meta-iteration with Neumann: the classifier steps at w0 (the identity), then the
+  // reweighter's hypergradient re-evaluates the classifier's loss at the moved w1. The step's
+  // metrics are those at w0; a re-evaluation weights the losses at w1 by sigmoid(l_i(w0)).
+  const auto l = closed_form_losses();
+  const std::vector<double> w = {sigmoid(l[0]), sigmoid(l[1]), sigmoid(l[2])};
+  const double w_sum = w[0] + w[1] + w[2];
+  auto p = make_pair(mlo::ProblemConfig().method(mlo::NeumannOptions().iterations(2)), 0.5);
+  mlo::Engine engine(mlo::EngineConfig().train_iters(1));
+  engine.add(p.reweighter).add(p.classifier).link(p.reweighter, p.classifier);
+  engine.run();
+  REQUIRE(p.reweighter->optimizer_steps() == 1);
+  const auto& m = p.classifier->metrics();
+  CHECK(m.at("loss") == Approx((w[0] * l[0] + w[1] * l[1] + w[2] * l[2]) / w_sum).epsilon(1e-14));
+  CHECK(m.at("weight_mean") == Approx(w_sum / 3).epsilon(1e-14));
+  CHECK(m.at("weight_min") == Approx(sigmoid(l[0])).epsilon(1e-14));
+  CHECK(m.at("acc") == Approx(1.0 / 3).epsilon(1e-7));
+
+  // The classifier moved; the losses at w1 differ from the step's.
+  const auto chain = p.classifier->module_as<mlo::nn::ChainImpl>();
+  torch::Tensor l1;
+  {
+    torch::NoGradGuard no_grad;
+    l1 = torch::cross_entropy_loss(chain->forward(batch().data), batch().target, {},
+                                   at::Reduction::None);
+  }
+  REQUIRE((l1 - torch::tensor(l, torch::kDouble)).abs().max().item<double>() > 1e-2);
+  double want = 0;
+  for (int64_t i = 0; i < 3; ++i) want += w[static_cast<size_t>(i)] * l1[i].item<double>();
+  CHECK(p.classifier->current_loss().item<double>() == Approx(want / w_sum).epsilon(1e-12));
+  CHECK(m.at("weight_mean") == Approx(w_sum / 3).epsilon(1e-14));  // still the step's
+
+  // An evaluation of another batch reads its own losses: weights sigmoid(l_i(w1)).
+  const mlo::Batch other(batch().data.clone(), batch().target);
+  p.classifier->training_step(other);
+  CHECK(m.at("weight_mean") == Approx(torch::sigmoid(l1).mean().item<double>()).epsilon(1e-12));
+  // It froze nothing: a re-evaluation of the step's batch still reads the step's inputs.
+  CHECK(p.classifier->current_loss().item<double>() == Approx(want / w_sum).epsilon(1e-12));
+}
