@@ -1,6 +1,7 @@
 // Evaluation and reports of the reweighting experiment.
 #include "problems/reweighting/experiment.h"
 
+#include <mlo/core/metrics.h>
 #include <mlo/data/long_tail.h>
 #include <mlo/data/transforms.h>
 
@@ -68,9 +69,10 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
     all += total[c];
     if (total[c] == 0) continue;
     const double acc = static_cast<double>(correct[c]) / static_cast<double>(total[c]);
-    out[prefix + "acc/" + class_names_[static_cast<size_t>(c)]] = acc;
+    const std::string segment = metric_segment(class_names_[static_cast<size_t>(c)]);
+    out[prefix + "acc/" + segment] = acc;
     if (reweighter_ && set == run::EvalSet::kValid) {
-      out[prefix + "weight/" + class_names_[static_cast<size_t>(c)]] =
+      out[prefix + "weight/" + segment] =
           weight_sum[c].item<double>() / static_cast<double>(total[c]);
     }
     balanced += acc;
@@ -131,7 +133,7 @@ std::string ReweightingExperiment::report(const Metrics& test, const Metrics& va
   std::snprintf(line, sizeof(line), "%-14s %8s %10s\n", "class", "train n", "test acc");
   out << line;
   for (size_t c = 0; c < class_names_.size(); ++c) {
-    const auto it = test.find("acc/" + class_names_[c]);
+    const auto it = test.find("acc/" + metric_segment(class_names_[c]));
     std::snprintf(line, sizeof(line), "%-14s %8lld %10.4f\n", class_names_[c].c_str(),
                   static_cast<long long>(train_counts_[c]), it == test.end() ? 0.0 : it->second);
     out << line;

@@ -82,6 +82,14 @@ std::shared_ptr<torch::nn::Module> make_model(const ModelConfig& c, int64_t chan
 
 }  // namespace
 
+std::vector<std::string> dataset_class_names(const std::string& dataset) {
+  if (dataset == "fashion_mnist") return data::FashionMnist::class_names();
+  if (dataset == "cifar10") return data::Cifar10::class_names();
+  std::vector<std::string> names;
+  for (int64_t c = 0; c < kClasses; ++c) names.push_back("class" + std::to_string(c));
+  return names;
+}
+
 data::TransformOptions transform_options(const std::string& dataset, bool train) {
   return dataset == "fashion_mnist" ? data::TransformOptions::fashion_mnist(train)
                                     : data::TransformOptions::cifar10(train);
@@ -121,6 +129,7 @@ void ReweightingExperiment::load_data() {
     }
   }
   dataset_ = dataset;
+  class_names_ = dataset_class_names(dataset);
   if (dataset == "fashion_mnist") {
     const std::string root = root_or(d.root, data::FashionMnistOptions::kDefaultRoot);
     data::FashionMnist train(data::FashionMnistOptions(root).split(data::Split::kTrain));
@@ -129,7 +138,6 @@ void ReweightingExperiment::load_data() {
     targets = train.targets();
     test_images_ = test.images();
     test_targets_ = test.targets();
-    class_names_ = data::FashionMnist::class_names();
     dataset_name_ = "Fashion-MNIST (" + root + ")";
   } else if (dataset == "cifar10") {
     const std::string root = root_or(d.root, kCifarRoot);
@@ -139,7 +147,6 @@ void ReweightingExperiment::load_data() {
     targets = train.targets();
     test_images_ = test.images();
     test_targets_ = test.targets();
-    class_names_ = data::Cifar10::class_names();
     dataset_name_ = "CIFAR-10 (" + train.folder() + ")";
   } else {
     const auto seed = static_cast<uint64_t>(config_.seed);
@@ -150,7 +157,6 @@ void ReweightingExperiment::load_data() {
     targets = train.targets();
     test_images_ = test.images();
     test_targets_ = test.targets();
-    for (int64_t c = 0; c < kClasses; ++c) class_names_.push_back("class" + std::to_string(c));
     dataset_name_ = "synthetic CIFAR-shaped data (not real data)";
     synthetic_ = true;
   }

@@ -49,6 +49,12 @@ std::string curve_name(const std::string& prefix, double loss) {
 
 }  // namespace
 
+std::vector<std::string> Classifier::headline_metrics() const {
+  auto names = Problem::headline_metrics();
+  names.push_back("weight_std");
+  return names;
+}
+
 at::Tensor Classifier::logits(const at::Tensor& x) {
   return module_as<nn::ChainImpl>()->forward(x);
 }
@@ -165,6 +171,12 @@ at::Tensor Classifier::training_step(const Batch& batch) {
   record_weights(w, batch.target);
   if (normalize_weights) return (w * losses).sum() / w.sum().clamp_min(1e-12);
   return (w * losses).mean();
+}
+
+std::vector<std::string> Reweighter::headline_metrics() const {
+  auto names = Problem::headline_metrics();
+  names.push_back("meta_grad_norm");
+  return names;
 }
 
 at::Tensor Reweighter::training_step(const Batch& batch) {
