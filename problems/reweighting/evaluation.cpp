@@ -23,10 +23,16 @@ std::vector<int64_t> ReweightingExperiment::valid_counts() const {
   return data::class_counts(valid_targets_, kClasses);
 }
 
+std::optional<std::string> ReweightingExperiment::missing_validation() const {
+  if (settings_.data.valid_size > 0) return std::nullopt;
+  return std::string("data.valid_size is 0");
+}
+
 Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
   const at::Tensor& images = set == run::EvalSet::kValid ? valid_images_ : test_images_;
   const at::Tensor& targets = set == run::EvalSet::kValid ? valid_targets_ : test_targets_;
   const std::string prefix = set == run::EvalSet::kValid ? "valid/" : "";
+  if (images.size(0) == 0) return {};  // no such split: no metrics (not zeros)
   torch::NoGradGuard no_grad;
   const bool was_training = classifier_->is_training();
   classifier_->eval();

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,8 @@ class ReweightingExperiment : public run::Experiment {
   std::vector<std::string> metric_names() const override {
     return {"acc", "balanced_acc", "rare3_acc"};
   }
+  /// "data.valid_size is 0" when there is no validation split.
+  std::optional<std::string> missing_validation() const override;
   std::string describe() const override;
   /// "classifier".
   std::string default_problem() const override { return "classifier"; }
