@@ -291,7 +291,6 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
                no_validation ? "none (" + *no_validation + ")"
                              : format_headline(result.valid, headline_names(experiment, "valid/")));
   spdlog::info("test: {}", format_headline(result.test, headline_names(experiment, "")));
-  spdlog::info("results in {}", out.string());
   restore_logging();
   return result;
 }
