@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cctype>
 #include <filesystem>
@@ -39,6 +40,14 @@ problems:
     model: {name: mwn, hidden: 10}
     optimizer: {name: adam, lr: 0.01}
 )";
+
+// A fresh folder of this process's own (test suites of several checkouts may run at once).
+fs::path scratch(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("mlo_console_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
 
 std::string read(const fs::path& path) {
   std::ifstream in(path);
@@ -112,8 +121,7 @@ TEST_CASE("Console: the main job's log lines hold the headline metrics within 12
                      << " is missing (apt-get install dataset-fashion-mnist)");
     return;
   }
-  const fs::path out = fs::temp_directory_path() / "mlo_console_test_main";
-  fs::remove_all(out);
+  const fs::path out = scratch("main");
   mlo::cli::RunOptions options;
   options.progress = false;
   options.out_dir = out.string();
@@ -168,12 +176,12 @@ TEST_CASE("Console: the main job's log lines hold the headline metrics within 12
     CHECK(names.count(name) == 1);
   }
   CHECK(result.test.count("acc/ankle_boot") == 1);
+  fs::remove_all(out);
 }
 
 TEST_CASE("Console: a run without a validation split says so instead of printing zeros",
           "[cli][console]") {
-  const fs::path out = fs::temp_directory_path() / "mlo_console_test_no_valid";
-  fs::remove_all(out);
+  const fs::path out = scratch("no_valid");
   mlo::cli::RunOptions options;
   options.progress = false;
   options.out_dir = out.string();
@@ -191,4 +199,5 @@ TEST_CASE("Console: a run without a validation split says so instead of printing
   CHECK(results.at("valid").empty());
   CHECK(results.at("test").contains("balanced_acc"));
   CHECK(read(out / "metrics.csv").find(",validation,") == std::string::npos);
+  fs::remove_all(out);
 }
