@@ -1,6 +1,7 @@
 // Evaluation and reports of the reweighting experiment.
 #include "problems/reweighting/experiment.h"
 
+#include <mlo/core/metrics.h>
 #include <mlo/data/long_tail.h>
 #include <mlo/data/transforms.h>
 
@@ -22,10 +23,16 @@ std::vector<int64_t> ReweightingExperiment::valid_counts() const {
   return data::class_counts(valid_targets_, kClasses);
 }
 
+std::optional<std::string> ReweightingExperiment::missing_validation() const {
+  if (settings_.data.valid_size > 0) return std::nullopt;
+  return std::string("data.valid_size is 0");
+}
+
 Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
   const at::Tensor& images = set == run::EvalSet::kValid ? valid_images_ : test_images_;
   const at::Tensor& targets = set == run::EvalSet::kValid ? valid_targets_ : test_targets_;
   const std::string prefix = set == run::EvalSet::kValid ? "valid/" : "";
+  if (images.size(0) == 0) return {};  // no such split: no metrics (not zeros)
   torch::NoGradGuard no_grad;
   const bool was_training = classifier_->is_training();
   classifier_->eval();
@@ -68,9 +75,10 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
     all += total[c];
     if (total[c] == 0) continue;
     const double acc = static_cast<double>(correct[c]) / static_cast<double>(total[c]);
-    out[prefix + "acc/" + class_names_[static_cast<size_t>(c)]] = acc;
+    const std::string segment = metric_segment(class_names_[static_cast<size_t>(c)]);
+    out[prefix + "acc/" + segment] = acc;
     if (reweighter_ && set == run::EvalSet::kValid) {
-      out[prefix + "weight/" + class_names_[static_cast<size_t>(c)]] =
+      out[prefix + "weight/" + segment] =
           weight_sum[c].item<double>() / static_cast<double>(total[c]);
     }
     balanced += acc;
@@ -131,7 +139,7 @@ std::string ReweightingExperiment::report(const Metrics& test, const Metrics& va
   std::snprintf(line, sizeof(line), "%-14s %8s %10s\n", "class", "train n", "test acc");
   out << line;
   for (size_t c = 0; c < class_names_.size(); ++c) {
-    const auto it = test.find("acc/" + class_names_[c]);
+    const auto it = test.find("acc/" + metric_segment(class_names_[c]));
     std::snprintf(line, sizeof(line), "%-14s %8lld %10.4f\n", class_names_[c].c_str(),
                   static_cast<long long>(train_counts_[c]), it == test.end() ? 0.0 : it->second);
     out << line;

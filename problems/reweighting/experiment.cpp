@@ -40,6 +40,10 @@ std::shared_ptr<torch::nn::Module> make_model(const ModelConfig& c, int64_t chan
 
 }  // namespace
 
+std::vector<std::string> dataset_class_names(const std::string& dataset) {
+  return data::dataset_entry(dataset).class_names;
+}
+
 data::TransformOptions transform_options(const std::string& dataset, bool train) {
   return data::dataset_transform(dataset, train);
 }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ namespace reweighting {
 
 /// The valid values of `problems.<name>.model.name`, `data.dataset` and `reweighting.method`.
 const std::vector<std::string>& method_names();
+
+/// The class names of `dataset` by label, as reports print them ("synthetic": "class0" ...
+/// "class9"). Metric names hold them through `metric_segment` ("valid/acc/ankle_boot").
+std::vector<std::string> dataset_class_names(const std::string& dataset);
 
 /// The image transform of `dataset` (augmentation only when `train`).
 data::TransformOptions transform_options(const std::string& dataset, bool train);
@@ -95,8 +100,8 @@ class ReweightingExperiment : public run::Experiment {
     /// The reweighter above the classifier, when there is a reweighter.
     run::DependencyConfig default_dependencies(const run::RunConfig& config) const override;
     /// Problems named classifier (required) and reweighter; models that fit each; meta and
-    /// validation sizes multiples of the class count; a validation set when validating; an
-    /// early-stopping metric the experiment reports.
+    /// validation sizes multiples of the class count; a validation set when validating or
+    /// early stopping; an early-stopping metric the experiment reports.
     std::vector<std::string> required_problems() const override { return {"classifier"}; }
     std::vector<std::string> optional_problems() const override { return {"reweighter"}; }
     void check(const run::RunConfig& config) const override;
@@ -108,13 +113,16 @@ class ReweightingExperiment : public run::Experiment {
   Engine& engine() override { return *engine_; }
   /// Metrics of the classifier on `set`: "acc", "balanced_acc" (mean of per-class accuracies),
   /// "rare3_acc" (mean accuracy of the 3 classes with the fewest training images), "loss" and
-  /// "acc/<class name>" for every class; on the validation set prefixed "valid/", plus, with a
-  /// weight net, "valid/weight/<class name>": its mean weight of that class's validation samples.
+  /// "acc/<class>" for every class; on the validation set prefixed "valid/", plus, with a
+  /// weight net, "valid/weight/<class>": its mean weight of that class's validation samples.
+  /// <class> is the class name through `metric_segment` ("ankle_boot", "t-shirt_top").
   Metrics evaluate(run::EvalSet set) override;
   /// "acc", "balanced_acc", "rare3_acc".
   std::vector<std::string> metric_names() const override {
     return {"acc", "balanced_acc", "rare3_acc"};
   }
+  /// "data.valid_size is 0" when there is no validation split.
+  std::optional<std::string> missing_validation() const override;
   std::string describe() const override;
   /// "classifier".
   std::string default_problem() const override { return "classifier"; }

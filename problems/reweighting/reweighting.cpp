@@ -70,6 +70,12 @@ Classifier& Classifier::weighting(Weighting weighting) {
   return *this;
 }
 
+std::vector<std::string> Classifier::headline_metrics() const {
+  auto names = Problem::headline_metrics();
+  names.push_back("weight_std");
+  return names;
+}
+
 at::Tensor Classifier::logits(const at::Tensor& x) {
   return module_as<nn::ChainImpl>()->forward(x);
 }
@@ -199,6 +205,12 @@ at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOption
       reweighter.weights(weight_inputs(batch, losses, options.freeze_inputs()), batch.target);
   record_weights(w, batch.target);
   return weighted(w, losses);
+}
+
+std::vector<std::string> Reweighter::headline_metrics() const {
+  auto names = Problem::headline_metrics();
+  names.push_back("meta_grad_norm");
+  return names;
 }
 
 at::Tensor Reweighter::training_step(const Batch& batch) {

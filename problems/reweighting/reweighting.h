@@ -30,6 +30,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -105,6 +106,8 @@ class Classifier : public Problem {
   /// weight of the batch's class-k samples divided by the batch mean weight (1 = no preference;
   /// only classes in the batch).
   at::Tensor training_step(const Batch& batch) override;
+  /// The default headline metrics and "weight_std" (the spread of the batch's weights).
+  std::vector<std::string> headline_metrics() const override;
   /// Logits of the classifier for `x`.
   at::Tensor logits(const at::Tensor& x);
   /// Saves the frozen weight-net inputs of the latest window's batches: a parent that steps
@@ -143,6 +146,8 @@ class Reweighter : public Problem {
   Classifier* classifier = nullptr;
   /// Mean cross-entropy of the classifier on the meta batch; records "acc".
   at::Tensor training_step(const Batch& batch) override;
+  /// The default headline metrics and "meta_grad_norm".
+  std::vector<std::string> headline_metrics() const override;
   /// Per-sample weights [N] for per-sample losses [N] (pass them detached) of class `targets`.
   at::Tensor weights(const at::Tensor& losses, const at::Tensor& targets);
   /// Records the hypergradient norm.

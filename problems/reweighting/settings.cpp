@@ -1,11 +1,14 @@
 // The reweighting experiment's own YAML keys and rules (ReweightingExperiment::Settings).
 #include "problems/reweighting/experiment.h"
 
+#include <mlo/core/metrics.h>
 #include <mlo/data/registry.h>
 #include <mlo/nn/registry.h>
 #include <mlo/run/builders.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace mlo {
 namespace problems {
@@ -123,6 +126,12 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
                       "), got " + std::to_string(size));
     }
   }
+  if (c.engine.early_stopping.enabled && data.valid_size == 0) {
+    c.fail("data.valid_size", "is 0 (no validation split) while engine.early_stopping is enabled: "
+                              "early stopping watches a validation metric (" +
+                                  c.engine.early_stopping.metric +
+                                  "); set a validation set size > 0 or disable early stopping");
+  }
   if (c.engine.valid_step > 0 && data.valid_size == 0) {
     c.fail("data.valid_size", "is 0 (no validation set) while engine.valid_step is " +
                                   std::to_string(c.engine.valid_step) +
@@ -141,17 +150,24 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
              "baseline), so it would have no effect; remove it");
     }
   }
-  // Validation metrics are "valid/<name>" (evaluate).
+  // Validation metrics are "valid/<name>" (evaluate); a class's accuracy is named by the class's
+  // metric segment ("valid/acc/ankle_boot"), of the dataset or of its synthetic fallback.
+  std::vector<std::string> metrics{"valid/acc", "valid/balanced_acc", "valid/rare3_acc",
+                                   "valid/loss"};
+  std::string classes;
+  std::vector<std::string> datasets{data.dataset};
+  if (data.synthetic_fallback && data.dataset != "synthetic") datasets.push_back("synthetic");
+  for (const auto& dataset : datasets) {
+    for (const auto& name : dataset_class_names(dataset)) {
+      metrics.push_back("valid/acc/" + metric_segment(name));
+      classes += (classes.empty() ? "" : ", ") + metric_segment(name);
+    }
+  }
   const std::string& metric = c.engine.early_stopping.metric;
-  const std::string bare = metric.rfind("valid/", 0) == 0 ? metric.substr(6) : metric;
-  if (metric.rfind("valid/", 0) != 0 ||
-      !(bare == "acc" || bare == "balanced_acc" || bare == "rare3_acc" || bare == "loss" ||
-        bare.rfind("acc/", 0) == 0)) {
+  if (std::count(metrics.begin(), metrics.end(), metric) == 0) {
     c.fail("engine.early_stopping.metric",
            "must be a validation metric: valid/acc, valid/balanced_acc, valid/rare3_acc, "
-           "valid/loss or "
-           "valid/acc/<class>; got '" +
-               metric + "'");
+           "valid/loss or valid/acc/<class> (<class>: " + classes + "); got '" + metric + "'");
   }
 }
 

@@ -4,6 +4,7 @@
 #include "progress.h"
 
 #include <mlo/core/engine.h>
+#include <mlo/core/metrics.h>
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
 #include <mlo/io/metrics.h>
@@ -16,17 +17,19 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
-#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace mlo {
 namespace cli {
@@ -42,7 +45,9 @@ extern "C" void on_interrupt(int sig) {
   std::signal(sig, SIG_DFL);  // a second one stops at once
 }
 
-// Console (info, or warnings only under a progress bar) plus the run's log file (info).
+// Console (info, or warnings only under a progress bar) plus the run's log file (info). Lines
+// start "[2026-01-31 12:00:00] [info] ": the logger's name is always "mlo" here, and seconds
+// are precise enough for a training log, so a line keeps its width for the metrics.
 void setup_logging(const std::string& log_path, bool quiet_console) {
   auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   console->set_level(quiet_console ? spdlog::level::warn : spdlog::level::info);
@@ -51,6 +56,7 @@ void setup_logging(const std::string& log_path, bool quiet_console) {
   auto logger = std::make_shared<spdlog::logger>("mlo", spdlog::sinks_init_list{console, file});
   logger->set_level(spdlog::level::info);
   logger->flush_on(spdlog::level::info);
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] %v");
   spdlog::set_default_logger(logger);
 }
 
@@ -95,18 +101,12 @@ std::string results_json(const std::string& experiment, const Metrics& test, con
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-// "valid/acc 0.8123, valid/balanced_acc 0.7012" for the experiment's headline metrics.
-std::string headline(const run::Experiment& experiment, const Metrics& metrics,
-                     const std::string& prefix) {
-  std::string out;
-  for (const auto& name : experiment.metric_names()) {
-    const auto found = metrics.find(prefix + name);
-    if (found == metrics.end()) continue;
-    char value[32];
-    std::snprintf(value, sizeof(value), "%.4f", found->second);
-    out += (out.empty() ? "" : ", ") + prefix + name + " " + value;
-  }
-  return out;
+// The experiment's headline metrics, each name prefixed: {"valid/acc", "valid/balanced_acc"}.
+std::vector<std::string> headline_names(const run::Experiment& experiment,
+                                        const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& name : experiment.metric_names()) names.push_back(prefix + name);
+  return names;
 }
 
 }  // namespace
@@ -168,15 +168,31 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   }
 
   // Validation (and early stopping) sees only the validation set held out of the training data;
-  // the test set is evaluated once, after training. The engine calls it on rank 0 only.
-  engine.validation([&] {
-    Metrics m = experiment.evaluate(run::EvalSet::kValid);
-    if (metrics) metrics->write(engine.global_step(), "validation", m);
-    const std::string line = "[validation] step " + std::to_string(engine.global_step()) + ": " +
-                             headline(experiment, m, "valid/");
-    if (terminal) progress->println(line);  // the engine logs the full line too
-    return m;
-  });
+  // the test set is evaluated once, after training. The engine calls it on rank 0 only. An
+  // experiment without a validation split gets no hook: early stopping is then refused.
+  const std::optional<std::string> no_validation = experiment.missing_validation();
+  std::vector<std::string> valid_headline = headline_names(experiment, "valid/");
+  if (config.engine.early_stopping.enabled) {
+    const std::string& watched = config.engine.early_stopping.metric;
+    if (std::count(valid_headline.begin(), valid_headline.end(), watched) == 0) {
+      valid_headline.push_back(watched);
+    }
+  }
+  if (!no_validation) {
+    engine.validation(
+        [&] {
+          Metrics m = experiment.evaluate(run::EvalSet::kValid);
+          for (const auto& [name, value] : engine.memory_metrics()) m.emplace(name, value);
+          if (metrics) metrics->write(engine.global_step(), "validation", m);
+          // (the engine logs the same line; under a progress bar the console shows warnings only)
+          if (terminal) {
+            progress->println("[validation] step " + std::to_string(engine.global_step()) +
+                              "  " + format_headline(m, valid_headline));
+          }
+          return m;
+        },
+        valid_headline);
+  }
   g_interrupted = false;
   bool stopped = false;
   bool save_due = false;  // a periodic save that waits for an accumulation window's end
@@ -192,16 +208,11 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     const int64_t log_step = config.engine.log_step;
     if (metrics && log_step > 0 && step % log_step == 0) {
       for (const auto& problem : engine.problems()) {
-        Metrics m = problem->metrics();
-        const auto& groups = problem->optimizer().param_groups();
-        if (!groups.empty()) m["lr"] = groups.front().options().get_lr();
-        metrics->write(step, problem->name(), m);
+        metrics->write(step, problem->name(), problem->metrics());
       }
     }
     if (progress) {
-      char status[64];
-      std::snprintf(status, sizeof(status), "loss %.4f", engine.problems().front()->last_loss());
-      progress->update(step, status);
+      progress->update(step, "loss " + format_metric(engine.problems().front()->last_loss()));
     }
     options.raise_at.maybe_raise(step, rank);
     // NOTE: a state saved inside a distributed run's accumulation window cannot be resumed
@@ -269,16 +280,17 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     restore_logging();
     return result;
   }
-  result.valid = experiment.evaluate(run::EvalSet::kValid);
+  if (!no_validation) result.valid = experiment.evaluate(run::EvalSet::kValid);
   result.test = experiment.evaluate(run::EvalSet::kTest);
   metrics->write(result.steps, "test", result.test);
   write_file(out / "results.json", results_json(config.experiment, result.test, result.valid,
                                                 result.steps, experiment.synthetic()));
   std::cout << experiment.report(result.test, result.valid) << "results in " << out.string()
             << "\n";
-  spdlog::info("test: {} (final validation: {}); results in {}",
-               headline(experiment, result.test, ""), headline(experiment, result.valid, "valid/"),
-               out.string());
+  spdlog::info("final validation: {}",
+               no_validation ? "none (" + *no_validation + ")"
+                             : format_headline(result.valid, headline_names(experiment, "valid/")));
+  spdlog::info("test: {}", format_headline(result.test, headline_names(experiment, "")));
   restore_logging();
   return result;
 }

@@ -20,14 +20,10 @@
 namespace mlo {
 namespace {
 
-std::string format_metrics(const Metrics& metrics) {
-  std::ostringstream out;
-  bool first = true;
-  for (const auto& [name, value] : metrics) {
-    out << (first ? "" : "  ") << name << " " << value;
-    first = false;
-  }
-  return out.str();
+std::string metric_names(const Metrics& metrics) {
+  std::string out;
+  for (const auto& item : metrics) out += (out.empty() ? "" : ", ") + item.first;
+  return out;
 }
 
 }  // namespace
@@ -71,8 +67,9 @@ Engine& Engine::link(const ProblemPtr& upper, const ProblemPtr& lower) {
   return u2l(upper, lower).l2u(lower, upper);
 }
 
-Engine& Engine::validation(std::function<Metrics()> hook) {
+Engine& Engine::validation(std::function<Metrics()> hook, std::vector<std::string> headline) {
   validation_ = std::move(hook);
+  validation_headline_ = std::move(headline);
   return *this;
 }
 
@@ -345,32 +342,46 @@ void Engine::validate_and_maybe_stop() {
   last_validation_ = validation_();
   for (const auto& problem : problems_) problem->train();
   for (const auto& [name, value] : memory_metrics()) last_validation_.emplace(name, value);
-  spdlog::info("[validation] step {}  {}", global_step_, format_metrics(last_validation_));
+  std::vector<std::string> headline = validation_headline_;
+  if (headline.empty()) {
+    for (const auto& item : last_validation_) headline.push_back(item.first);
+  }
+  const auto& rule = config_.early_stopping();
+  if (rule && std::count(headline.begin(), headline.end(), rule->metric()) == 0) {
+    headline.push_back(rule->metric());
+  }
+  spdlog::info("[validation] step {}  {}", global_step_,
+               format_headline(last_validation_, headline));
+  spdlog::debug("[validation] step {}  {}", global_step_, format_all(last_validation_));
 
-  if (!config_.early_stopping()) return;
-  const EarlyStopping& rule = *config_.early_stopping();
-  const auto found = last_validation_.find(rule.metric());
-  MLO_CHECK(found != last_validation_.end(), "engine: early_stopping metric '", rule.metric(),
-            "' is not among the validation metrics (", format_metrics(last_validation_), ")");
+  if (!rule) return;
+  const auto found = last_validation_.find(rule->metric());
+  MLO_CHECK(found != last_validation_.end(), "engine: early_stopping metric '", rule->metric(),
+            "' is not among the validation metrics (", metric_names(last_validation_), ")");
   const double value = found->second;
   const bool improved =
-      !best_metric_ || (rule.mode() == Mode::kMin ? value < *best_metric_ - rule.min_delta()
-                                                  : value > *best_metric_ + rule.min_delta());
+      !best_metric_ || (rule->mode() == Mode::kMin ? value < *best_metric_ - rule->min_delta()
+                                                   : value > *best_metric_ + rule->min_delta());
   if (improved) {
     best_metric_ = value;
     validations_without_improvement_ = 0;
     return;
   }
-  if (++validations_without_improvement_ >= rule.tolerance()) {
+  if (++validations_without_improvement_ >= rule->tolerance()) {
     stopped_early_ = true;
     spdlog::info("mlo: early stopping at step {}: '{}' has not improved on {} for {} validations",
-                 global_step_, rule.metric(), *best_metric_, validations_without_improvement_);
+                 global_step_, rule->metric(), format_metric(*best_metric_),
+                 validations_without_improvement_);
   }
 }
 
+// NOTE: the console line holds the problem's headline metrics only (about 120 characters);
+// every metric reaches the run's metrics files (cli/runner.cpp), and the debug level here.
 void Engine::log_problem(const Problem& p) const {
   spdlog::info("[step {}] {}  local {}  {}", global_step_, p.name(), p.step_count(),
-               format_metrics(p.metrics()));
+               format_headline(p.metrics(), p.headline_metrics()));
+  spdlog::debug("[step {}] {}  local {}  {}", global_step_, p.name(), p.step_count(),
+                format_all(p.metrics()));
 }
 
 }  // namespace mlo

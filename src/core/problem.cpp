@@ -238,7 +238,7 @@ void Problem::descend(const std::vector<Path>* paths, const Batch* batch) {
     auto scope = MemoryMeter::scope(meter_, name_, to_string(Phase::kStep));
     optimizer_step();
   }
-  if (meter_) metrics_["mem_peak_mb"] = memory::to_mib(whole.close());
+  record_step_metrics(whole.close());
 }
 
 std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,

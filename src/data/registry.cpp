@@ -35,6 +35,7 @@ DatasetEntry fashion_mnist() {
                         FashionMnist::class_names(), "Fashion-MNIST (" + r.root + ")", false};
   };
   e.transform = [](bool train) { return TransformOptions::fashion_mnist(train); };
+  e.class_names = FashionMnist::class_names();
   return e;
 }
 
@@ -53,6 +54,7 @@ DatasetEntry cifar10() {
                         Cifar10::class_names(), "CIFAR-10 (" + train.folder() + ")", false};
   };
   e.transform = [](bool train) { return TransformOptions::cifar10(train); };
+  e.class_names = Cifar10::class_names();
   return e;
 }
 
@@ -68,6 +70,7 @@ DatasetEntry synthetic() {
     return d;
   };
   e.transform = [](bool train) { return TransformOptions::cifar10(train); };
+  for (int64_t c = 0; c < 10; ++c) e.class_names.push_back("class" + std::to_string(c));
   return e;
 }
 

@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 #include <vector>
 
@@ -35,14 +35,14 @@ void truncate_after(const std::string& path, int64_t step, bool has_header) {
   for (const auto& l : kept) out << l << '\n';
 }
 
+// The shortest text that reads back as `value` exactly (full precision, as JSON writes it).
 std::string number(double value) {
   if (!std::isfinite(value))
     return std::isnan(value) ? "NaN" : (value > 0 ? "Infinity" : "-Infinity");
   char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.9g", value);
-  return buffer;
+  const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, written.ptr);
 }
-
 
 }  // namespace
 
@@ -65,6 +65,11 @@ void MetricsWriter::write(int64_t step, const std::string& source, const Metrics
   nlohmann::ordered_json json;
   json["step"] = step;
   json["source"] = source;
+  for (const auto& [name, value] : metrics) {
+    MLO_CHECK(is_metric_name(name), "metrics of '", source, "' at step ", step, ": the name '",
+              name, "' has a space, comma or quote (build names from free text with ",
+              "mlo::metric_segment)");
+  }
   for (const auto& [name, value] : metrics) {
     csv_ << step << ',' << source << ',' << name << ',' << number(value) << '\n';
     // JSON has no NaN or infinity: those are written as strings ("NaN", "Infinity").

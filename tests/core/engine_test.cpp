@@ -1,9 +1,14 @@
-// Engine: configuration errors at start, validation hook, early stopping.
+// Engine: configuration errors at start, validation hook, early stopping, log lines.
 #include "support/toy.h"
 
 #include <catch2/catch.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 using Catch::Matchers::Contains;
 using mlo::ProblemConfig;
@@ -196,4 +201,81 @@ TEST_CASE("Engine: a ZeRO state resumes only on the same split, a complete one n
                           Contains("this run: default on 1"));
   REQUIRE_THROWS_WITH(load(Strategy::kZero2, complete),
                       Contains("saved by strategy distributed (complete optimizer state)"));
+}
+
+namespace {
+
+// Collects the log lines written while alive (info and above), then restores the logger.
+struct CapturedLog {
+  CapturedLog() : previous(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text);
+    sink->set_pattern("%v");
+    auto logger = std::make_shared<spdlog::logger>("captured", sink);
+    logger->set_level(spdlog::level::info);
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous); }
+  // The lines that start with `prefix`.
+  std::vector<std::string> lines(const std::string& prefix) const {
+    std::vector<std::string> out;
+    std::istringstream in(text.str());
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(prefix, 0) == 0) out.push_back(line);
+    }
+    return out;
+  }
+  std::ostringstream text;
+  std::shared_ptr<spdlog::logger> previous;
+};
+
+// Records many metrics; its console line declares one of them beside the generic ones.
+struct Chatty : mlo_test::Toy {
+  using Toy::Toy;
+  torch::Tensor training_step(const mlo::Batch& batch) override {
+    log_metric("zeta", 1.0 / 3.0);
+    log_metric("acc", 0.123456);
+    log_metric("alpha", 2.0);
+    for (int k = 0; k < 10; ++k) log_metric("curve/l=" + std::to_string(k), 0.1 * k);
+    return Toy::training_step(batch);
+  }
+  std::vector<std::string> headline_metrics() const override {
+    auto names = Problem::headline_metrics();
+    names.push_back("zeta");
+    return names;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Engine: a problem's log line holds its headline metrics, in their order",
+          "[core][engine]") {
+  auto p = std::make_shared<Chatty>("inner", ProblemConfig(), nullptr, 0.5, 0.1);
+  mlo::Engine engine(mlo::EngineConfig().train_iters(4).log_step(2));
+  engine.add(p);
+  CapturedLog log;
+  engine.run();
+  const auto lines = log.lines("[step ");
+  REQUIRE(lines.size() == 2);
+  const std::string loss = mlo::format_metric(p->last_loss());
+  CHECK(lines[1] == "[step 4] inner  local 4  loss " + loss + "  acc 0.1235  lr 0.1  zeta 0.3333");
+  // Every metric still reaches metrics() (the run's files), only the line is short.
+  CHECK(p->metrics().size() == 15);
+}
+
+TEST_CASE("Engine: the validation line holds the named metrics and the early-stopping one",
+          "[core][engine]") {
+  auto p = mlo_test::toy("inner", ProblemConfig(), nullptr);
+  mlo::Engine engine(mlo::EngineConfig().train_iters(2).valid_step(1).early_stopping(
+      mlo::EarlyStopping().metric("valid/c").mode(mlo::Mode::kMax).tolerance(5)));
+  engine.add(p).validation(
+      [] {
+        return mlo::Metrics{{"valid/a", 1.0}, {"valid/b", 2.0 / 3.0}, {"valid/c", 0.25}};
+      },
+      {"valid/b"});
+  CapturedLog log;
+  engine.run();
+  const auto lines = log.lines("[validation]");
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "[validation] step 1  valid/b 0.6667  valid/c 0.25");
+  CHECK(engine.last_validation().count("valid/a") == 1);
 }

@@ -211,6 +211,24 @@ TEST_CASE("YAML: early stopping watches a validation metric", "[io][yaml]") {
       parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.metric=balanced_acc"}),
       Contains("engine.early_stopping.metric: must be a validation metric: valid/acc, "
                "valid/balanced_acc"));
+  // A class's accuracy is named by its metric segment, listed when the name is not one.
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.metric=valid/acc/class 3"}),
+      Contains("valid/acc/<class> (<class>: class0, class1,") &&
+          Contains("got 'valid/acc/class 3'"));
+  CHECK_NOTHROW(parse_run_config(kValid, "tiny.yaml",
+                                 {"data.dataset=fashion_mnist",
+                                  "engine.early_stopping.metric=valid/acc/ankle_boot"}));
+}
+
+TEST_CASE("YAML: early stopping without a validation split is refused, saying why",
+          "[io][yaml]") {
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml",
+                       {"engine.early_stopping.enabled=true", "data.valid_size=0"}),
+      Contains("data.valid_size: is 0 (no validation split) while engine.early_stopping is "
+               "enabled") &&
+          Contains("valid/balanced_acc"));
 }
 
 // Inputs the fuzzer (scripts/fuzz.sh) found escaping as yaml-cpp or standard exceptions; each must

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct Dependencies {
 /// Runs a multilevel optimization. Each global step steps every leaf problem once; a problem
 /// that has taken `unroll_steps` optimizer steps (after `warmup_steps`) marks itself ready in
 /// its parents, and a parent whose children are all ready steps, recursively up the graph.
+/// Every `log_step` local steps it logs a problem's headline metrics
+/// (`Problem::headline_metrics`) at 4 significant digits, one line per problem:
+/// `[step 500] classifier  local 500  loss 0.4833  acc 0.84  lr 0.0005  weight_std 0.1079`.
 ///
 /// ```
 /// mlo::Engine engine(mlo::EngineConfig().train_iters(2000).valid_step(100));
@@ -65,7 +69,10 @@ class Engine {
   /// Both edges between a bilevel pair: `u2l(upper, lower)` and `l2u(lower, upper)`.
   Engine& link(const ProblemPtr& upper, const ProblemPtr& lower);
   /// Called every `valid_step` global steps (problems in eval mode); returns named metrics.
-  Engine& validation(std::function<Metrics()> hook);
+  /// The validation log line shows `headline` (those present, in that order) and the
+  /// early-stopping metric; an empty `headline` shows every metric:
+  /// `engine.validation(hook, {"valid/acc", "valid/loss"})`.
+  Engine& validation(std::function<Metrics()> hook, std::vector<std::string> headline = {});
   /// Called after every global step of `run` (after validation); returning false stops the run
   /// (e.g. on Ctrl-C, after saving state).
   Engine& on_step(std::function<bool(int64_t global_step)> hook);
@@ -149,6 +156,7 @@ class Engine {
   Graph graph_;
   std::unique_ptr<detail::Schedule> schedule_;  // who steps when; built at initialization
   std::function<Metrics()> validation_;
+  std::vector<std::string> validation_headline_;  // the validation log line's metrics
   std::function<bool(int64_t)> on_step_;
   bool initialized_ = false;
   int64_t global_step_ = 0;

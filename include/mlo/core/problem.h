@@ -6,6 +6,7 @@
 
 #include <mlo/data/batch.h>
 #include <mlo/core/config.h>
+#include <mlo/core/metrics.h>
 #include <mlo/memory/footprint.h>
 #include <mlo/base/error.h>
 
@@ -17,7 +18,6 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -37,9 +37,6 @@ namespace memory {
 class LossScaler;
 class MemoryMeter;
 }  // namespace memory
-
-/// Named scalar metrics (loss, accuracy, ...), ordered by name for stable logs.
-using Metrics = std::map<std::string, double>;
 
 /// Learning-rate multiplier as a function of the number of optimizer steps taken (LambdaLR):
 /// the learning rate of each parameter group is `base_lr * schedule(optimizer_steps)`.
@@ -124,6 +121,11 @@ class Problem {
   /// Restores what `save_step_state` wrote. Called by `load_state_dict` after the problem's own
   /// state: `current_batches()` already holds the saved accumulation window.
   virtual void load_step_state(torch::serialize::InputArchive& archive) { (void)archive; }
+  /// The metrics of this problem's console line, in that order (those the step recorded; the
+  /// rest reach only the run's metrics files). The default: "loss", "acc", "lr" and, when the
+  /// engine meters memory, "mem_peak_mb". A problem adds a few of its own:
+  /// `auto names = Problem::headline_metrics(); names.push_back("weight_std"); return names;`.
+  virtual std::vector<std::string> headline_metrics() const;
 
   // ---- Setup (chained). ---------------------------------------------------------------------
 
@@ -219,14 +221,14 @@ class Problem {
   int64_t optimizer_steps() const { return optimizer_steps_; }
   /// Loss of the latest step.
   double last_loss() const { return last_loss_; }
-  /// Metrics of the latest step: "loss" plus whatever `log_metric` recorded.
+  /// Metrics of the latest step: "loss", "lr" (the first parameter group's learning rate after
+  /// the step) plus whatever `log_metric` recorded.
   const Metrics& metrics() const { return metrics_; }
-  /// Records a metric for this step's log line (call from `training_step` or a hook). Ignored
+  /// Records a metric of this step (call from `training_step` or a hook). `name` must satisfy
+  /// `is_metric_name` (no spaces: build names from free text with `metric_segment`). Ignored
   /// during a re-evaluation (`LossCall::kReevaluation`): a hypergradient re-running the loss at
   /// other parameters leaves the metrics of the step that was taken.
-  void log_metric(const std::string& name, double value) {
-    if (call_ != LossCall::kReevaluation) metrics_[name] = value;
-  }
+  void log_metric(const std::string& name, double value);
 
   /// Training mode: steps count, and the module is in train mode.
   void train(bool on = true);
@@ -264,6 +266,8 @@ class Problem {
   std::vector<at::Tensor> gradients(const at::Tensor& loss,
                                     const std::vector<Path>& paths);
   void accumulate(std::vector<at::Tensor> grads);
+  // Records "lr" and, when metered, "mem_peak_mb" (the step's peak) at the end of a step.
+  void record_step_metrics(int64_t peak_bytes);
   void optimizer_step();
   void apply_schedule();
   void cache_state();

@@ -56,6 +56,9 @@ struct DatasetEntry {
   std::string default_root;
   /// Its normalization and augmentation for training (`true`) or evaluation (`false`).
   std::function<TransformOptions(bool train)> transform;
+  /// The class names by label, known before loading (configs check class metrics against
+  /// them); empty when only loading tells.
+  std::vector<std::string> class_names;
 };
 
 /// Registers `entry` as `name` (a later registration replaces an earlier one); returns true.

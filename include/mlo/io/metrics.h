@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// Metrics sinks: every record goes to `metrics.csv` (long format: step,source,metric,value) and
-/// `metrics.jsonl` (one JSON object per record) in a run's output folder, flushed as written so a
-/// crash loses nothing already logged.
+/// `metrics.jsonl` (one JSON object per record) in a run's output folder, every value at full
+/// precision (the shortest text that reads back exactly), flushed as written so a crash loses
+/// nothing already logged.
 
 #include <mlo/core/problem.h>
 
@@ -20,7 +21,8 @@ class MetricsWriter {
   /// up to that global step (records written after the saved state are dropped), then appended.
   explicit MetricsWriter(const std::string& dir, int64_t resume_step = -1);
 
-  /// Writes one record: `source` is a problem name or "validation", "test", ...
+  /// Writes one record: `source` is a problem name or "validation", "test", ... Throws
+  /// `mlo::Error` for a metric name that `is_metric_name` refuses (before writing anything).
   void write(int64_t step, const std::string& source, const Metrics& metrics);
 
   /// The files being written.

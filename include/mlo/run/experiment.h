@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -50,11 +51,17 @@ class Experiment {
   virtual Engine& engine() = 0;
   /// Metrics on `set`. On the validation split every name is prefixed "valid/"
   /// ("valid/loss"), so a number says which split it comes from; test metrics have plain names.
+  /// Names satisfy `is_metric_name` (a class name enters through `metric_segment`). Not called
+  /// with `kValid` when `missing_validation()` says there is no validation split.
   virtual Metrics evaluate(EvalSet set) = 0;
   /// The headline metrics of `evaluate`, without the "valid/" prefix, most important first
-  /// (reweighting: "acc", "balanced_acc"): what the runner prints after each validation and
-  /// in the final summary.
+  /// (reweighting: "acc", "balanced_acc"): what the runner's log lines show after each
+  /// validation and at the end, at 4 significant digits (the metrics files keep them all).
   virtual std::vector<std::string> metric_names() const = 0;
+  /// Why the experiment has no validation split ("data.valid_size is 0"), or nullopt when it
+  /// has one (the default). Without one nothing validates (the run refuses early stopping),
+  /// `results.json` has an empty "valid", and the log ends with "final validation: none (...)".
+  virtual std::optional<std::string> missing_validation() const { return std::nullopt; }
   /// A few lines describing data, problems and models, for logs.
   virtual std::string describe() const = 0;
   /// The problem `mlo plan` profiles when no `--problem` is given.
