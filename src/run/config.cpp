@@ -59,7 +59,9 @@ std::string lower_only_setting(const ProblemSettings& s) {
   if (s.warmup_steps != d.warmup_steps) return "warmup_steps";
   if (s.roll_back != d.roll_back) return "roll_back";
   if (s.method != d.method) return "method";
-  for (const auto& [name, options] : s.methods) {
+  for (const auto& entry : s.methods) {
+    const std::string& name = entry.first;
+    MethodOptions* options = entry.second.get();
     if (!options) continue;
     const auto given = field_values([&](Fields& f) { options->visit(f); });
     const auto defaults = mlo::method_options(name);

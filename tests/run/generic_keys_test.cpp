@@ -140,7 +140,9 @@ TEST_CASE("Generic keys: every key of problems.<name> reaches the built problem"
   const auto table = cases();
   const auto methods = mlo::method_names();
   int checked = 0;
-  for (const auto& [key, default_text] : keys) {
+  for (const auto& entry : keys) {
+    const std::string& key = entry.first;
+    const std::string default_text = entry.second;
     CAPTURE(key, default_text);
     const std::string section = key.substr(0, key.find('.'));
     const bool method_key =
