@@ -4,7 +4,6 @@
 #include "problems/reweighting/l2rw.h"
 
 #include <mlo/core/config.h>
-#include <mlo/hypergrad/darts.h>
 #include <mlo/nn/chain.h>
 #include <mlo/memory/precision.h>
 #include <mlo/nn/mwn.h>
@@ -186,10 +185,11 @@ at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOption
     return (w * losses).mean();
   };
   if (options.freeze_inputs() && loss_call() == LossCall::kReevaluation &&
-      config().method_as<DartsOptions>() && frozen_losses(batch).defined()) {
-    // NOTE: DARTS differentiates its re-evaluations (at w +- eps v) only with respect to the
-    // weight net's parameters, and with frozen inputs those enter only through the weights:
-    // the classifier's forward needs no graph, only the weight net's does.
+      config().method().reevaluation().upper_gradients_only && frozen_losses(batch).defined()) {
+    // NOTE: a finite-difference method (darts, sama) differentiates its re-evaluations (at
+    // w +- eps v) only with respect to the weight net's parameters, and with frozen inputs those
+    // enter only through the weights: the classifier's forward needs no graph, the weight net's
+    // does.
     at::Tensor losses;
     {
       memory::CastCacheOff no_cache;  // casts without history are not kept (memory/precision.h)

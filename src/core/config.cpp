@@ -8,11 +8,9 @@ ProblemConfig& ProblemConfig::method(const std::string& name) {
 }
 
 const MethodOptions& ProblemConfig::method() const {
-  if (method_) return *method_;
-  // NOTE: looked up on first use, not at construction: a config may be built during static
+  // NOTE: looked up on use, not at construction: a config may be built during static
   // initialization, before the built-in methods have registered.
-  static const std::shared_ptr<const MethodOptions> kDefault = method_options(kDefaultMethod);
-  return *kDefault;
+  return method_ ? *method_ : registered_defaults(kDefaultMethod);
 }
 
 }  // namespace mlo

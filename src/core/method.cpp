@@ -5,6 +5,7 @@
 #include <c10/util/StringUtil.h>
 
 #include <map>
+#include <typeinfo>
 #include <utility>
 
 namespace mlo {
@@ -12,11 +13,33 @@ namespace {
 
 using Defaults = std::function<std::shared_ptr<MethodOptions>()>;
 
+struct Entry {
+  Defaults factory;
+  // Made once at registration and never replaced: `registered_defaults` hands out references.
+  std::shared_ptr<const MethodOptions> defaults;
+};
+
 // NOTE: a function-local static, so registrations from other translation units' static
 // initializers find the map constructed whatever the initialization order.
-std::map<std::string, Defaults>& registry() {
-  static std::map<std::string, Defaults> methods;
+std::map<std::string, Entry>& registry() {
+  static std::map<std::string, Entry> methods;
   return methods;
+}
+
+const Entry& entry(const std::string& name) {
+  const auto found = registry().find(name);
+  MLO_CHECK(found != registry().end(), "unknown hypergradient method '", name,
+            "'; registered methods: ", c10::Join(", ", method_names()),
+            " (a method of your own registers with MLO_REGISTER_METHOD, docs/hypergradients.md)");
+  return found->second;
+}
+
+std::shared_ptr<MethodOptions> make_defaults(const std::string& name, const Defaults& factory) {
+  auto options = factory();
+  MLO_CHECK(options && options->name() == name, "hypergradient method '", name,
+            "': its registered factory returned ",
+            options ? "options named '" + options->name() + "'" : std::string("null"));
+  return options;
 }
 
 }  // namespace
@@ -24,20 +47,24 @@ std::map<std::string, Defaults>& registry() {
 bool register_method(const std::string& name, Defaults defaults) {
   MLO_CHECK(!name.empty(), "register_method: a hypergradient method needs a name");
   MLO_CHECK(defaults, "register_method: empty factory for hypergradient method '", name, "'");
-  registry()[name] = std::move(defaults);
+  std::shared_ptr<const MethodOptions> instance = make_defaults(name, defaults);
+  const auto found = registry().find(name);
+  if (found != registry().end()) {
+    const MethodOptions& held = *found->second.defaults;
+    MLO_CHECK(typeid(held) == typeid(*instance), "hypergradient method '", name,
+              "' is registered twice, by two different options types; give one another name");
+    return true;
+  }
+  registry().emplace(name, Entry{std::move(defaults), std::move(instance)});
   return true;
 }
 
 std::shared_ptr<MethodOptions> method_options(const std::string& name) {
-  const auto found = registry().find(name);
-  MLO_CHECK(found != registry().end(), "unknown hypergradient method '", name,
-            "'; registered methods: ", c10::Join(", ", method_names()),
-            " (a method of your own registers with MLO_REGISTER_METHOD, docs/hypergradients.md)");
-  auto options = found->second();
-  MLO_CHECK(options && options->name() == name, "hypergradient method '", name,
-            "': its registered factory returned ",
-            options ? "options named '" + options->name() + "'" : std::string("null"));
-  return options;
+  return make_defaults(name, entry(name).factory);
+}
+
+const MethodOptions& registered_defaults(const std::string& name) {
+  return *entry(name).defaults;
 }
 
 std::vector<std::string> method_names() {

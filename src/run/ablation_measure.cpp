@@ -7,7 +7,6 @@
 #include "ablation_sampling.h"
 
 #include <mlo/base/error.h>
-#include <mlo/hypergrad/darts.h>
 #include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
@@ -255,9 +254,10 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
       }
       int64_t bytes = bytes_of(experiment->problem(upper)->parameters()) + weights;
       std::string what = upper + "'s gradients + v";
-      if (const auto* darts = pc.method_as<DartsOptions>()) {
-        if (darts->exact_restore()) {
-          bytes += weights;
+      const Reevaluation method = pc.method().reevaluation();
+      if (method.upper_gradients_only) {
+        if (method.weight_copies > 0) {
+          bytes += method.weight_copies * weights;
           what += " + weight copy";
         }
         if (reevaluation) {

@@ -37,6 +37,14 @@ struct IdentityOptions : mlo::MethodOptionsFor<IdentityOptions> {
 };
 MLO_REGISTER_METHOD(IdentityOptions);
 
+// Another options type under a built-in method's name (never registered: refused).
+struct OtherDartsOptions : mlo::MethodOptionsFor<OtherDartsOptions> {
+  static constexpr const char* kName = "darts";
+  std::unique_ptr<mlo::Hypergradient> make() const override {
+    return std::make_unique<Identity>(1.0);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("Registry: the built-in methods are registered and built from their options",
@@ -127,7 +135,35 @@ TEST_CASE("Registry: an empty factory or name is rejected", "[hypergrad]") {
 }
 
 TEST_CASE("Registry: a factory whose options carry another name is refused", "[hypergrad]") {
-  mlo::register_method("misnamed_for_test", [] { return std::make_shared<IdentityOptions>(); });
+  CHECK_THROWS_WITH(
+      mlo::register_method("misnamed_for_test", [] { return std::make_shared<IdentityOptions>(); }),
+      Catch::Contains("options named 'identity_for_test'"));
   CHECK_THROWS_WITH(mlo::method_options("misnamed_for_test"),
-                    Catch::Contains("options named 'identity_for_test'"));
+                    Catch::Contains("unknown hypergradient method 'misnamed_for_test'"));
+}
+
+TEST_CASE("Registry: a name is held by one options type; the defaults it hands out stay",
+          "[hypergrad]") {
+  const mlo::MethodOptions& before = mlo::registered_defaults("darts");
+  // Another type under a registered name is refused: configs could not tell them apart.
+  const auto other_darts = [] { return std::make_shared<OtherDartsOptions>(); };
+  const auto darts_factory = [] { return std::make_shared<mlo::DartsOptions>(); };
+  CHECK_THROWS_WITH(mlo::register_method("darts", other_darts),
+                    Catch::Contains("'darts' is registered twice, by two different options types"));
+  CHECK(mlo::register_method("darts", darts_factory));  // the same type: accepted, first kept
+  CHECK_THROWS_WITH(mlo::register_method("identity_for_test", darts_factory),
+                    Catch::Contains("options named 'darts'"));
+  // The same type again (a header registering it, included by two files) keeps the first.
+  CHECK(mlo::register_method("identity_for_test", [] {
+    return std::make_shared<IdentityOptions>(IdentityOptions().scale(3.0));
+  }));
+  const auto* identity =
+      dynamic_cast<const IdentityOptions*>(&mlo::registered_defaults("identity_for_test"));
+  REQUIRE(identity != nullptr);
+  CHECK(identity->scale() == 1.0);
+  CHECK(dynamic_cast<const IdentityOptions*>(mlo::method_options("identity_for_test").get())
+            ->scale() == 1.0);
+  // A config that selects no method reads the registered defaults, the same object each time.
+  CHECK(&mlo::ProblemConfig().method() == &before);
+  CHECK(mlo::ProblemConfig().method().name() == "darts");
 }

@@ -243,6 +243,47 @@ TEST_CASE("Reweighting: without frozen inputs DARTS equals the full mixed produc
   require_close(got, mixed_product(p, train, v, /*frozen_input=*/false), 1e-6);
 }
 
+namespace {
+
+// SAMA's options, except that they claim nothing about its re-evaluations, so the classifier
+// re-evaluates its loss with the full graph.
+struct SamaWithGraph : mlo::MethodOptionsFor<SamaWithGraph> {
+  static constexpr const char* kName = "sama_with_graph";
+  std::unique_ptr<mlo::Hypergradient> make() const override {
+    return mlo::SamaOptions().alpha(1e-4).make();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Reweighting: a finite-difference re-evaluation without the classifier's graph "
+          "gives the numbers of one with it (sama)",
+          "[problems][reweighting][hypergrad]") {
+  // SAMA, like DARTS, differentiates its re-evaluations only with respect to the weight net
+  // (`MethodOptions::reevaluation`), so with frozen inputs the classifier's forward runs without
+  // a graph. The learning rates stay nonzero: SAMA's direction scales v by the SGD step's lr.
+  torch::manual_seed(6);
+  const mlo::Batch train(torch::randn({12, 6}, torch::kDouble), torch::randint(3, {12}));
+  const mlo::Batch meta(torch::randn({9, 6}, torch::kDouble), torch::randint(3, {9}));
+  std::vector<torch::Tensor> v;
+  auto result = [&](const mlo::ProblemConfig& config) {
+    auto p = make_double_pair(train, meta, config);
+    if (v.empty()) {
+      for (const auto& t : p.classifier->parameters()) v.push_back(torch::randn_like(t));
+    }
+    mlo::Engine engine(mlo::EngineConfig().train_iters(1));
+    engine.add(p.reweighter).add(p.classifier).link(p.reweighter, p.classifier);
+    engine.run();
+    auto method = p.classifier->config().method().make();
+    return method->apply(v, *p.classifier, *p.reweighter);
+  };
+  REQUIRE(mlo::SamaOptions().reevaluation().upper_gradients_only);
+  REQUIRE_FALSE(SamaWithGraph().reevaluation().upper_gradients_only);
+  const auto without_graph = result(mlo::ProblemConfig().method(mlo::SamaOptions().alpha(1e-4)));
+  const auto with_graph = result(mlo::ProblemConfig().method(SamaWithGraph()));
+  require_close(without_graph, with_graph, 1e-12);
+}
+
 TEST_CASE("Reweighting: frozen inputs are the losses of the step, before its update",
           "[problems][reweighting]") {
   // With a nonzero learning rate the classifier moves; re-evaluating its loss afterwards (as a

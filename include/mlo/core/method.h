@@ -94,6 +94,17 @@ struct OptionError {
   std::string what;
 };
 
+/// How a method re-evaluates the lower loss inside `apply`, for the problems and the memory
+/// estimates that can use it. The defaults claim nothing.
+struct Reevaluation {
+  /// The re-evaluations at perturbed lower parameters w are differentiated only with respect to
+  /// the upper problems' parameters (a finite difference along v, as darts and sama take), so the
+  /// lower problem's forward needs no graph through w.
+  bool upper_gradients_only = false;
+  /// Copies of w the method holds while it re-evaluates (darts restoring w from a copy: 1).
+  int weight_copies = 0;
+};
+
 /// The options of one hypergradient method: its name, its YAML keys, its rules, and the method
 /// it builds. Derive from `MethodOptionsFor<YourOptions>` (it provides `name` and `clone` from a
 /// `static constexpr const char* kName`).
@@ -109,6 +120,8 @@ class MethodOptions {
   virtual void visit(Fields& fields) { (void)fields; }
   /// Rules across keys; the first broken one, or nothing.
   virtual std::optional<OptionError> validate() const { return std::nullopt; }
+  /// How the method built from these options re-evaluates the lower loss.
+  virtual Reevaluation reevaluation() const { return {}; }
   /// The method these options configure; throws `mlo::Error` on a bad value.
   virtual std::unique_ptr<Hypergradient> make() const = 0;
 };
@@ -127,12 +140,18 @@ class MethodOptionsFor : public MethodOptions {
 inline constexpr const char* kDefaultMethod = "darts";
 
 /// Registers the default options of the method `name`; returns true (for static registration).
-/// A later registration under the same name replaces the earlier one.
+/// Throws `mlo::Error` when options of another type already hold the name (two methods under
+/// one name would make configs ambiguous); the same type registered again (a header with
+/// `MLO_REGISTER_METHOD` included by two files) keeps the first registration.
 bool register_method(const std::string& name,
                      std::function<std::shared_ptr<MethodOptions>()> defaults);
 /// The default options of the method registered as `name`; throws `mlo::Error` listing the
 /// registered names when there is none.
 std::shared_ptr<MethodOptions> method_options(const std::string& name);
+/// The default options of the method registered as `name`, kept for the rest of the program
+/// (what `ProblemConfig::method()` reads when no method was selected); throws as
+/// `method_options` does.
+const MethodOptions& registered_defaults(const std::string& name);
 /// The registered methods' names, sorted.
 std::vector<std::string> method_names();
 

@@ -29,6 +29,8 @@ struct DartsOptions : MethodOptionsFor<DartsOptions> {
   /// The keys of the `darts:` section of a problem.
   void visit(Fields& fields) override;
   std::unique_ptr<Hypergradient> make() const override;
+  /// A finite difference: its re-evaluations need gradients for the upper problems only.
+  Reevaluation reevaluation() const override { return {true, exact_restore() ? 1 : 0}; }
 };
 
 namespace hypergrad {

@@ -26,6 +26,8 @@ struct SamaOptions : MethodOptionsFor<SamaOptions> {
   /// The keys of the `sama:` section of a problem.
   void visit(Fields& fields) override;
   std::unique_ptr<Hypergradient> make() const override;
+  /// A finite difference: its re-evaluations need gradients for the upper problems only.
+  Reevaluation reevaluation() const override { return {true, 1}; }  // w restored from a copy
 };
 
 namespace hypergrad {
