@@ -53,6 +53,20 @@ std::shared_ptr<MethodOptions> method_options(const ProblemSettings& settings,
   return mlo::method_options(name);
 }
 
+std::string changed_method_key(const ProblemSettings& s, const std::string& name) {
+  const auto found = s.methods.find(name);
+  if (found == s.methods.end() || !found->second) return "";
+  MethodOptions* options = found->second.get();
+  const auto given = field_values([&](Fields& f) { options->visit(f); });
+  const auto defaults = mlo::method_options(name);
+  const auto expected = field_values([&](Fields& f) { defaults->visit(f); });
+  for (const auto& [key, value] : given) {
+    const auto other = expected.find(key);
+    if (other == expected.end() || other->second != value) return key;
+  }
+  return "";
+}
+
 std::string lower_only_setting(const ProblemSettings& s) {
   const ProblemSettings d;  // the defaults
   if (s.unroll_steps != d.unroll_steps) return "unroll_steps";
@@ -60,16 +74,8 @@ std::string lower_only_setting(const ProblemSettings& s) {
   if (s.roll_back != d.roll_back) return "roll_back";
   if (s.method != d.method) return "method";
   for (const auto& entry : s.methods) {
-    const std::string& name = entry.first;
-    MethodOptions* options = entry.second.get();
-    if (!options) continue;
-    const auto given = field_values([&](Fields& f) { options->visit(f); });
-    const auto defaults = mlo::method_options(name);
-    const auto expected = field_values([&](Fields& f) { defaults->visit(f); });
-    for (const auto& [key, value] : given) {
-      const auto other = expected.find(key);
-      if (other == expected.end() || other->second != value) return name + "." + key;
-    }
+    const std::string key = changed_method_key(s, entry.first);
+    if (!key.empty()) return entry.first + "." + key;
   }
   return "";
 }
@@ -124,12 +130,23 @@ void check_config(const RunConfig& c) {
                "remove it");
   }
   // Each method's rules across its keys, here where keys still have their file positions (the
-  // method's constructor checks the same for a configuration built in code).
+  // method's constructor checks the same for a configuration built in code). A section of a
+  // method the problem does not run is accepted (kept for switching with --set ...method=)
+  // only when `method` was chosen: set without it, the section would be silently ignored for
+  // the default method.
   for (const auto& [name, p] : c.problems) {
+    const std::string method_key = "problems." + name + ".method";
     for (const auto& [method, options] : p.methods) {
       if (!options) continue;
+      const std::string changed = method == p.method ? "" : changed_method_key(p, method);
       if (const auto broken = options->validate()) {
         c.fail("problems." + name + "." + method + "." + broken->key, broken->what);
+      }
+      if (!changed.empty() && p.method == kDefaultMethod && !c.locations.count(method_key)) {
+        c.fail("problems." + name + "." + method + "." + changed,
+               "sets an option of method '" + method + "', but " + method_key +
+                   " is not set, so '" + p.method + "' (the default) runs and the '" + method +
+                   "' section has no effect; add 'method: " + method + "', or remove the section");
       }
     }
   }

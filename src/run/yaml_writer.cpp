@@ -103,10 +103,7 @@ std::string to_yaml(const run::RunConfig& config) {
         it = problem.methods.erase(it);
         continue;
       }
-      const auto given = field_values([&](Fields& f) { it->second->visit(f); });
-      const auto defaults = mlo::method_options(it->first);
-      const auto expected = field_values([&](Fields& f) { defaults->visit(f); });
-      if (it->first != problem.method && given == expected) {
+      if (it->first != problem.method && run::changed_method_key(problem, it->first).empty()) {
         it = problem.methods.erase(it);
       } else {
         ++it;

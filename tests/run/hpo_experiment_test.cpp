@@ -27,6 +27,7 @@ problems:
   inner:
     optimizer: {name: sgd, lr: 0.1}
     unroll_steps: 100
+    method: darts  # the other sections are for --set problems.inner.method=...
     darts: {alpha: 0.01}
     neumann: {iterations: 5}
     cg: {iterations: 3, alpha: 0.1}

@@ -314,6 +314,36 @@ TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "
                    "not both (snapshots is 3)"));
 }
 
+TEST_CASE("YAML: a section of a method that does not run needs an explicit method",
+          "[io][yaml]") {
+  const auto with = [](const std::string& lines) {
+    return std::string(kValid).replace(std::string(kValid).find("  reweighter:"), 0, lines);
+  };
+  // Without `method`, darts runs: a neumann section would be silently ignored.
+  REQUIRE_THROWS_WITH(
+      parse_run_config(with("    neumann: {iterations: 5}\n"), "m.yaml"),
+      Contains("m.yaml:11:27: problems.classifier.neumann.iterations: sets an option of method "
+               "'neumann', but problems.classifier.method is not set, so 'darts' (the default) "
+               "runs and the 'neumann' section has no effect; add 'method: neumann'"));
+  // The same section beside an explicit method (in the file, or by --set) is kept for switching.
+  CHECK(parse_run_config(with("    method: cg\n    neumann: {iterations: 5}\n"), "m.yaml")
+            .problems.at("classifier")
+            .method == "cg");
+  CHECK(parse_run_config(with("    method: darts\n    neumann: {iterations: 5}\n"), "m.yaml")
+            .problems.at("classifier")
+            .method == "darts");
+  const auto switched = parse_run_config(with("    neumann: {iterations: 5}\n"), "m.yaml",
+                                         {"problems.classifier.method=neumann"});
+  CHECK(switched.problems.at("classifier").method == "neumann");
+  // A section at its defaults changes nothing: accepted.
+  CHECK_NOTHROW(parse_run_config(with("    cg: {iterations: 1, alpha: 1.0}\n"), "m.yaml"));
+  // The resolved config of a run with kept sections reads back.
+  const auto kept = parse_run_config(with("    method: cg\n    neumann: {iterations: 5}\n"),
+                                     "m.yaml");
+  CHECK(mlo::run::to_yaml(parse_run_config(mlo::run::to_yaml(kept), "resolved.yaml")) ==
+        mlo::run::to_yaml(kept));
+}
+
 TEST_CASE("YAML: the data-parallel keys reach the engine and problem configs", "[io][yaml]") {
   const std::string yaml = std::string(kValid).replace(
       std::string(kValid).find("  train_iters: 10\n"), 0,

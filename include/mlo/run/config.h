@@ -236,6 +236,10 @@ std::vector<std::string> parents_of(const DependencyConfig& graph, const std::st
 std::shared_ptr<MethodOptions> method_options(const ProblemSettings& settings,
                                               const std::string& name);
 
+/// The first key of method `name`'s section in `settings` ("iterations") set to a value other
+/// than the method's default, or "" when the section keeps its defaults (or is absent).
+std::string changed_method_key(const ProblemSettings& settings, const std::string& name);
+
 /// The settings of a problem that act only when it is a lower problem (it has a parent):
 /// `unroll_steps`, `warmup_steps`, `roll_back`, `method` and every method's options. Returns
 /// the key (relative to the problem, e.g. "unroll_steps", "neumann.iterations") of the first
@@ -244,8 +248,9 @@ std::string lower_only_setting(const ProblemSettings& settings);
 
 /// The rules across keys: the experiment's problem names (`required_problems`,
 /// `optional_problems`), the experiment's own rules (`ExperimentSettings::check`), then the
-/// generic ones: no lower-only setting on a problem with nothing above it, dependencies naming existing
-/// problems, early stopping on a "valid/" metric with validation on. Throws `mlo::Error` naming
+/// generic ones: no lower-only setting on a problem with nothing above it, no section of a method
+/// that does not run unless `method` was set, dependencies naming existing problems, early
+/// stopping on a "valid/" metric with validation on. Throws `mlo::Error` naming
 /// the file, line and key (`RunConfig::fail`). The YAML reader and `make_experiment` call it.
 void check_config(const RunConfig& config);
 
