@@ -190,6 +190,16 @@ void add_problems(Engine& engine, const RunConfig& config,
     config.fail(key, "names problem '" + name + "', which this " + config.experiment +
                          " run does not build (its problems: " + names + ")");
   };
+  // A configured problem the experiment did not build would have its keys validated and then
+  // ignored.
+  for (const auto& entry : config.problems) {
+    if (by_name.count(entry.first)) continue;
+    std::string names;
+    for (const auto& built : by_name) names += (names.empty() ? "" : ", ") + built.first;
+    config.fail("problems." + entry.first, "is configured, but this " + config.experiment +
+                                               " run builds no problem of that name (it builds: " +
+                                               names + ")");
+  }
   const DependencyConfig graph = resolved_dependencies(config);
   for (const auto& [upper, lowers] : graph.u2l) {
     for (const auto& lower : lowers) {

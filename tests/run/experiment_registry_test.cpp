@@ -221,3 +221,31 @@ TEST_CASE("Experiment keys: the ready-made experiments validate their own sectio
                       Contains("r.yaml:2:19: data.meta_size: must be a multiple of the number of "
                                "classes (10), got 15"));
 }
+
+TEST_CASE("Experiment keys: add_problems refuses a configured problem the run does not build",
+          "[run][registry]") {
+  // The run builds p0..p2 (toy.levels 3); problems.p3 would be validated and then ignored.
+  const auto config = parse_run_config(std::string(kChain) + "  p3: {optimizer: {name: sgd}}\n",
+                                       "chain.yaml");
+  std::vector<mlo::ProblemPtr> built;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    built.push_back(std::make_shared<mlo_test::Toy>(name, mlo::ProblemConfig(), nullptr));
+  }
+  mlo::Engine engine(mlo::run::make_engine_config(config.engine));
+  REQUIRE_THROWS_WITH(mlo::run::add_problems(engine, config, built),
+                      Contains("chain.yaml:10:") &&
+                          Contains("problems.p3: is configured, but this test_chain run builds "
+                                   "no problem of that name (it builds: p0, p1, p2)"));
+  // Without p3 they are added and wired from the experiment's default dependencies: p0 under
+  // p1 under p2.
+  const auto three = parse_run_config(kChain, "chain.yaml");
+  mlo::Engine wired(mlo::run::make_engine_config(three.engine));
+  mlo::run::add_problems(wired, three, built);
+  wired.initialize();
+  CHECK(wired.problems().size() == 3);
+  using Parents = std::vector<mlo::Problem*>;
+  CHECK(wired.graph().parents(built[0].get()) == Parents{built[1].get()});
+  CHECK(wired.graph().parents(built[1].get()) == Parents{built[2].get()});
+  CHECK(wired.graph().parents(built[2].get()).empty());
+}

@@ -55,7 +55,8 @@ void setup_problem(Problem& problem, const RunConfig& config);
 
 /// Adds `problems` to `engine` (in this order) and links them as the configuration's dependency
 /// graph says (`resolved_dependencies`): the one place an experiment's graph is wired by name.
-/// Throws `mlo::Error` naming the key for an edge whose problem is not among `problems`.
+/// Throws `mlo::Error` naming the key for an edge whose problem is not among `problems`, and for
+/// a problem under `problems:` that is not among them (its keys would be ignored).
 void add_problems(Engine& engine, const RunConfig& config, const std::vector<ProblemPtr>& problems);
 
 /// The engine's configuration from `engine:` (schedule, memory tracking, early stopping).
