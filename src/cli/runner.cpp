@@ -143,11 +143,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
 
   const auto owned = run::make_experiment(config);
   run::Experiment& experiment = *owned;
-  for (std::stringstream lines(experiment.describe()); !lines.eof();) {
-    std::string line;
-    std::getline(lines, line);
-    spdlog::info("{}", line);
-  }
+  for (const auto& line : console_lines(experiment.describe())) spdlog::info("{}", line);
   if (main && experiment.synthetic()) {
     spdlog::warn("this run uses SYNTHETIC data, not a real dataset");
   }
@@ -287,10 +283,12 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
                                                 result.steps, experiment.synthetic()));
   std::cout << experiment.report(result.test, result.valid) << "results in " << out.string()
             << "\n";
-  spdlog::info("final validation: {}",
-               no_validation ? "none (" + *no_validation + ")"
-                             : format_headline(result.valid, headline_names(experiment, "valid/")));
-  spdlog::info("test: {}", format_headline(result.test, headline_names(experiment, "")));
+  const std::string valid =
+      no_validation ? "none (" + *no_validation + ")"
+                    : format_headline(result.valid, headline_names(experiment, "valid/"));
+  for (const auto& line : console_lines("final validation: " + valid)) spdlog::info("{}", line);
+  const std::string test = format_headline(result.test, headline_names(experiment, ""));
+  for (const auto& line : console_lines("test: " + test)) spdlog::info("{}", line);
   restore_logging();
   return result;
 }

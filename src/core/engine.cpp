@@ -350,8 +350,9 @@ void Engine::validate_and_maybe_stop() {
   if (rule && std::count(headline.begin(), headline.end(), rule->metric()) == 0) {
     headline.push_back(rule->metric());
   }
-  spdlog::info("[validation] step {}  {}", global_step_,
-               format_headline(last_validation_, headline));
+  const std::string validation = "[validation] step " + std::to_string(global_step_) + "  " +
+                                 format_headline(last_validation_, headline);
+  for (const auto& line : console_lines(validation)) spdlog::info("{}", line);
   spdlog::debug("[validation] step {}  {}", global_step_, format_all(last_validation_));
 
   if (!rule) return;
@@ -375,11 +376,14 @@ void Engine::validate_and_maybe_stop() {
   }
 }
 
-// NOTE: the console line holds the problem's headline metrics only (about 120 characters);
-// every metric reaches the run's metrics files (cli/runner.cpp), and the debug level here.
+// NOTE: the console line holds the problem's headline metrics only (within 120 characters,
+// wrapped where a program declares many); every metric reaches the run's metrics files
+// (cli/runner.cpp), and the debug level here.
 void Engine::log_problem(const Problem& p) const {
-  spdlog::info("[step {}] {}  local {}  {}", global_step_, p.name(), p.step_count(),
-               format_headline(p.metrics(), p.headline_metrics()));
+  const std::string step = "[step " + std::to_string(global_step_) + "] " + p.name() +
+                           "  local " + std::to_string(p.step_count()) + "  " +
+                           format_headline(p.metrics(), p.headline_metrics());
+  for (const auto& line : console_lines(step)) spdlog::info("{}", line);
   spdlog::debug("[step {}] {}  local {}  {}", global_step_, p.name(), p.step_count(),
                 format_all(p.metrics()));
 }

@@ -2,6 +2,7 @@
 // at 4 significant digits within 120 characters, everything else goes to the metrics files
 // (names without spaces), and a run without a validation split says so instead of printing
 // zeros.
+#include "support/scratch.h"
 #include "runner.h"
 
 #include <mlo/core/metrics.h>
@@ -10,7 +11,6 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <cctype>
 #include <filesystem>
@@ -41,13 +41,7 @@ problems:
     optimizer: {name: adam, lr: 0.01}
 )";
 
-// A fresh folder of this process's own (test suites of several checkouts may run at once).
-fs::path scratch(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("mlo_console_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
-}
+fs::path scratch(const std::string& name) { return mlo_test::scratch_path("console_test_" + name); }
 
 std::string read(const fs::path& path) {
   std::ifstream in(path);
@@ -137,6 +131,7 @@ TEST_CASE("Console: the main job's log lines hold the headline metrics within 12
   for (const auto& line : lines_of(log)) {
     const std::string text = message(line);
     INFO("line: " << line);
+    CHECK(line.size() <= 120);  // every line: the description's too
     if (text.rfind("[step ", 0) == 0) {
       kinds.insert(fields(text)[0].substr(fields(text)[0].rfind(' ') + 1));  // the problem
       CHECK(line.size() <= 120);
@@ -200,4 +195,29 @@ TEST_CASE("Console: a run without a validation split says so instead of printing
   CHECK(results.at("test").contains("balanced_acc"));
   CHECK(read(out / "metrics.csv").find(",validation,") == std::string::npos);
   fs::remove_all(out);
+}
+
+TEST_CASE("Console: long lines are wrapped within the console width, pairs kept whole",
+          "[cli][console]") {
+  using mlo::console_lines;
+  // A line within the width stays as it is, its double spaces too.
+  CHECK(console_lines("loss 0.5  acc 0.75") == std::vector<std::string>{"loss 0.5  acc 0.75"});
+  // Free text breaks between words; an empty line stays; a long word keeps its own line.
+  CHECK(console_lines("a bb ccc\ndd", 4) == std::vector<std::string>{"a bb", "  ccc", "dd"});
+  CHECK(console_lines("x abcdefgh y\n\nz", 5) ==
+        std::vector<std::string>{"x", "  abcdefgh", "  y", "", "z"});
+  // A metric line breaks between "name value" pairs, never inside one.
+  CHECK(console_lines("[validation] step 100  valid/a 0.5  valid/bb 0.25", 30) ==
+        std::vector<std::string>{"[validation] step 100", "  valid/a 0.5  valid/bb 0.25"});
+  // The main job's description, one long line: every piece fits, and nothing is lost.
+  std::string line = "training images per class:";
+  for (int c = 0; c < 10; ++c) {
+    line += " class_name_" + std::to_string(c) + "=" + std::to_string(5000 / (c + 1));
+  }
+  std::string joined;
+  for (const auto& piece : console_lines(line)) {
+    CHECK(piece.size() <= mlo::kConsoleWidth);
+    joined += (joined.empty() ? "" : " ") + piece.substr(piece.rfind("  ", 0) == 0 ? 2 : 0);
+  }
+  CHECK(joined == line);
 }

@@ -11,6 +11,7 @@
 /// "valid/acc/" + mlo::metric_segment("ankle boot");  // "valid/acc/ankle_boot"
 /// ```
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,5 +42,16 @@ std::string format_headline(const Metrics& metrics, const std::vector<std::strin
 
 /// Every metric of `metrics`, by name, in the console form (for debug logs).
 std::string format_all(const Metrics& metrics);
+
+/// Characters of a console log message after its "[2026-11-24 12:46:19] [info] " prefix (29):
+/// every info line fits a 120-column terminal.
+inline constexpr std::size_t kConsoleWidth = 91;
+
+/// `text`'s lines (split at '\n'); a line longer than `width` is wrapped at spaces: between
+/// "name value" pairs where it separates them by two spaces, else between words. Continuation
+/// lines start with two spaces; a word longer than the width stays whole. How the console shows
+/// free text and long metric lines.
+std::vector<std::string> console_lines(const std::string& text,
+                                       std::size_t width = kConsoleWidth);
 
 }  // namespace mlo
