@@ -5,59 +5,17 @@
 //   top  (b):           picks the teacher's regularization for a second validation set
 // Each level's parameters enter the loss of the level below (u2l) and the level below's
 // parameters enter its own loss (l2u): top gets its hypergradient through mid, mid through low.
+#include "custom_experiment/distill_problems.h"
+
 #include <mlo/mlo.h>
 #include <torch/torch.h>
 
 #include <cstdio>
 
-namespace {
-
-torch::Tensor mse(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).pow(2).mean(); }
-
-struct Student;
-struct Teacher;
-struct Top;
-
-struct Student : mlo::Problem {
-  using mlo::Problem::Problem;
-  Teacher* teacher = nullptr;
-  torch::Tensor predict(const torch::Tensor& x) const {
-    return module_as<torch::nn::LinearImpl>()->forward(x);
-  }
-  torch::Tensor training_step(const mlo::Batch& b) override;
-};
-
-struct Teacher : mlo::Problem {
-  using mlo::Problem::Problem;
-  Student* student = nullptr;
-  Top* top = nullptr;
-  mlo::Batch student_valid;
-  torch::Tensor predict(const torch::Tensor& x) const {
-    return module_as<torch::nn::LinearImpl>()->forward(x);
-  }
-  torch::Tensor training_step(const mlo::Batch& b) override;
-};
-
-struct Top : mlo::Problem {
-  using mlo::Problem::Problem;
-  Teacher* teacher = nullptr;
-  torch::Tensor log_strength() const { return module().parameters()[0]; }
-  torch::Tensor training_step(const mlo::Batch& b) override {
-    return mse(teacher->predict(b.data), b.target);
-  }
-};
-
-torch::Tensor Student::training_step(const mlo::Batch& b) {
-  return mse(predict(b.data), teacher->predict(b.data));
-}
-
-torch::Tensor Teacher::training_step(const mlo::Batch& b) {
-  const auto& w = module_as<torch::nn::LinearImpl>()->weight;
-  return mse(predict(b.data), b.target) + top->log_strength().exp().sum() * w.pow(2).sum() +
-         mse(student->predict(student_valid.data), student_valid.target);
-}
-
-}  // namespace
+using distill::mse;
+using distill::Student;
+using distill::Teacher;
+using distill::Top;
 
 int main() {
   torch::manual_seed(0);

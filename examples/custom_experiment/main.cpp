@@ -13,6 +13,8 @@
 //
 //   ./custom_experiment run distill.yaml --set problems.teacher.method=cg
 //   ./custom_experiment run distill.yaml --stop-at 100 && ./custom_experiment run distill.yaml --resume
+#include "distill_problems.h"
+
 #include <mlo/cli/main.h>
 #include <mlo/mlo.h>
 #include <mlo/run/builders.h>
@@ -25,49 +27,10 @@
 
 namespace {
 
-torch::Tensor mse(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).pow(2).mean(); }
-
-struct Teacher;
-struct Top;
-
-struct Student : mlo::Problem {
-  using mlo::Problem::Problem;
-  Teacher* teacher = nullptr;
-  torch::Tensor predict(const torch::Tensor& x) const {
-    return module_as<torch::nn::LinearImpl>()->forward(x);
-  }
-  torch::Tensor training_step(const mlo::Batch& b) override;
-};
-
-struct Teacher : mlo::Problem {
-  using mlo::Problem::Problem;
-  Student* student = nullptr;
-  Top* top = nullptr;
-  mlo::Batch student_valid;
-  torch::Tensor predict(const torch::Tensor& x) const {
-    return module_as<torch::nn::LinearImpl>()->forward(x);
-  }
-  torch::Tensor training_step(const mlo::Batch& b) override;
-};
-
-struct Top : mlo::Problem {
-  using mlo::Problem::Problem;
-  Teacher* teacher = nullptr;
-  torch::Tensor log_strength() const { return module().parameters()[0]; }
-  torch::Tensor training_step(const mlo::Batch& b) override {
-    return mse(teacher->predict(b.data), b.target);
-  }
-};
-
-torch::Tensor Student::training_step(const mlo::Batch& b) {
-  return mse(predict(b.data), teacher->predict(b.data));
-}
-
-torch::Tensor Teacher::training_step(const mlo::Batch& b) {
-  const auto& w = module_as<torch::nn::LinearImpl>()->weight;
-  return mse(predict(b.data), b.target) + top->log_strength().exp().sum() * w.pow(2).sum() +
-         mse(student->predict(student_valid.data), student_valid.target);
-}
+using distill::mse;
+using distill::Student;
+using distill::Teacher;
+using distill::Top;
 
 // The experiment: builds the three problems and the engine from the configuration.
 class DistillExperiment : public mlo::run::Experiment {

@@ -3,6 +3,8 @@
 // optimizer states; the baseline's peak is that state plus what the engine's exact meter
 // measures on the same configuration run here; every floor is at most its peak; the CSV and
 // JSON read back to the same numbers, and the chart is a real PNG.
+#include "support/text_files.h"
+#include "support/scratch.h"
 #include "ablate.h"
 
 #include <mlo/run/yaml.h>
@@ -48,30 +50,8 @@ problems:
     optimizer: {name: adam, lr: 0.001}
 )";
 
-std::string read(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// One CSV line into fields; a field in double quotes may hold commas ("" is a quote).
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-      out.back() += '"';
-      ++i;
-    } else if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
-}
+using mlo_test::csv_fields;
+using mlo_test::read_text;
 
 std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> out;
@@ -113,9 +93,7 @@ uint32_t big_endian(const std::string& bytes, size_t at) {
 
 TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files read back",
           "[cli][ablate]") {
-  const fs::path dir = fs::temp_directory_path() / "mlo_ablate_test";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = mlo_test::scratch_dir("ablate_test");
   const std::string config = (dir / "tiny.yaml").string();
   std::ofstream(config) << kTiny;
 
@@ -204,7 +182,7 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
   CHECK(zero.peak_bytes < dp.peak_bytes);
 
   {  // CSV and JSON parse back to the same numbers, labelled synthetic
-    const auto csv = split(read(dir / "out" / "ablation.csv"), '\n');
+    const auto csv = split(read_text(dir / "out" / "ablation.csv"), '\n');
     REQUIRE(csv.size() == 2 + keys.size());
     CHECK(csv[0].rfind("# data: synthetic", 0) == 0);
     const auto header = csv_fields(csv[1]);
@@ -220,7 +198,7 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
       CHECK(std::stoll(fields[17]) == result.rows[i].ranks);
       CHECK(fields[18] == result.rows[i].floor_instant);
     }
-    const auto json = nlohmann::json::parse(read(dir / "out" / "ablation.json"));
+    const auto json = nlohmann::json::parse(read_text(dir / "out" / "ablation.json"));
     CHECK(json.at("data") == "synthetic");
     REQUIRE(json.at("rows").size() == keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -230,7 +208,7 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
             Approx(result.rows[i].over_floor));
     }
     CHECK(json.at("missing").empty());  // no row failed
-    const std::string md = read(dir / "out" / "ablation.md");
+    const std::string md = read_text(dir / "out" / "ablation.md");
     CHECK(md.find("SYNTHETIC") != std::string::npos);
     for (const auto& row : result.rows) CHECK(md.find(row.row.name) != std::string::npos);
   }
@@ -240,7 +218,7 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
       WARN("skipped: gnuplot is not installed (apt-get install gnuplot-nox): no chart to check");
       return;
     }
-    const std::string png = read(dir / "out" / "ablation.png");
+    const std::string png = read_text(dir / "out" / "ablation.png");
     REQUIRE(png.size() > 33);
     CHECK(png.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0);
     CHECK(big_endian(png, 8) == 13);           // IHDR is 13 bytes long

@@ -8,6 +8,7 @@
 //
 // NOTE: structure, exit codes and files only: whether 2 ranks match 1 process numerically is
 // the engine's test (tests/core).
+#include "support/scratch.h"
 #include "support/subprocess.h"
 
 #include <catch2/catch.hpp>
@@ -44,9 +45,7 @@ problems:
 
 // A scratch folder holding the tiny config; returns the folder.
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("mlo_launch_test_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = mlo_test::scratch_dir("launch_test_" + name);
   std::ofstream(dir / "tiny.yaml") << kTiny;
   return dir;
 }

@@ -1,5 +1,6 @@
 // `mlo run` on a tiny synthetic config: an interrupted run resumed with --resume ends exactly
 // where the uninterrupted run does (bitwise on CPU at the same thread count).
+#include "support/scratch.h"
 #include "runner.h"
 
 #include <mlo/io/state.h>
@@ -44,9 +45,7 @@ std::string read(const fs::path& path) {
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("mlo_resume_test_" + name);
-  fs::remove_all(dir);
-  return dir;
+  return mlo_test::scratch_path("resume_test_" + name);
 }
 
 }  // namespace

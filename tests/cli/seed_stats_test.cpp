@@ -1,5 +1,6 @@
 // Multi-seed statistics of the mlo tool: seed lists, summaries and paired differences checked
 // against numbers computed by hand, and the summary / compare files on a fake run folder.
+#include "support/scratch.h"
 #include "seed_stats.h"
 #include "seeds.h"
 
@@ -69,8 +70,7 @@ void fake_run(const fs::path& dir, int64_t seed, double balanced, double rare3) 
 }  // namespace
 
 TEST_CASE("write_summary and compare_runs on run folders", "[cli]") {
-  const fs::path root = fs::temp_directory_path() / "mlo_seed_stats_test";
-  fs::remove_all(root);
+  const fs::path root = mlo_test::scratch_path("seed_stats_test");
   fake_run(root / "a", 0, 0.70, 0.30);
   fake_run(root / "a", 1, 0.72, 0.34);
   fake_run(root / "b", 0, 0.73, 0.40);
@@ -92,8 +92,7 @@ TEST_CASE("write_summary and compare_runs on run folders", "[cli]") {
 
 TEST_CASE("Seed summaries: only the requested seeds, diverged seeds kept, unpaired seeds named",
           "[cli]") {
-  const fs::path root = fs::temp_directory_path() / "mlo_seed_stats_edges_test";
-  fs::remove_all(root);
+  const fs::path root = mlo_test::scratch_path("seed_stats_edges_test");
   fake_run(root / "a", 0, 0.70, 0.30);
   fake_run(root / "a", 1, 0.72, 0.34);
   fake_run(root / "a", 7, 0.10, 0.10);  // left over from an earlier, longer run

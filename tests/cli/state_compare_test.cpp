@@ -1,6 +1,7 @@
 // The fault matrix's comparison of two saved states (tests/support/state_compare.h): it must see
 // a one-ulp change anywhere in a nested archive, a signed zero, a changed number and a missing
 // key, and find two saves of the same engine identical.
+#include "support/scratch.h"
 #include "support/state_compare.h"
 #include "support/toy.h"
 
@@ -17,10 +18,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("mlo_state_compare_test_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return mlo_test::scratch_dir("state_compare_test_" + name);
 }
 
 // An archive shaped as a saved state: a nested archive holding a tensor and a number.

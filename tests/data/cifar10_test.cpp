@@ -1,5 +1,6 @@
 // CIFAR-10 binary reader: values read back exactly from generated files; malformed files name
 // the file and the problem.
+#include "support/scratch.h"
 #include <mlo/base/error.h>
 #include <mlo/data/cifar10.h>
 
@@ -8,7 +9,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -20,18 +20,8 @@ using mlo::data::Split;
 
 namespace {
 
-// A fresh temporary folder, removed with its content at the end of the test.
-struct TempDir {
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("mlo_cifar_test_" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path path;
+struct TempDir : mlo_test::TempDir {
+  TempDir() : mlo_test::TempDir("cifar_test") {}
 };
 
 // Writes `labels.size()` records: label byte, then 3072 pixel bytes p(record, byte) = (r*7 + b) %

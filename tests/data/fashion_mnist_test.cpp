@@ -1,5 +1,6 @@
 // Fashion-MNIST IDX reader: generated gzip files read back exactly; malformed files name the file;
 // the real files of Debian's dataset-fashion-mnist package when installed.
+#include "support/scratch.h"
 #include <mlo/base/error.h>
 #include <mlo/data/fashion_mnist.h>
 
@@ -9,7 +10,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,17 +21,8 @@ using mlo::data::Split;
 
 namespace {
 
-struct TempDir {
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("mlo_fmnist_test_" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path path;
+struct TempDir : mlo_test::TempDir {
+  TempDir() : mlo_test::TempDir("fmnist_test") {}
 };
 
 void put_be32(std::vector<uint8_t>& out, uint32_t v) {

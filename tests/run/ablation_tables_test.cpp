@@ -2,6 +2,7 @@
 // every row of every table, the measured peak is at least the floor, since the floor is a lower
 // bound of the peak; the CSV and the JSON of one run agree. A table whose "floor" is above a
 // measured peak is not a floor, and fails here.
+#include "support/text_files.h"
 #include <nlohmann/json.hpp>
 
 #include <catch2/catch.hpp>
@@ -21,32 +22,8 @@ namespace {
 
 const char* const kTables[] = {"runs/ablation_b100", "runs/ablation_b32"};
 
-std::string read(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  INFO(path.string());
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// One CSV line into fields; a field in double quotes may hold commas ("" is a quote).
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-      out.back() += '"';
-      ++i;
-    } else if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
-}
+using mlo_test::csv_fields;
+using mlo_test::read_text;
 
 struct Bytes {
   int64_t peak = 0;
@@ -85,8 +62,8 @@ TEST_CASE("ablation tables under runs/: every row's peak is at least its floor",
   for (const char* table : kTables) {
     const fs::path dir = fs::path(MLO_SOURCE_DIR) / table;
     INFO(dir.string());
-    const auto csv = csv_rows(read(dir / "ablation.csv"));
-    const auto json = nlohmann::json::parse(read(dir / "ablation.json"));
+    const auto csv = csv_rows(read_text(dir / "ablation.csv"));
+    const auto json = nlohmann::json::parse(read_text(dir / "ablation.json"));
     REQUIRE(csv.count("baseline") == 1);
     REQUIRE(json.at("rows").size() == csv.size());
     for (const auto& row : json.at("rows")) {

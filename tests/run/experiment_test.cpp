@@ -1,5 +1,6 @@
 // Experiments from a configuration: the data splits they use, and settings that must act or be
 // refused (never a silent fallback to a default).
+#include "support/tiny_reweighting.h"
 #include <mlo/core/config.h>
 #include <mlo/base/error.h>
 #include <mlo/hypergrad/cg.h>
@@ -22,25 +23,9 @@ using Settings = ReweightingExperiment::Settings;
 
 namespace {
 
-// Small synthetic data: 60 images per class, 2 per class for meta, 5 per class for validation.
-const char* kTiny = R"(experiment: reweighting
-name: tiny
-seed: 2
-threads: 1
-engine: {train_iters: 2, valid_step: 0, log_step: 0, save_step: 0}
-data: {dataset: synthetic, synthetic_size: 60, synthetic_test_size: 3, imbalance: 10,
-       meta_size: 20, valid_size: 50, batch_size: 8, meta_batch_size: 10, test_batch_size: 64}
-problems:
-  classifier:
-    model: {name: cnn}
-    optimizer: {name: sgd, lr: 0.05}
-  reweighter:
-    model: {name: mwn, hidden: 4}
-    optimizer: {name: adam, lr: 0.01}
-)";
 
 mlo::run::RunConfig tiny(const std::vector<std::string>& overrides = {}) {
-  return mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides);
+  return mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides);
 }
 
 }  // namespace

@@ -8,12 +8,14 @@
 #include <mlo/core/problem.h>
 #include <mlo/run/experiment.h>
 #include <mlo/run/yaml.h>
+#include "support/tiny_reweighting.h"
 
 #include <catch2/catch.hpp>
 
 #include <torch/optim.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -22,23 +24,8 @@
 
 namespace {
 
-// The reweighting pair on small synthetic data: the classifier (lower, a CNN chain, so that
-// checkpointing applies) under the reweighter. Two steps take well under a second.
-const char* kTiny = R"(experiment: reweighting
-name: generic_keys
-seed: 2
-threads: 1
-engine: {train_iters: 2, valid_step: 0, log_step: 0, save_step: 0}
-data: {dataset: synthetic, synthetic_size: 60, synthetic_test_size: 3, imbalance: 10,
-       meta_size: 20, valid_size: 50, batch_size: 8, meta_batch_size: 10, test_batch_size: 64}
-problems:
-  classifier:
-    model: {name: cnn}
-    optimizer: {name: sgd, lr: 0.1}
-  reweighter:
-    model: {name: mwn, hidden: 4}
-    optimizer: {name: adam, lr: 0.01}
-)";
+// The classifier's learning rate in the tiny pair (tests/support/tiny_reweighting.h).
+constexpr double kLr = 0.05;
 
 struct Case {
   std::vector<std::string> overrides;  // besides the key's own value, what makes it act
@@ -67,29 +54,43 @@ std::map<std::string, Case> cases() {
       {"optimizer.nesterov",
        {{"optimizer.momentum=0.5"}, "true", false, [](P& p) { CHECK(sgd(p).nesterov()); }}},
       {"optimizer.beta1",
-       {{"optimizer.name=adam"}, "0.8", false,
+       {{"optimizer.name=adam"},
+        "0.8",
+        false,
         [](P& p) { CHECK(std::get<0>(adam(p).betas()) == 0.8); }}},
       {"optimizer.beta2",
-       {{"optimizer.name=adam"}, "0.99", false,
+       {{"optimizer.name=adam"},
+        "0.99",
+        false,
         [](P& p) { CHECK(std::get<1>(adam(p).betas()) == 0.99); }}},
       {"optimizer.eps",
        {{"optimizer.name=adam"}, "0.001", false, [](P& p) { CHECK(adam(p).eps() == 0.001); }}},
       // Schedules: the learning rate after the 2 optimizer steps of a 2-step run.
       {"scheduler.name",
-       {{"scheduler.milestones=[1]"}, "multistep", true,
-        [](P& p) { CHECK(lr(p) == Approx(0.1 * 0.1)); }}},
+       {{"scheduler.milestones=[1]"},
+        "multistep",
+        true,
+        [](P& p) { CHECK(lr(p) == Approx(kLr * 0.1)); }}},
       {"scheduler.milestones",
-       {{"scheduler.name=multistep"}, "[1, 2]", true,
-        [](P& p) { CHECK(lr(p) == Approx(0.1 * 0.01)); }}},
+       {{"scheduler.name=multistep"},
+        "[1, 2]",
+        true,
+        [](P& p) { CHECK(lr(p) == Approx(kLr * 0.01)); }}},
       {"scheduler.gamma",
-       {{"scheduler.name=multistep", "scheduler.milestones=[1]"}, "0.5", true,
-        [](P& p) { CHECK(lr(p) == Approx(0.1 * 0.5)); }}},
+       {{"scheduler.name=multistep", "scheduler.milestones=[1]"},
+        "0.5",
+        true,
+        [](P& p) { CHECK(lr(p) == Approx(kLr * 0.5)); }}},
       {"scheduler.t_max",
-       {{"scheduler.name=cosine"}, "4", true,  // halfway through a period of 4: the mean
-        [](P& p) { CHECK(lr(p) == Approx(0.1 * 0.5)); }}},
+       {{"scheduler.name=cosine"},
+        "4",
+        true,  // halfway through a period of 4: the mean
+        [](P& p) { CHECK(lr(p) == Approx(kLr * 0.5)); }}},
       {"scheduler.eta_min",
-       {{"scheduler.name=cosine"}, "0.2", true,  // the run's 2 steps are cosine's whole period
-        [](P& p) { CHECK(lr(p) == Approx(0.1 * 0.2)); }}},
+       {{"scheduler.name=cosine"},
+        "0.2",
+        true,  // the run's 2 steps are cosine's whole period
+        [](P& p) { CHECK(lr(p) == Approx(kLr * 0.2)); }}},
       {"unroll_steps", {{}, "3", false, [](P& p) { CHECK(p.config().unroll_steps() == 3); }}},
       {"warmup_steps", {{}, "4", false, [](P& p) { CHECK(p.config().warmup_steps() == 4); }}},
       {"roll_back", {{}, "true", false, [](P& p) { CHECK(p.config().roll_back()); }}},
@@ -100,21 +101,25 @@ std::map<std::string, Case> cases() {
       {"precision",
        {{}, "bf16", false, [](P& p) { CHECK(p.config().precision() == mlo::Precision::kBF16); }}},
       {"checkpointing.strategy",
-       {{}, "sqrt", false,
+       {{},
+        "sqrt",
+        false,
         [](P& p) { CHECK(p.config().checkpointing().strategy() == mlo::Checkpointing::kSqrt); }}},
       {"checkpointing.segments",
        {{}, "3", false, [](P& p) { CHECK(p.config().checkpointing().segments() == 3); }}},
       {"checkpointing.budget_bytes",
        {{}, "4096", false, [](P& p) { CHECK(p.config().checkpointing().budget_bytes() == 4096); }}},
       {"checkpointing.budget_fraction",
-       {{}, "0.25", false,
+       {{},
+        "0.25",
+        false,
         [](P& p) { CHECK(p.config().checkpointing().budget_fraction() == 0.25); }}},
       {"checkpointing.max_overhead",
-       {{}, "0.5", false,
-        [](P& p) { CHECK(p.config().checkpointing().max_overhead() == 0.5); }}},
+       {{}, "0.5", false, [](P& p) { CHECK(p.config().checkpointing().max_overhead() == 0.5); }}},
       {"method", {{}, "cg", false, [](P& p) { CHECK(p.config().method().name() == "cg"); }}},
       {"log_step", {{}, "7", false, [](P& p) { CHECK(p.config().log_step() == 7); }}},
-      {"data_parallel", {{}, "false", false, [](P& p) { CHECK_FALSE(p.config().data_parallel()); }}},
+      {"data_parallel",
+       {{}, "false", false, [](P& p) { CHECK_FALSE(p.config().data_parallel()); }}},
       {"allow_unused_parameters",
        {{}, "true", false, [](P& p) { CHECK(p.config().allow_unused_parameters()); }}},
   };
@@ -125,10 +130,44 @@ std::string other_value(const std::string& key, const std::string& text) {
   if (text == "true") return "false";
   if (text == "false") return "true";
   if (key == "unrolled.checkpointing") return text == "none" ? "binomial" : "none";
+  if (key == "unrolled.budget_bytes") return "100000000";  // room for a few inner states
   if (text.find_first_not_of("0123456789") == std::string::npos) {
     return std::to_string(std::stoll(text) + 2);  // snapshots 0 -> 2, iterations 1 -> 3
   }
   return std::to_string(std::stod(text) * 0.5);
+}
+
+// The reweighter's parameters after training the pair with `overrides` (the reweighter on
+// plain SGD, so that a hypergradient's scale shows in its step).
+std::vector<torch::Tensor> trained_upper(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all = {"problems.reweighter.optimizer.name=sgd",
+                                  "problems.reweighter.optimizer.lr=0.1"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  auto experiment = mlo::run::make_experiment(
+      mlo::run::parse_run_config(mlo_test::kTinyReweighting, "k.yaml", all));
+  experiment->engine().run();
+  std::vector<torch::Tensor> out;
+  for (const auto& t : experiment->problem("reweighter")->parameters())
+    out.push_back(t.detach().clone());
+  return out;
+}
+
+// Options that change how a method computes, not what (memory, exact restoring): the trained
+// upper equals the default's up to rounding. Every other option changes the hypergradient.
+// cg.alpha scales both sides of CG's system, so its iterates do not depend on it (cg.h).
+bool same_math(const std::string& key) {
+  return key == "darts.exact_restore" || key == "cg.alpha" || key.rfind("unrolled.", 0) == 0;
+}
+
+// The largest |a - b| over the tensors, relative to the largest |b|.
+double relative_difference(const std::vector<torch::Tensor>& a,
+                           const std::vector<torch::Tensor>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, (a[i] - b[i]).abs().max().item<double>());
+    scale = std::max(scale, b[i].abs().max().item<double>());
+  }
+  return diff / scale;
 }
 
 }  // namespace
@@ -139,58 +178,82 @@ TEST_CASE("Generic keys: every key of problems.<name> reaches the built problem"
       mlo::field_values([&](mlo::Fields& f) { mlo::run::visit_problem_keys(f, defaults); });
   const auto table = cases();
   const auto methods = mlo::method_names();
+  std::map<std::string, std::vector<torch::Tensor>> method_defaults;  // trained upper, by method
   int checked = 0;
   for (const auto& entry : keys) {
     const std::string& key = entry.first;
     const std::string default_text = entry.second;
     CAPTURE(key, default_text);
     const std::string section = key.substr(0, key.find('.'));
-    const bool method_key =
-        key.find('.') != std::string::npos &&
-        std::find(methods.begin(), methods.end(), section) != methods.end();
-    std::vector<std::string> overrides;
-    std::function<void(mlo::Problem&)> check;
-    bool run = false;
+    const bool method_key = key.find('.') != std::string::npos &&
+                            std::find(methods.begin(), methods.end(), section) != methods.end();
     if (method_key) {
-      // A method's option acts once the method is selected: its built options carry the value.
+      // A method's option acts once the method is selected: the built options carry the value,
+      // and the method the engine builds from them computes with it.
       const std::string option = key.substr(section.size() + 1);
       const std::string value = other_value(key, default_text);
-      overrides = {"problems.classifier.method=" + section, "problems.classifier." + key + "=" + value};
+      std::vector<std::string> overrides = {"problems.classifier.method=" + section,
+                                            "problems.classifier." + key + "=" + value};
       if (key == "unrolled.snapshots" || key == "unrolled.budget_bytes") {
         overrides.push_back("problems.classifier.unrolled.checkpointing=binomial");
       }
-      check = [section, option, default_text](mlo::Problem& p) {
-        const auto options = p.config().method().clone();
-        REQUIRE(options->name() == section);
-        const auto built = mlo::field_values([&](mlo::Fields& f) { options->visit(f); });
-        REQUIRE(built.count(option));
-        CHECK(built.at(option) != default_text);
-      };
-    } else {
-      const auto found = table.find(key);
-      if (found == table.end()) {
-        FAIL("generic key problems.<name>." << key << " has no check that it reaches the built "
-                                                      "problem: add one to this test");
-      }
-      for (const auto& o : found->second.overrides) overrides.push_back("problems.classifier." + o);
-      overrides.push_back("problems.classifier." + key + "=" + found->second.value);
-      check = found->second.check;
-      run = found->second.run;
-    }
-    CAPTURE(overrides);
-    auto config = mlo::run::parse_run_config(kTiny, "keys.yaml", overrides);
-    // The built value differs from the default's, so the check below sees the key act.
-    auto experiment = mlo::run::make_experiment(config);
-    if (run) experiment->engine().run();
-    check(*experiment->problem("classifier"));
-    if (method_key) {
-      // The built options hold exactly what the reader read from the override.
-      const std::string option = key.substr(section.size() + 1);
-      auto& read = config.problems.at("classifier").methods.at(section);
-      const auto given = mlo::field_values([&](mlo::Fields& f) { read->visit(f); });
+      CAPTURE(overrides);
+      const auto config =
+          mlo::run::parse_run_config(mlo_test::kTinyReweighting, "keys.yaml", overrides);
+      const auto experiment = mlo::run::make_experiment(config);
       const auto options = experiment->problem("classifier")->config().method().clone();
+      REQUIRE(options->name() == section);
       const auto built = mlo::field_values([&](mlo::Fields& f) { options->visit(f); });
+      const auto& read = config.problems.at("classifier").methods.at(section);
+      const auto given = mlo::field_values([&](mlo::Fields& f) { read->visit(f); });
+      REQUIRE(built.count(option));
+      CHECK(built.at(option) != default_text);
       CHECK(built.at(option) == given.at(option));
+
+      if (!method_defaults.count(section)) {
+        method_defaults[section] = trained_upper({"problems.classifier.method=" + section});
+      }
+      const double difference =
+          relative_difference(trained_upper(overrides), method_defaults[section]);
+      INFO("trained reweighter vs the method's defaults: relative difference " << difference);
+      if (same_math(key)) {
+        CHECK(difference < 1e-5);
+      } else {
+        CHECK(difference > 1e-6);
+      }
+      ++checked;
+      continue;
+    }
+    const auto found = table.find(key);
+    if (found == table.end()) {
+      FAIL("generic key problems.<name>." << key
+                                          << " has no check that it reaches the built "
+                                             "problem: add one to this test");
+    }
+    const Case& c = found->second;
+    // Schedules act on the lower (leaf) problem and on the upper one, whose optimizer steps the
+    // engine counts from the lower's unroll: 4 classifier steps unrolled by 2 give the
+    // reweighter 2, as the classifier takes in the plain 2-step run.
+    const std::vector<std::string> targets =
+        c.run ? std::vector<std::string>{"classifier", "reweighter"}
+              : std::vector<std::string>{"classifier"};
+    for (const auto& target : targets) {
+      std::vector<std::string> overrides;
+      if (target == "reweighter") {
+        overrides = {"engine.train_iters=4", "problems.classifier.unroll_steps=2",
+                     "problems.reweighter.optimizer.name=sgd",
+                     "problems.reweighter.optimizer.lr=0.05"};
+      }
+      for (const auto& o : c.overrides) overrides.push_back("problems." + target + "." + o);
+      overrides.push_back("problems." + target + "." + key + "=" + c.value);
+      CAPTURE(target, overrides);
+      auto experiment = mlo::run::make_experiment(
+          mlo::run::parse_run_config(mlo_test::kTinyReweighting, "keys.yaml", overrides));
+      if (c.run) {
+        experiment->engine().run();
+        CHECK(experiment->problem(target)->optimizer_steps() == 2);
+      }
+      c.check(*experiment->problem(target));
     }
     ++checked;
   }
