@@ -88,8 +88,9 @@ struct FixedPointOptions : mlo::MethodOptionsFor<FixedPointOptions> {
   }
 };
 
-// NOTE: in a header, so the test and the program share it; the registration runs once per
-// program that includes it (a later registration of the same name replaces the earlier one).
+// NOTE: in a header, so the test and the program share it; a program that includes it from
+// several files registers the same type under the same name again, which the registry accepts
+// (it keeps the first; another type under this name would be an error).
 MLO_REGISTER_METHOD(FixedPointOptions);
 
 }  // namespace fixed_point

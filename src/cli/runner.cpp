@@ -182,8 +182,11 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
           if (metrics) metrics->write(engine.global_step(), "validation", m);
           // (the engine logs the same line; under a progress bar the console shows warnings only)
           if (terminal) {
-            progress->println("[validation] step " + std::to_string(engine.global_step()) +
-                              "  " + format_headline(m, valid_headline));
+            for (const auto& line :
+                 console_lines("[validation] step " + std::to_string(engine.global_step()) +
+                               "  " + format_headline(m, valid_headline))) {
+              progress->println(line);
+            }
           }
           return m;
         },

@@ -5,6 +5,7 @@
 #include <mlo/base/archive.h>
 #include <mlo/dist/process_group.h>
 #include <mlo/core/method.h>
+#include <mlo/core/metrics.h>
 #include <mlo/core/path.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
@@ -370,9 +371,11 @@ void Engine::validate_and_maybe_stop() {
   }
   if (++validations_without_improvement_ >= rule->tolerance()) {
     stopped_early_ = true;
-    spdlog::info("mlo: early stopping at step {}: '{}' has not improved on {} for {} validations",
-                 global_step_, rule->metric(), format_metric(*best_metric_),
-                 validations_without_improvement_);
+    const std::string stop = "mlo: early stopping at step " + std::to_string(global_step_) +
+                             ": '" + rule->metric() + "' has not improved on " +
+                             format_metric(*best_metric_) + " for " +
+                             std::to_string(validations_without_improvement_) + " validations";
+    for (const auto& line : console_lines(stop)) spdlog::info("{}", line);
   }
 }
 

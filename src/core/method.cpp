@@ -51,7 +51,8 @@ bool register_method(const std::string& name, Defaults defaults) {
   const auto found = registry().find(name);
   if (found != registry().end()) {
     const MethodOptions& held = *found->second.defaults;
-    MLO_CHECK(typeid(held) == typeid(*instance), "hypergradient method '", name,
+    const MethodOptions& offered = *instance;
+    MLO_CHECK(typeid(held) == typeid(offered), "hypergradient method '", name,
               "' is registered twice, by two different options types; give one another name");
     return true;
   }

@@ -95,13 +95,15 @@ std::vector<std::string> console_lines(const std::string& text, std::size_t widt
     }
     std::string current;
     for (const auto& [gap, word] : parts) {
+      if (word.empty()) continue;  // trailing spaces
       if (current.empty()) {
         current = word;
       } else if (current.size() + gap.size() + word.size() <= width) {
         current += gap + word;
       } else {
         out.push_back(current);
-        current = "  " + word;
+        // Indented where the indent fits: a word as long as the width starts at column 0.
+        current = (word.size() + 2 <= width ? "  " : "") + word;
       }
     }
     out.push_back(current);

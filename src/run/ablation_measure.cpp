@@ -133,10 +133,11 @@ ForwardBytes forward_bytes(nn::ChainImpl& chain, const at::Tensor& input, Precis
 //   once (Problem::gradients), next to that running sum from the second micro-step on.
 // - an upper level U above the varied level L (u2l U -> L, l2u L -> U) computes
 //   v = dL_U/dw_L and its own direct gradient in one autograd::grad call; its direct gradient is
-//   added to the hypergradient only after L's method has used v. Under DARTS, v is read again
-//   for the second perturbation, after the first re-evaluation of L's loss on its micro-batch;
-//   with exact_restore (the default) a copy of L's weights is kept from before the first
-//   perturbation until the end. So during that first re-evaluation's forward, U's gradients, v,
+//   added to the hypergradient only after L's method has used v. Under a finite-difference
+//   method (`MethodOptions::reevaluation().upper_gradients_only`: darts, sama), v is read again
+//   for the second perturbation, after the first re-evaluation of L's loss on its micro-batch,
+//   and the copies of L's weights the method declares (darts with exact_restore, the default,
+//   and sama: one) are kept from before the first perturbation until the end. So during that first re-evaluation's forward, U's gradients, v,
 //   the copy, and the forward's own peak coexist (a forward without a graph, as the reweighting
 //   classifier runs it with frozen weight inputs, or with one: the smaller of the two peaks).
 //

@@ -95,8 +95,8 @@ std::string to_yaml(const run::RunConfig& config) {
   // A config built in code may have no settings yet: write the experiment's defaults.
   if (!copy.settings) copy.settings = run::SettingsHolder(run::make_settings(copy.experiment));
   // Each problem's method sections: the selected method's, and any other set to values other
-  // than its defaults (so a program that registers a method of its own writes a file that
-  // `mlo` reads, unless the run uses that method).
+  // than its defaults (a section left at its defaults is not written, so that a file written
+  // by a program with a method of its own names that method only where it is used or set).
   for (auto& [name, problem] : copy.problems) {
     for (auto it = problem.methods.begin(); it != problem.methods.end();) {
       if (!it->second) {

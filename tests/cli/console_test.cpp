@@ -203,9 +203,13 @@ TEST_CASE("Console: long lines are wrapped within the console width, pairs kept 
   // A line within the width stays as it is, its double spaces too.
   CHECK(console_lines("loss 0.5  acc 0.75") == std::vector<std::string>{"loss 0.5  acc 0.75"});
   // Free text breaks between words; an empty line stays; a long word keeps its own line.
-  CHECK(console_lines("a bb ccc\ndd", 4) == std::vector<std::string>{"a bb", "  ccc", "dd"});
+  CHECK(console_lines("a bb cc\ndd", 4) == std::vector<std::string>{"a bb", "  cc", "dd"});
+  // A word that fits only without the indent goes without it; a longer one stays whole.
+  CHECK(console_lines("a bb ccc\ndd", 4) == std::vector<std::string>{"a bb", "ccc", "dd"});
   CHECK(console_lines("x abcdefgh y\n\nz", 5) ==
-        std::vector<std::string>{"x", "  abcdefgh", "  y", "", "z"});
+        std::vector<std::string>{"x", "abcdefgh", "  y", "", "z"});
+  // Trailing spaces of a long line make no line of their own.
+  CHECK(console_lines("aaaa bbbb   ", 8) == std::vector<std::string>{"aaaa", "  bbbb"});
   // A metric line breaks between "name value" pairs, never inside one.
   CHECK(console_lines("[validation] step 100  valid/a 0.5  valid/bb 0.25", 30) ==
         std::vector<std::string>{"[validation] step 100", "  valid/a 0.5  valid/bb 0.25"});

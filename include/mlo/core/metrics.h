@@ -49,8 +49,8 @@ inline constexpr std::size_t kConsoleWidth = 91;
 
 /// `text`'s lines (split at '\n'); a line longer than `width` is wrapped at spaces: between
 /// "name value" pairs where it separates them by two spaces, else between words. Continuation
-/// lines start with two spaces; a word longer than the width stays whole. How the console shows
-/// free text and long metric lines.
+/// lines start with two spaces where that fits; only a single word longer than the width makes
+/// a line longer than it. How the console shows free text and long metric lines.
 std::vector<std::string> console_lines(const std::string& text,
                                        std::size_t width = kConsoleWidth);
 
