@@ -29,6 +29,7 @@ function(mlo_add_cuda_check)
   # A build_config.h saying MLO_WITH_CUDA 1, in a folder searched before the build's own.
   set(_check_include ${PROJECT_BINARY_DIR}/cuda_check/include)
   set(MLO_WITH_CUDA 1)
+  set(MLO_WITH_NCCL 1)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/build_config.h.in
                  ${_check_include}/mlo/build_config.h @ONLY)
 

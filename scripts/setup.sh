@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs mlo's dependencies from Debian 12 and builds mlo (Release) into build/.
 #
-# Usage: scripts/setup.sh [--skip-apt] [--deps-only] [--check-tools] [extra cmake arguments...]
+# Usage: scripts/setup.sh [--torch2] [--skip-apt] [--deps-only] [--check-tools] [cmake args...]
+#   --torch2         the LibTorch 2.x lane: installs PyPI's torch wheel (CUDA build) into .venv/
+#                    in the checkout and builds build-torch2/ against its LibTorch, with CUDA
+#                    found in CUDA_HOME (default /usr/local/cuda); without it, Debian's 1.13 (CPU)
 #   --skip-apt       do not install packages (also: MLO_SKIP_APT=1), e.g. when building
 #                    against your own LibTorch: scripts/setup.sh --skip-apt -DCMAKE_PREFIX_PATH=/opt/libtorch
-#   --deps-only      install the packages, do not build
+#   --deps-only      install the packages (and with --torch2 the wheel), do not build
 #   --check-tools    also install what scripts/fuzz.sh needs (clang, libFuzzer); CI uses it
-# Environment: MLO_BUILD_DIR (default: build), MLO_JOBS (default: nproc).
+# Environment: MLO_BUILD_DIR (default: build, or build-torch2 with --torch2), MLO_JOBS (default:
+# nproc), MLO_TORCH_SPEC (the wheel pip installs, default: torch==2.15.*).
 #
 # Safe to run again: packages already installed are not fetched again, and the build is incremental.
 set -euo pipefail
@@ -27,14 +31,19 @@ CHECK_PACKAGES=(clang libclang-rt-14-dev)
 
 skip_apt="${MLO_SKIP_APT:-0}"
 deps_only=0
+torch2=0
 cmake_args=()
 for arg in "$@"; do
   case "${arg}" in
+    --torch2)
+      torch2=1
+      PACKAGES+=(python3-venv)
+      ;;
     --skip-apt) skip_apt=1 ;;
     --deps-only) deps_only=1 ;;
     --check-tools) PACKAGES+=("${CHECK_PACKAGES[@]}") ;;
     -h | --help)
-      sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) cmake_args+=("${arg}") ;;
@@ -82,12 +91,45 @@ else
   install_packages
 fi
 
+# The LibTorch 2.x lane: PyPI's torch wheel in .venv/ (ignored by git), its LibTorch found
+# through torch.utils.cmake_prefix_path, the CUDA toolkit for its CUDA libraries.
+if [ "${torch2}" = "1" ]; then
+  cuda_home="${CUDA_HOME:-/usr/local/cuda}"
+  if [ ! -x "${cuda_home}/bin/nvcc" ]; then
+    echo "error: the LibTorch 2.x lane needs the CUDA toolkit (its wheel is a CUDA build), and" \
+      "${cuda_home}/bin/nvcc is missing; set CUDA_HOME to the toolkit's folder" >&2
+    exit 1
+  fi
+  torch_spec="${MLO_TORCH_SPEC:-torch==2.15.*}"
+  if [ ! -x .venv/bin/python ]; then
+    log "Creating .venv/ (Python virtual environment for the torch wheel)"
+    python3 -m venv .venv
+  fi
+  if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
+    log "Installing ${torch_spec} from PyPI into .venv/ (about 5 GB with its CUDA libraries)"
+    .venv/bin/pip install --progress-bar off "${torch_spec}"
+  fi
+  torch_root="$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' \
+    2>/dev/null)"
+  log "LibTorch $(.venv/bin/python -c 'import torch; print(torch.__version__)' 2>/dev/null)" \
+    "from ${torch_root}"
+  # NOTE: the wheel's root as well as its share/cmake: TorchConfig's find_library searches the
+  # system folders before the wheel's, and would find Debian's libtorch.so (cmake/MloTorch.cmake).
+  cmake_args=("-DCMAKE_PREFIX_PATH=${torch_root}/share/cmake;${torch_root}"
+    "-DCUDAToolkit_ROOT=${cuda_home}" "-DCMAKE_CUDA_COMPILER=${cuda_home}/bin/nvcc"
+    ${cmake_args[@]+"${cmake_args[@]}"})
+fi
+
 if [ "${deps_only}" = "1" ]; then
   log "Done (--deps-only): nothing built."
   exit 0
 fi
 
-build_dir="${MLO_BUILD_DIR:-build}"
+if [ "${torch2}" = "1" ]; then
+  build_dir="${MLO_BUILD_DIR:-build-torch2}"
+else
+  build_dir="${MLO_BUILD_DIR:-build}"
+fi
 jobs="${MLO_JOBS:-$(nproc)}"
 
 log "Configuring (Release) in ${build_dir}/"

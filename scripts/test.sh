@@ -4,10 +4,12 @@
 # needed), then runs every test through CTest. Extra arguments go to ctest, e.g.
 # `scripts/test.sh -R hypergrad`. MLO_SKIP_APT=1 never touches packages.
 #
-# Usage: scripts/test.sh [--sanitize] [ctest arguments...]
+# Usage: scripts/test.sh [--sanitize | --torch2] [ctest arguments...]
 #   --sanitize   build with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ (its own
 #                build dir and precompiled header) and run the tests under them; without ctest
 #                arguments it runs every test but the find_package consumer check
+#   --torch2     the LibTorch 2.x lane: set up and build build-torch2/ (scripts/setup.sh
+#                --torch2: PyPI's torch wheel in .venv/) and run the whole suite there
 # Environment: MLO_BUILD_DIR (default: build, or build-asan with --sanitize), MLO_JOBS (build
 # jobs, default: nproc), MLO_TEST_JOBS (tests run in parallel, default: 2).
 # Exits non-zero if the build or any test fails (with --sanitize: also on any sanitizer report).
@@ -16,15 +18,24 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 sanitize=0
+torch2=0
 if [ "${1:-}" = "--sanitize" ]; then
   sanitize=1
   shift
+elif [ "${1:-}" = "--torch2" ]; then
+  torch2=1
+  shift
 elif [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 
-scripts/setup.sh --deps-only
+if [ "${torch2}" = "1" ]; then
+  # The wheel, the configure line and the build are setup.sh's (incremental when run again).
+  scripts/setup.sh --torch2
+else
+  scripts/setup.sh --deps-only
+fi
 
 jobs="${MLO_JOBS:-$(nproc)}"
 test_jobs="${MLO_TEST_JOBS:-2}"
@@ -53,6 +64,8 @@ if [ "${sanitize}" = "1" ]; then
     # save/resume paths under the sanitizers.
     ctest_args=(-E '^consumer/|^cli/fault_matrix$')
   fi
+elif [ "${torch2}" = "1" ]; then
+  build_dir="${MLO_BUILD_DIR:-build-torch2}"
 else
   build_dir="${MLO_BUILD_DIR:-build}"
 fi

@@ -1,11 +1,12 @@
 // The process group over c10d. c10d's headers stay in this file: the public header exposes only
 // tensors and options. Gloo's and NCCL's headers are compiled only when asked for, hence the
-// defines (NCCL's only in CUDA builds, whose LibTorch has it; build_config.h says which).
+// defines, and only where this build has them (build_config.h: Gloo with Debian's LibTorch,
+// NCCL in CUDA builds).
 #include <mlo/build_config.h>
-#ifndef USE_C10D_GLOO
+#if MLO_WITH_GLOO && !defined(USE_C10D_GLOO)
 #define USE_C10D_GLOO 1
 #endif
-#if MLO_WITH_CUDA && !defined(USE_C10D_NCCL)
+#if MLO_WITH_NCCL && !defined(USE_C10D_NCCL)
 #define USE_C10D_NCCL 1
 #endif
 #include <mlo/dist/process_group.h>
@@ -13,10 +14,14 @@
 #include <mlo/base/error.h>
 #include <mlo/detail/torch_compat.h>
 
+#if MLO_WITH_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if MLO_WITH_CUDA
 #include <torch/cuda.h>
+#endif
+#if MLO_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <torch/torch.h>
@@ -31,7 +36,7 @@ namespace dist {
 namespace {
 
 // LibTorch 2.x moved the collectives of Gloo and NCCL from ProcessGroup to Backend.
-#if TORCH_VERSION_MAJOR >= 2
+#if MLO_TORCH_AT_LEAST(2, 0)
 using Collectives = c10d::Backend;
 #else
 using Collectives = c10d::ProcessGroup;
@@ -60,26 +65,30 @@ std::string message(const std::exception& e) {
 
 // Whether this build and machine can run `backend` for `where`'s rank.
 void check_backend(const Rendezvous& where, Backend backend) {
-#if MLO_WITH_CUDA
-  if (backend == Backend::kNccl) {
-    const auto devices = static_cast<int>(torch::cuda::device_count());
-    MLO_CHECK(devices > 0, "rank ", where.rank,
-              ": backend nccl needs a CUDA device, but none is visible (check "
-              "CUDA_VISIBLE_DEVICES; on CPU use gloo)");
-    // NOTE: no check of LOCAL_RANK against the count: a launcher may give each rank one GPU
-    // through CUDA_VISIBLE_DEVICES. Two ranks on one GPU are refused by NCCL itself.
+  if (backend == Backend::kGloo) {
+    MLO_CHECK(MLO_WITH_GLOO, "rank ", where.rank, ": backend gloo (data parallelism on CPU) "
+              "is not in this build: LibTorch ", TORCH_VERSION, " ships no Gloo headers to "
+              "compile it against (build against Debian's LibTorch 1.13 for it, or use backend "
+              "nccl on CUDA)");
+    return;
   }
+#if MLO_WITH_NCCL
+  const auto devices = static_cast<int>(torch::cuda::device_count());
+  MLO_CHECK(devices > 0, "rank ", where.rank,
+            ": backend nccl needs a CUDA device, but none is visible (check "
+            "CUDA_VISIBLE_DEVICES; on CPU use gloo)");
+  // NOTE: no check of LOCAL_RANK against the count: a launcher may give each rank one GPU
+  // through CUDA_VISIBLE_DEVICES. Two ranks on one GPU are refused by NCCL itself.
 #else
-  (void)where;
-  MLO_CHECK(backend == Backend::kGloo,
-            "distributed: backend nccl needs a CUDA build of mlo; on CPU use gloo");
+  MLO_CHECK(false, "rank ", where.rank, ": backend nccl needs a CUDA build of mlo with NCCL; "
+            "on CPU use gloo");
 #endif
 }
 
 // The Gloo or NCCL group of `where`, rendezvousing through `store`.
 c10::intrusive_ptr<Collectives> make_group(const c10::intrusive_ptr<c10d::Store>& store,
                                            const Rendezvous& where, const GroupOptions& options) {
-#if MLO_WITH_CUDA
+#if MLO_WITH_NCCL
   if (options.backend == Backend::kNccl) {
     // NOTE: without blocking wait, NCCL's wait() returns at once and a hung peer is noticed by
     // a watchdog that aborts the process with no word from mlo; with it, wait() throws after the
@@ -94,6 +103,7 @@ c10::intrusive_ptr<Collectives> make_group(const c10::intrusive_ptr<c10d::Store>
     return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, where.rank, where.world_size, nccl);
   }
 #endif
+#if MLO_WITH_GLOO
   auto gloo = c10d::ProcessGroupGloo::Options::create(options.timeout);
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
@@ -103,6 +113,12 @@ c10::intrusive_ptr<Collectives> make_group(const c10::intrusive_ptr<c10d::Store>
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   }
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, where.rank, where.world_size, gloo);
+#else
+  (void)store;
+  (void)where;
+  MLO_INTERNAL_ASSERT(false, "check_backend lets no Gloo group through in a build without Gloo");
+  return {};
+#endif
 }
 
 }  // namespace

@@ -205,7 +205,7 @@ std::vector<at::Tensor> grad_releasing_output(at::Tensor&& output, const at::Ten
   torch::autograd::edge_list edges;
   std::vector<size_t> reachable;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    std::shared_ptr<torch::autograd::Node> fn = inputs[i].grad_fn();
+    mlo::detail::NodePtr fn = inputs[i].grad_fn();
     if (!fn) fn = torch::autograd::impl::try_get_grad_accumulator(inputs[i]);
     if (!fn) continue;  // a leaf nothing used: no gradient
     edges.emplace_back(std::move(fn), inputs[i].output_nr());

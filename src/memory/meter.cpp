@@ -1,5 +1,6 @@
 #include <mlo/build_config.h>
 #include <mlo/base/error.h>
+#include <mlo/detail/torch_compat.h>
 #include <mlo/memory/meter.h>
 
 #include <ATen/ATen.h>
@@ -22,8 +23,10 @@ namespace {
 class Reporter : public c10::MemoryReportingInfoBase {
  public:
   explicit Reporter(MemoryMeter* meter) : meter_(meter) {}
-  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, int64_t /*total_allocated*/,
-                         int64_t /*total_reserved*/, c10::Device device) override {
+  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size,
+                         mlo::detail::MemoryReportTotal /*total_allocated*/,
+                         mlo::detail::MemoryReportTotal /*total_reserved*/,
+                         c10::Device device) override {
     if (device.is_cpu()) meter_->record(alloc_size);
   }
   bool memoryProfilingEnabled() const override { return true; }

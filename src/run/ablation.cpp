@@ -3,12 +3,14 @@
 #include "ablation_sampling.h"
 
 #include <mlo/base/error.h>
+#include <mlo/build_config.h>
 #include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
 #include <mlo/run/experiment.h>
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <chrono>
@@ -206,6 +208,16 @@ AblationResult run_ablation(const std::string& config_path,
       progress("[" + std::to_string(i + 1) + "/" + std::to_string(rows.size()) + "] " +
                rows[i].name + (rows[i].overrides.empty() ? "" : "  --set " +
                                                               join(rows[i].overrides, " --set ")));
+    }
+    if (rows[i].ranks > 1 && !MLO_WITH_GLOO) {
+      // NOTE: the rows of several ranks run CPU ranks over Gloo; say so instead of launching
+      // ranks that would fail.
+      const std::string why = rows[i].name + ": left out: this build has no Gloo backend "
+                              "(LibTorch " TORCH_VERSION " ships no Gloo headers; build against "
+                              "Debian's LibTorch 1.13 for it)";
+      if (progress) progress("      " + why);
+      result.missing.push_back(why);
+      continue;
     }
     AblationRowResult row;
     try {

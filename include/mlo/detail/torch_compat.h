@@ -92,3 +92,32 @@ auto find_optimizer_state(StateMap& state, const at::Tensor& param) {
 
 }  // namespace detail
 }  // namespace mlo
+
+#include <c10/core/Allocator.h>
+
+#include <utility>
+
+namespace mlo {
+namespace detail {
+
+/// The pointer type of an autograd node: `std::shared_ptr<Node>` in LibTorch 1.13,
+/// `c10::intrusive_ptr<Node>` in later ones (what `Tensor::grad_fn()` and `Edge` hold).
+using NodePtr = std::decay_t<decltype(std::declval<const at::Tensor&>().grad_fn())>;
+
+namespace internal {
+template <typename Method>
+struct ThirdParameter;
+template <typename C, typename R, typename A1, typename A2, typename A3, typename... Rest>
+struct ThirdParameter<R (C::*)(A1, A2, A3, Rest...)> {
+  using type = A3;
+};
+}  // namespace internal
+
+/// The type of the running totals `c10::MemoryReportingInfoBase::reportMemoryUsage` receives
+/// (`int64_t` in LibTorch 1.13, `size_t` in later ones), read off the method itself so that an
+/// override matches whichever LibTorch it is compiled against.
+using MemoryReportTotal = typename internal::ThirdParameter<
+    decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
+
+}  // namespace detail
+}  // namespace mlo
