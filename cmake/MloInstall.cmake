@@ -14,6 +14,11 @@ target_compile_features(mlo PUBLIC cxx_std_17)
 # The installed libmlo keeps the paths of the libraries it links that are outside the system
 # directories (e.g. a LibTorch 2.x unpacked under /opt), so it loads without LD_LIBRARY_PATH.
 set_target_properties(mlo PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+# NOTE: CMake leaves out link folders inside the project, and the 2.x lane's LibTorch lives in
+# the checkout's .venv/: name LibTorch's own folder (outside the system paths) explicitly.
+if(EXISTS "${TORCH_INSTALL_PREFIX}/lib" AND NOT TORCH_INSTALL_PREFIX MATCHES "^/usr(/|$)")
+  set_property(TARGET mlo APPEND PROPERTY INSTALL_RPATH "${TORCH_INSTALL_PREFIX}/lib")
+endif()
 
 install(TARGETS mlo mlo_cli EXPORT mloTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
