@@ -109,8 +109,14 @@ at::Tensor Problem::evaluate(const Batch& batch, LossCall call) {
   // (another problem's step may re-evaluate this one's loss while this one is idle).
   const auto restore = c10::make_scope_exit([this, saved = call_] { call_ = saved; });
   call_ = call;
-  memory::AutocastGuard autocast(config_.precision(), device_type_);
+  memory::AutocastGuard autocast(config_.precision(), device_.type());
   return training_step(batch);
+}
+
+c10::Device Problem::device() const {
+  if (resolved_ || !module_) return device_;
+  const auto params = module_->parameters();
+  return params.empty() ? c10::Device(c10::kCPU) : params.front().device();
 }
 
 void Problem::all_reduce_mean(const std::vector<at::Tensor>& tensors) const {
@@ -142,7 +148,7 @@ void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& p
     }
   }
   const auto params = module().parameters();
-  device_type_ = params.empty() ? c10::kCPU : params.front().device().type();
+  device_ = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
   std::optional<LossScaling> scaling = config_.loss_scaling();
   if (!scaling && config_.precision() == Precision::kFP16) scaling = LossScaling();
   scaler_ = scaling ? std::make_unique<memory::LossScaler>(*scaling) : nullptr;
@@ -197,7 +203,7 @@ void Problem::descend(const std::vector<Path>* paths, const Batch* batch) {
     if (batch != nullptr) {
       current_batch_ = *batch;
     } else {
-      current_batch_ = stream_ ? stream_->next() : Batch();
+      current_batch_ = stream_ ? stream_->next().to(device_) : Batch();
     }
     // A new accumulation window starts after every optimizer step.
     if (window_.size() >= static_cast<size_t>(config_.gradient_accumulation())) window_.clear();

@@ -127,7 +127,7 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
       Batch b;
       window_archive.try_read("data." + key, b.data);
       window_archive.try_read("target." + key, b.target);
-      window_.push_back(std::move(b));
+      window_.push_back(b.to(device_));
     }
     if (!window_.empty()) current_batch_ = window_.back();
   }

@@ -2,9 +2,23 @@
 #include <mlo/base/archive.h>
 #include <mlo/base/error.h>
 
+#include <ATen/ATen.h>
 #include <torch/serialize/archive.h>
 
 namespace mlo {
+
+namespace {
+
+at::Tensor on_device(const at::Tensor& t, const c10::Device& device) {
+  if (!t.defined() || t.device() == device) return t;
+  return t.to(device, /*non_blocking=*/t.is_pinned());
+}
+
+}  // namespace
+
+Batch Batch::to(const c10::Device& device) const {
+  return Batch(on_device(data, device), on_device(target, device));
+}
 
 void BatchStream::save(torch::serialize::OutputArchive& /*archive*/) const {}
 void BatchStream::load(torch::serialize::InputArchive& /*archive*/) {}

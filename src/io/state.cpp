@@ -6,17 +6,48 @@
 
 #include "zip_check.h"
 
+#include <mlo/build_config.h>
+
 #include <torch/serialize/archive.h>
+
+#if MLO_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <algorithm>
+#include <string>
+#include <vector>
 
 namespace mlo {
 namespace io {
 namespace {
 
 constexpr int64_t kFormat = 2;  // 2: schedule, accumulation window and gradients, roll-back snapshot
+
+// The GPUs the engine's problems live on (their dropout and random ops draw from each one's
+// default generator), by index.
+std::vector<c10::DeviceIndex> cuda_devices(const Engine& engine) {
+  std::vector<c10::DeviceIndex> out;
+  for (const auto& problem : engine.problems()) {
+    const c10::Device& d = problem->device();
+    if (d.is_cuda() && std::find(out.begin(), out.end(), d.index()) == out.end()) {
+      out.push_back(d.index());
+    }
+  }
+  return out;
+}
+
+at::Generator cuda_generator(c10::DeviceIndex index) {
+#if MLO_WITH_CUDA
+  return at::cuda::detail::getDefaultCUDAGenerator(index);
+#else
+  (void)index;
+  throw Error("a CUDA generator in a build of mlo without CUDA");
+#endif
+}
 
 }  // namespace
 
@@ -27,6 +58,9 @@ void save_state(const std::string& path, const Engine& engine) {
   engine.state_dict(engine_archive);
   archive.write("engine", engine_archive);
   archive.write("cpu_rng", rng_state(default_cpu_generator()));
+  for (const c10::DeviceIndex index : cuda_devices(engine)) {
+    archive.write("cuda_rng." + std::to_string(index), rng_state(cuda_generator(index)));
+  }
   archive.write("complete", c10::IValue(true));
 
   // NOTE: not `save_to(path)`: LibTorch's zip writer finishes the file in its destructor and
@@ -67,6 +101,13 @@ int64_t load_state(const std::string& path, Engine& engine) {
   at::Tensor rng;
   archive.read("cpu_rng", rng);
   set_rng_state(default_cpu_generator(), rng);
+  for (const c10::DeviceIndex index : cuda_devices(engine)) {
+    // A state saved on the CPU resumed on a GPU has none: that GPU's stream starts from its seed.
+    at::Tensor cuda_rng;
+    if (archive.try_read("cuda_rng." + std::to_string(index), cuda_rng)) {
+      set_rng_state(cuda_generator(index), cuda_rng);
+    }
+  }
   return engine.global_step();
 }
 

@@ -36,17 +36,19 @@ class Reporter : public c10::MemoryReportingInfoBase {
 };
 
 #if MLO_WITH_CUDA
-// Allocated bytes of a CUDA device (current, peak since the last reset) and reserved ones.
+// Allocated bytes of a CUDA device (current, peak since the last reset), less `origin` (what
+// was allocated when the meter started: as on the CPU, the meter counts what was allocated
+// while it meters), and its reserved peak (absolute: what nvidia-smi users compare).
 struct CudaStats {
   int64_t current = 0, peak = 0, reserved_peak = 0;
 };
-CudaStats cuda_stats(const c10::Device& device) {
+CudaStats cuda_stats(const c10::Device& device, int64_t origin) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
   // NOTE: element 0 is StatType::AGGREGATE (all pools) in every LibTorch; the enum itself moved
   // out of c10::cuda::CUDACachingAllocator in 2.x (to c10::CachingDeviceAllocator, then
   // c10::CachingAllocator), so it is not named here.
   const auto& allocated = stats.allocated_bytes[0];
-  return {allocated.current, allocated.peak, stats.reserved_bytes[0].peak};
+  return {allocated.current - origin, allocated.peak - origin, stats.reserved_bytes[0].peak};
 }
 #endif
 
@@ -78,7 +80,7 @@ MemoryMeter::MemoryMeter(c10::Device device) : device_(device) {
   reporter_ = std::make_shared<Reporter>(this);
 #if MLO_WITH_CUDA
   if (device_.is_cuda()) {
-    current_ = peak_ = cuda_stats(device_).current;
+    origin_ = cuda_stats(device_, 0).current;
     c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
   }
 #endif
@@ -123,7 +125,7 @@ void MemoryMeter::sync_device() {
   // Fold the allocator's peak since the last reset into every open scope, then reset it, so
   // that nested scopes each see their own maximum.
   if (!device_.is_cuda()) return;
-  const CudaStats stats = cuda_stats(device_);
+  const CudaStats stats = cuda_stats(device_, origin_);
   current_ = stats.current;
   peak_ = std::max(peak_, stats.peak);
   reserved_peak_ = std::max(reserved_peak_, stats.reserved_peak);
@@ -155,7 +157,7 @@ int64_t MemoryMeter::leave() {
 int64_t MemoryMeter::current() const {
   std::lock_guard<std::mutex> lock(mutex_);
 #if MLO_WITH_CUDA
-  if (device_.is_cuda()) return cuda_stats(device_).current;
+  if (device_.is_cuda()) return cuda_stats(device_, origin_).current;
 #endif
   return current_;
 }
@@ -163,7 +165,7 @@ int64_t MemoryMeter::current() const {
 int64_t MemoryMeter::reserved_peak() const {
   std::lock_guard<std::mutex> lock(mutex_);
 #if MLO_WITH_CUDA
-  if (device_.is_cuda()) return std::max(reserved_peak_, cuda_stats(device_).reserved_peak);
+  if (device_.is_cuda()) return std::max(reserved_peak_, cuda_stats(device_, origin_).reserved_peak);
 #endif
   return reserved_peak_;
 }
@@ -171,7 +173,7 @@ int64_t MemoryMeter::reserved_peak() const {
 int64_t MemoryMeter::peak() const {
   std::lock_guard<std::mutex> lock(mutex_);
 #if MLO_WITH_CUDA
-  if (device_.is_cuda()) return std::max(peak_, cuda_stats(device_).peak);
+  if (device_.is_cuda()) return std::max(peak_, cuda_stats(device_, origin_).peak);
 #endif
   return peak_;
 }
@@ -180,7 +182,7 @@ void MemoryMeter::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
 #if MLO_WITH_CUDA
   if (device_.is_cuda()) {
-    current_ = cuda_stats(device_).current;
+    current_ = cuda_stats(device_, origin_).current;
     c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
   }
 #endif

@@ -7,6 +7,8 @@
 #include <ATen/ATen.h>
 #include <torch/serialize/archive.h>
 
+#include <algorithm>
+
 namespace mlo {
 namespace memory {
 
@@ -67,12 +69,30 @@ at::Tensor LossScaler::scale(const at::Tensor& loss) const { return loss * scale
 
 bool LossScaler::unscale(const std::vector<at::Tensor>& grads) const {
   at::NoGradGuard no_grad;
-  bool finite = true;
-  const double inverse = 1.0 / scale_;
+  std::vector<at::Tensor> defined;
   for (const auto& g : grads) {
-    if (!g.defined()) continue;
+    if (g.defined()) defined.push_back(g);
+  }
+  if (defined.empty()) return true;
+  const double inverse = 1.0 / scale_;
+  const c10::Device device = defined.front().device();
+  const bool one_gpu = device.is_cuda() && std::all_of(defined.begin(), defined.end(), [&](const at::Tensor& g) {
+    return g.device() == device;
+  });
+  if (MLO_WITH_CUDA && one_gpu) {
+    // On one GPU: ATen's fused kernel unscales every gradient and flags a non-finite one in a
+    // single pass, and the flag costs one device-to-host read instead of one per tensor.
+    // NOTE: the kernel multiplies by a float32 1/scale; scales are powers of two unless
+    // init_scale is not, and then 1/scale rounds to float32 (the CPU path below uses double).
+    const auto options = at::TensorOptions(at::kFloat).device(device);
+    at::Tensor found_inf = at::zeros({1}, options);
+    const at::Tensor inv_scale = at::full({1}, inverse, options);
+    at::_amp_foreach_non_finite_check_and_unscale_(defined, found_inf, inv_scale);
+    return found_inf.item<float>() == 0.0f;
+  }
+  bool finite = true;
+  for (const auto& g : defined) {
     g.mul_(inverse);
-    // NOTE: ordinary ops instead of ATen's CUDA-only _amp_foreach_non_finite_check_and_unscale_.
     if (finite && !at::isfinite(g).all().item<bool>()) finite = false;
   }
   return finite;

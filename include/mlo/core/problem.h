@@ -10,7 +10,7 @@
 #include <mlo/memory/footprint.h>
 #include <mlo/base/error.h>
 
-#include <c10/core/DeviceType.h>
+#include <c10/core/Device.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/optim/optimizer.h>
@@ -234,6 +234,10 @@ class Problem {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  /// Where the module's parameters live (the first one's device; CPU without a module or
+  /// parameters), fixed at engine initialization (`resolve`). Every batch the problem draws is
+  /// moved there (`Batch::to`) before `training_step` sees it.
+  c10::Device device() const;
 
   // ---- Stepping (called by the Engine). ---------------------------------------------------
 
@@ -301,7 +305,7 @@ class Problem {
   // initialization; see descend().
   std::vector<at::Tensor> own_buffers_;
   std::vector<at::Tensor> peer_buffers_;
-  c10::DeviceType device_type_ = c10::kCPU;  // where the module lives (for autocast)
+  c10::Device device_{c10::kCPU};  // where the module lives (batches, autocast)
   std::unique_ptr<memory::LossScaler> scaler_;
   memory::MemoryMeter* meter_ = nullptr;  // owned by the engine when it tracks memory
   Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)

@@ -4,6 +4,7 @@
 /// problem draws its batches from.
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,10 @@ struct Batch {
 
   /// Number of samples (first dimension of `data`), 0 when there is no data.
   int64_t size() const { return data.defined() && data.dim() > 0 ? data.size(0) : 0; }
+  /// This batch on `device` (itself when both tensors are there already). A copy from pinned
+  /// host memory to a GPU does not wait for the copy to finish (`non_blocking`); the GPU's
+  /// stream orders it before the kernels that read it.
+  Batch to(const c10::Device& device) const;
 };
 
 /// An endless source of batches. Implementations restart (reshuffle) at the end of an epoch.

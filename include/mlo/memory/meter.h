@@ -56,7 +56,10 @@ double to_mib(int64_t bytes);
 /// allocates; the Engine opens the scopes of each problem's phases.
 class MemoryMeter {
  public:
-  /// Meters `device`: CPU, or (CUDA builds only) a CUDA device.
+  /// Meters `device`: CPU, or (CUDA builds only) a CUDA device. On both, the counts start at 0:
+  /// what was allocated before the meter existed (a model's parameters) is not in them. On CUDA
+  /// they come from the caching allocator's statistics (allocated bytes, with its peak reset at
+  /// every scope boundary), so every allocation on the device counts, from any thread.
   explicit MemoryMeter(c10::Device device = c10::Device(c10::kCPU));
   ~MemoryMeter();
   MemoryMeter(const MemoryMeter&) = delete;
@@ -135,6 +138,7 @@ class MemoryMeter {
   c10::Device device_;
   mutable std::mutex mutex_;
   int64_t current_ = 0;
+  int64_t origin_ = 0;  // CUDA: the allocator's allocated bytes when metering began
   int64_t peak_ = 0;
   int64_t reserved_peak_ = 0;
   std::vector<Open> open_;

@@ -85,6 +85,11 @@ class LossScaler {
   /// `loss * scale()`.
   at::Tensor scale(const at::Tensor& loss) const;
   /// Divides every defined gradient by the scale in place; returns true when all are finite.
+  /// Gradients all on one GPU go through ATen's fused `_amp_foreach_non_finite_check_and_unscale_`
+  /// (one pass, one flag read back); others through ordinary ops.
+  /// The scale itself is a host number: the hypergradient methods divide by it exactly, and
+  /// `update` is scalar logic on the host (the equivalent of `_amp_update_scale_`, whose device
+  /// tensor would have to be read back each step for the skip decision anyway).
   bool unscale(const std::vector<at::Tensor>& grads) const;
   /// Adjusts the scale after a step whose gradients were (not) finite.
   void update(bool finite);
