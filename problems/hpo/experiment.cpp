@@ -2,6 +2,7 @@
 
 #include <mlo/base/error.h>
 #include <mlo/data/stream.h>
+#include <mlo/run/device.h>
 #include <mlo/run/builders.h>
 #include <mlo/run/sharding.h>
 
@@ -25,11 +26,13 @@ namespace {
 // problem reads this rank's slice of it.
 LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings& settings,
                      const LogRegData& data, bool frozen) {
+  // The data is small: it sits on the run's device whole (no copy per step).
+  const c10::Device device = run::resolve_device(config);
   const auto shard = [&](const Batch& batch, const std::string& name) {
-    if (frozen) return batch;
+    if (frozen) return batch.to(device);
     const data::Shard s = run::data_shard(config, name);
     run::check_shardable(config, "data.samples", batch.size(), s);  // each half is a full batch
-    return data::shard_batch(batch, s);
+    return data::shard_batch(batch, s).to(device);
   };
   const int64_t features = data.train.data.size(1);
   LogRegHpo pair;
@@ -58,8 +61,9 @@ void add_pair(Engine& engine, const LogRegHpo& pair, const run::RunConfig& confi
 }
 
 // (mean binary cross-entropy, accuracy) of the inner model on `batch`.
-std::pair<double, double> loss_and_accuracy(const LogRegInner& inner, const Batch& batch) {
+std::pair<double, double> loss_and_accuracy(const LogRegInner& inner, const Batch& on_host) {
   torch::NoGradGuard no_grad;
+  const Batch batch = on_host.to(inner.device());
   const at::Tensor logits = inner.logits(batch.data);
   const double loss =
       torch::nn::functional::binary_cross_entropy_with_logits(logits, batch.target).item<double>();

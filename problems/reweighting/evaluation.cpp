@@ -40,12 +40,13 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
   at::Generator generator = at::detail::createCPUGenerator(0);
   std::vector<int64_t> correct(kClasses, 0), total(kClasses, 0);
   double loss_sum = 0;
-  at::Tensor weight_sum = torch::zeros({kClasses}, at::kDouble);
+  const c10::Device device = classifier_->device();
+  at::Tensor weight_sum = torch::zeros({kClasses}, at::TensorOptions(at::kDouble).device(device));
   const int64_t n = images.size(0);
   for (int64_t begin = 0; begin < n; begin += settings_.data.test_batch_size) {
     const int64_t end = std::min(n, begin + settings_.data.test_batch_size);
-    const at::Tensor x = normalize(images.slice(0, begin, end), generator);
-    const at::Tensor y = targets.slice(0, begin, end);
+    const at::Tensor x = normalize(images.slice(0, begin, end), generator).to(device);
+    const at::Tensor y = targets.slice(0, begin, end).to(device);
     const at::Tensor logits = classifier_->logits(x).to(at::kFloat);
     loss_sum +=
         torch::nn::functional::cross_entropy(

@@ -8,6 +8,7 @@
 #include <mlo/nn/chain.h>
 #include <mlo/nn/registry.h>
 #include <mlo/run/builders.h>
+#include <mlo/run/device.h>
 #include <mlo/run/sharding.h>
 
 #include "problems/reweighting/class_mwn.h"
@@ -101,6 +102,7 @@ void ReweightingExperiment::load_data() {
 void ReweightingExperiment::build_problems() {
   const DataConfig& d = settings_.data;
   const auto seed = static_cast<uint64_t>(config_.seed);
+  const bool pin = run::resolve_device(config_).is_cuda();  // batches copied to a GPU
   const int64_t channels = train_images_.size(1);
   const int64_t size = train_images_.size(2);
   const run::ProblemSettings& cs = config_.problems.at("classifier");
@@ -116,7 +118,11 @@ void ReweightingExperiment::build_problems() {
   run::check_shardable(config_, "data.batch_size", d.batch_size, train_shard);
   train_stream_ = std::make_shared<data::LoaderStream>(
       train_images_, train_targets_,
-      data::LoaderOptions(d.batch_size).seed(seed).drop_last(true).shard(train_shard),
+      data::LoaderOptions(d.batch_size)
+          .seed(seed)
+          .drop_last(true)
+          .shard(train_shard)
+          .pin_memory(pin),
       data::make_transform(transform_options(dataset_, d.augment)));
   classifier_->data(train_stream_);
 
@@ -126,7 +132,8 @@ void ReweightingExperiment::build_problems() {
   if (method == "l2rw") {
     // Learning to Reweight: no upper problem; the classifier draws meta batches itself.
     meta_stream_ = std::make_shared<data::LoaderStream>(
-        meta_images_, meta_targets_, data::LoaderOptions(meta_batch_size(d)).seed(seed + 1),
+        meta_images_, meta_targets_,
+        data::LoaderOptions(meta_batch_size(d)).seed(seed + 1).pin_memory(pin),
         data::make_transform(transform_options(dataset_, /*train=*/false)));
     auto stream = meta_stream_;
     classifier_->weighting(
@@ -162,7 +169,8 @@ void ReweightingExperiment::build_problems() {
       data::LoaderOptions(meta_batch_size(d))
           .seed(seed + 1)
           .drop_last(meta_sharded)
-          .shard(meta_shard),
+          .shard(meta_shard)
+          .pin_memory(pin),
       data::make_transform(transform_options(dataset_, /*train=*/false)));
   reweighter_->data(meta_stream_);
   classifier_->weighting(WeightNetOptions(reweighter_.get())

@@ -167,7 +167,7 @@ at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options)
       saved.push_back(b.detach().clone());
     }
     w = l2rw_weights([this](const at::Tensor& x) { return logits(x); }, parameters(), batch,
-                     options.meta()(), options.alpha());
+                     options.meta()().to(device()), options.alpha());
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
   }

@@ -1,6 +1,7 @@
 #include "ablate.h"
 
 #include "launch.h"
+#include "run_arguments.h"
 
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
@@ -92,6 +93,7 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
   auto* a = c->command;
   a->add_option("config", c->config_path, "experiment YAML (configs/ablation/)")->required();
   a->add_option("--set", c->overrides, "override a key for every row (repeatable)");
+  add_device_option(*a, c->overrides);
   a->add_option("--out", c->options.out_dir, "output folder (default runs/<name>_ablation)");
   a->add_option("--rows", c->rows,
                 "only these rows (baseline always): precision accumulation checkpointing "

@@ -360,6 +360,8 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   command_->add_option("--grace", options_.grace_s,
                        "seconds the ranks get to exit after one fails or a signal is forwarded, "
                        "before they are killed (default engine.timeout_s)");
+  // Before CONFIG; after it, `mlo run`'s own --device does the same.
+  add_device_option(*command_, device_);
   // NOTE: CONFIG and everything after it go to `mlo run` as they are (--set, --out, --resume,
   // ...); `launch` reads them with mlo run's own definitions (rank_config).
   command_->prefix_command();
@@ -375,7 +377,9 @@ int LaunchCommand::run() {
             "CONFIG [mlo run options...]",
             rest.empty() ? std::string() : "; got '" + rest.front() + "'");
   options_.config = rest.front();
-  options_.run_args.assign(rest.begin() + 1, rest.end());
+  options_.run_args.clear();
+  for (const auto& device : device_) options_.run_args.insert(options_.run_args.end(), {"--set", device});
+  options_.run_args.insert(options_.run_args.end(), rest.begin() + 1, rest.end());
   return launch(options_);
 }
 

@@ -56,6 +56,7 @@ class LaunchCommand {
  private:
   CLI::App* command_;
   LaunchOptions options_;
+  std::vector<std::string> device_;  // `--device D` before CONFIG, as "device=D"
 };
 
 }  // namespace cli

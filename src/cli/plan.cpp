@@ -63,7 +63,7 @@ std::string plan_command(const run::RunConfig& config, const PlanOptions& option
       plan_options.strategy(Checkpointing::kOptimal);  // a budget asks for the optimal plan
     }
   }
-  const Batch batch = experiment->sample_batch(name);
+  const Batch batch = experiment->sample_batch(name).to(problem->device());
   const auto plan = memory::plan_checkpointing(*chain, batch.data, plan_options);
   std::string text = "checkpointing plan for problem '" + name + "' (" +
                      std::to_string(chain->size()) + " blocks, batch " +

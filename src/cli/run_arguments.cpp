@@ -10,6 +10,7 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
   run->add_option("config", args.config_path, "experiment YAML (see configs/)")->required();
   run->add_option("--set", args.overrides,
                   "override keys: --set engine.train_iters=100 seed=1 (repeatable)");
+  add_device_option(*run, args.overrides);
   run->add_option("--out", args.options.out_dir, "output folder (default runs/<name>)");
   run->add_flag("--resume", args.options.resume, "continue from <out>/state.pt");
   run->add_flag_callback(
@@ -26,6 +27,13 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
   run->add_option("--seeds", args.seeds,
                   "run once per seed (0-4, 1,3,5) into <out>/seed_<s>, then summarize");
   return run;
+}
+
+void add_device_option(CLI::App& command, std::vector<std::string>& overrides) {
+  command.add_option_function<std::string>(
+      "--device", [&overrides](const std::string& device) { overrides.push_back("device=" + device); },
+      "where to run: auto (a GPU when one is visible), cpu, cuda (under mlo launch: "
+      "cuda:LOCAL_RANK) or cuda:N; the same as --set device=...");
 }
 
 }  // namespace cli

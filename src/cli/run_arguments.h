@@ -40,5 +40,9 @@ struct RunArguments {
 /// ```
 CLI::App* add_run_command(CLI::App& app, RunArguments& args);
 
+/// Adds `--device D` to `command`: the same as `--set device=D` (auto | cpu | cuda | cuda:N),
+/// appended to `overrides`. `mlo run`, `mlo ablate` and `mlo launch` have it.
+void add_device_option(CLI::App& command, std::vector<std::string>& overrides);
+
 }  // namespace cli
 }  // namespace mlo

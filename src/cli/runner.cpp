@@ -8,6 +8,7 @@
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
 #include <mlo/io/metrics.h>
+#include <mlo/run/device.h>
 #include <mlo/io/state.h>
 #include <mlo/run/yaml.h>
 #include <mlo/run/experiment.h>
@@ -117,6 +118,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   const fs::path out(result.out_dir);
   // Refuses WORLD_SIZE > 1 under strategy default before anything is written.
   const int rank = static_cast<int>(run::launch_shard(config).rank);
+  // A GPU asked for and not there: an error, before anything is written.
+  const c10::Device device = run::resolve_device(config);
   const bool main = rank == 0;
   const Checkpoints checkpoints(result.out_dir, config.engine.strategy, rank);
   if (main || checkpoints.saves()) fs::create_directories(out);
@@ -144,6 +147,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   const auto owned = run::make_experiment(config);
   run::Experiment& experiment = *owned;
   for (const auto& line : console_lines(experiment.describe())) spdlog::info("{}", line);
+  spdlog::info("device: {}", run::device_description(device));
   if (main && experiment.synthetic()) {
     spdlog::warn("this run uses SYNTHETIC data, not a real dataset");
   }

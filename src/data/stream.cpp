@@ -92,7 +92,13 @@ Batch LoaderStream::next() {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     data = transform_(data, gen);
   }
-  return Batch(data, targets_.index_select(0, index));
+  at::Tensor target = targets_.index_select(0, index);
+  if (options_.pin_memory()) {
+    // Page-locked: the copy to the GPU (Batch::to) then runs without blocking this thread.
+    data = data.pin_memory();
+    target = target.pin_memory();
+  }
+  return Batch(data, target);
 }
 
 void LoaderStream::save(torch::serialize::OutputArchive& archive) const { sampler_.save(archive); }

@@ -46,6 +46,23 @@ AblationRowResult combine_ranks(const AblationRow& row, std::vector<AblationRowR
   return out;
 }
 
+// Why `row`, of several ranks, cannot run in this build or on this machine ("" when it can):
+// on the CPU its ranks talk over Gloo; on CUDA over NCCL, each on a GPU of its own.
+std::string multi_rank_gap(const AblationRow& row, bool cuda) {
+  if (row.ranks <= 1) return "";
+  if (!cuda && !MLO_WITH_GLOO) {
+    return "this build has no Gloo backend (LibTorch " TORCH_VERSION " ships no Gloo headers; "
+           "build against Debian's LibTorch 1.13 for it)";
+  }
+  const auto gpus = static_cast<int64_t>(torch::cuda::device_count());
+  if (cuda && !MLO_WITH_NCCL) return "this CUDA build has no NCCL backend";
+  if (cuda && gpus < row.ranks) {
+    return "its " + std::to_string(row.ranks) + " ranks need a GPU each, and " +
+           std::to_string(gpus) + " is visible (--ranks 0 leaves such rows out)";
+  }
+  return "";
+}
+
 }  // namespace
 
 const AblationRowResult& AblationResult::row(const std::string& key) const {
@@ -209,20 +226,18 @@ AblationResult run_ablation(const std::string& config_path,
                rows[i].name + (rows[i].overrides.empty() ? "" : "  --set " +
                                                               join(rows[i].overrides, " --set ")));
     }
-    if (rows[i].ranks > 1 && !MLO_WITH_GLOO) {
-      // NOTE: the rows of several ranks run CPU ranks over Gloo; say so instead of launching
-      // ranks that would fail.
-      const std::string why = rows[i].name + ": left out: this build has no Gloo backend "
-                              "(LibTorch " TORCH_VERSION " ships no Gloo headers; build against "
-                              "Debian's LibTorch 1.13 for it)";
-      if (progress) progress("      " + why);
-      result.missing.push_back(why);
+    if (const std::string why = multi_rank_gap(rows[i], cuda); !why.empty()) {
+      // NOTE: say so instead of launching ranks that would fail.
+      if (progress) progress("      " + rows[i].name + ": left out: " + why);
+      result.missing.push_back(rows[i].name + ": left out: " + why);
       continue;
     }
     AblationRowResult row;
     try {
       std::vector<std::string> all = overrides;
       all.insert(all.end(), rows[i].overrides.begin(), rows[i].overrides.end());
+      // On CUDA the ranks' collectives go through NCCL, one GPU per rank (cuda:LOCAL_RANK).
+      if (rows[i].ranks > 1 && cuda) all.push_back("engine.backend=nccl");
       if (rows[i].ranks <= 1) {
         row = measure_ablation_row(config_path, all, result.problem, options.iterations());
         row.row = rows[i];

@@ -215,7 +215,7 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
 
     Floor floor;
     floor.persistent = result.state_bytes + optimizer_state;
-    const Batch own = experiment->sample_batch(problem_name);
+    const Batch own = experiment->sample_batch(problem_name).to(problem->device());
     result.micro_batch = own.size();
     const int64_t weights = bytes_of(problem->parameters());
     // The running sum of an accumulation window (ZeRO-2: only this rank's share, not counted).
@@ -243,7 +243,8 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
           continue;  // not input of this model
         }
         const Precision precision = experiment->problem(upper)->config().precision();
-        floor.candidate(forward_bytes(*chain, batch->data, precision, /*graph=*/true).end,
+        floor.candidate(forward_bytes(*chain, batch->data.to(problem->device()), precision,
+                                      /*graph=*/true).end,
                         problem_name + "'s forward end on " + upper + "'s batch");
       }
     }

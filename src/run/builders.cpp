@@ -1,6 +1,7 @@
 #include <mlo/run/builders.h>
 
 #include <mlo/base/error.h>
+#include <mlo/run/device.h>
 
 #include <torch/optim.h>
 
@@ -169,6 +170,7 @@ void setup_problem(Problem& problem, const RunConfig& config) {
             " in the configuration");
   const ProblemSettings& settings = found->second;
   const std::string key = "problems." + name;
+  place_problem(problem, config);  // before the optimizer lists the parameters
   problem.optimizer(make_optimizer(settings.optimizer, problem.module(), key));
   if (auto schedule = make_schedule(settings.scheduler, optimizer_steps(config).at(name), key)) {
     problem.scheduler(std::move(schedule));
@@ -179,6 +181,7 @@ void add_problems(Engine& engine, const RunConfig& config,
                   const std::vector<ProblemPtr>& problems) {
   std::map<std::string, ProblemPtr> by_name;
   for (const auto& problem : problems) {
+    place_problem(*problem, config);  // also a module `setup_problem` did not see
     engine.add(problem);
     by_name[problem->name()] = problem;
   }

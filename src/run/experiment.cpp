@@ -1,4 +1,5 @@
 #include <mlo/run/experiment.h>
+#include <mlo/run/device.h>
 
 #include <mlo/base/error.h>
 
@@ -87,11 +88,13 @@ std::unique_ptr<Experiment> make_experiment(const RunConfig& config) {
   // A config built in code gets the same checks as one read from YAML.
   if (config.settings) {
     check_config(config);
+    apply_device(config);
     experiment = entry.create(config);
   } else {
     RunConfig with_defaults = config;
     with_defaults.settings = SettingsHolder(make_settings(config.experiment));
     check_config(with_defaults);
+    apply_device(with_defaults);
     experiment = entry.create(with_defaults);
   }
   MLO_CHECK(experiment, "the factory of experiment '", config.experiment, "' returned null");

@@ -7,6 +7,7 @@
 
 #include <mlo/core/config.h>
 #include <mlo/run/config.h>
+#include <mlo/run/device.h>
 #include <mlo/run/experiment.h>
 #include <mlo/base/fields.h>
 
@@ -86,6 +87,9 @@ inline void visit(Fields& v, run::EngineSettings& c) {
   v.enumeration("strategy", c.strategy);
   v.enumeration("backend", c.backend);
   v("timeout_s", c.timeout_s, positive());
+  v("cudnn_benchmark", c.cudnn_benchmark);
+  v("deterministic", c.deterministic);
+  v("channels_last", c.channels_last);
 }
 
 // Everything after `experiment` (read first: it decides which settings describe the rest).
@@ -95,6 +99,7 @@ inline void visit_after_experiment(Fields& v, run::RunConfig& c, bool every_meth
   v("name", c.name);
   v("seed", c.seed, at_least(0));
   v("threads", c.threads, at_least(0));
+  v("device", c.device, [](const std::string& name) { return device_name_error(name); });
   v.section("engine", [&](Fields& s) { visit(s, c.engine); });
   c.settings->visit(v);
   std::vector<std::string> names;

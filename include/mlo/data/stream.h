@@ -48,6 +48,9 @@ struct LoaderOptions {
   /// This process's slice of every batch (data parallelism); `batch_size` stays the GLOBAL
   /// batch size and must be a multiple of `world_size`.
   TORCH_ARG(Shard, shard) = Shard{};
+  /// Return every batch in page-locked host memory, so that its copy to a GPU does not block
+  /// (set it when the problem lives on CUDA; needs a CUDA build of LibTorch).
+  TORCH_ARG(bool, pin_memory) = false;
 };
 
 /// Endless mini-batches: epoch after epoch over (images, targets), each epoch in a fresh seeded

@@ -47,13 +47,15 @@ ProblemConfig make_problem_config(const ProblemSettings& settings, const std::st
 /// Cosine schedules run over these counts.
 std::map<std::string, int64_t> optimizer_steps(const RunConfig& config);
 
-/// Applies the generic keys of `problems.<name>` that act on the problem object itself: its
-/// optimizer over the module's trainable parameters (set the module first) and its learning-rate
-/// schedule over the run's optimizer steps (`optimizer_steps`). The rest of the generic keys
+/// Applies the generic keys of `problems.<name>` that act on the problem object itself: moves
+/// the module to the run's `device` (run/device.h), then sets its optimizer over the module's
+/// trainable parameters (set the module first) and its learning-rate schedule over the run's
+/// optimizer steps (`optimizer_steps`). The rest of the generic keys
 /// reach it through `make_problem_config`, which the problem was constructed with.
 void setup_problem(Problem& problem, const RunConfig& config);
 
-/// Adds `problems` to `engine` (in this order) and links them as the configuration's dependency
+/// Adds `problems` to `engine` (in this order), each with its module on the run's `device`,
+/// and links them as the configuration's dependency
 /// graph says (`resolved_dependencies`): the one place an experiment's graph is wired by name.
 /// Throws `mlo::Error` naming the key for an edge whose problem is not among `problems`, and for
 /// a problem under `problems:` that is not among them (its keys would be ignored).

@@ -104,6 +104,17 @@ struct EngineSettings {
   dist::Backend backend = dist::Backend::kGloo;
   /// Longest wait of the rendezvous and of any collective, in seconds (> 0).
   double timeout_s = 300.0;
+  /// cuDNN tries its algorithms for each new input shape and keeps the fastest (CUDA only;
+  /// pays off when shapes repeat, as with fixed batch sizes).
+  bool cudnn_benchmark = false;
+  /// Deterministic cuDNN and cuBLAS kernels, and LibTorch's deterministic-algorithms mode
+  /// (warning once for an op that has no deterministic kernel): run-to-run identical results
+  /// on one GPU, at some speed. On the CPU mlo's runs are deterministic either way.
+  bool deterministic = false;
+  /// Every 4-D parameter (convolution weights) in channels-last layout (NHWC), so convolutions
+  /// run in that layout: faster with fp16/bf16 on GPUs with tensor cores (cuDNN's NHWC kernels);
+  /// off by default (not measured on a GPU by mlo yet). The same math either way.
+  bool channels_last = false;
 };
 
 /// `dependencies:` the graph, by problem name (defaults follow the experiment).
@@ -189,6 +200,8 @@ struct RunConfig {
   std::string name = "experiment";  ///< used in logs and as the default output folder
   int64_t seed = 0;
   int64_t threads = 0;  ///< intra-op threads (0: LibTorch's default)
+  /// auto | cpu | cuda | cuda:N (run/device.h): where every problem's module and batches live.
+  std::string device = "auto";
   EngineSettings engine;
   /// By name; which names an experiment accepts is its own rule (`ExperimentSettings::check`).
   std::map<std::string, ProblemSettings> problems;
