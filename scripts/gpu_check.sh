@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# mlo on a GPU machine that has PyTorch with CUDA but reaches no package registry (a typical
+# locked-down GPU node), in two steps:
+#
+#   scripts/gpu_check.sh --prepare
+#       where Debian 12's archive is reachable: downloads the .deb files of mlo's other
+#       dependencies (yaml-cpp, spdlog, {fmt}, Catch2, CLI11, nlohmann-json, zlib's headers, the
+#       Fashion-MNIST data) into .gpu-debs/ (ignored by git). Copy the checkout, .gpu-debs/
+#       included, to the GPU machine.
+#   scripts/gpu_check.sh REPORT_DIR [--python PYTHON] [--cpu-only]
+#       on the GPU machine: unpacks the .debs into .gpu-prefix/, configures build-gpu/ against
+#       PYTHON's LibTorch (default python3; torch.utils.cmake_prefix_path), builds it with every
+#       core, runs the whole test suite (the [cuda] tests included), the main job on CUDA
+#       (configs/reweight_lt_fmnist.yaml, real Fashion-MNIST), and `mlo ablate` on CUDA at batch
+#       100 with the fp16 row, then writes REPORT_DIR/report.md: tests passed, per-row peak and
+#       reserved MiB, s per meta-iteration, the GPU's name and driver.
+#       Without a visible GPU it stops after the CPU half (unpack, configure, build, the test
+#       suite with the [cuda] tests skipped and their reason) and exits 2; --cpu-only makes that
+#       the intended outcome (exit 0).
+# Environment: CUDA_HOME (default /usr/local/cuda), MLO_JOBS (default: nproc).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root="$(pwd)"
+debs="${root}/.gpu-debs"
+prefix="${root}/.gpu-prefix"
+build="${root}/build-gpu"
+
+# The Debian 12 packages mlo builds against, with the shared libraries they need at run time
+# (the base system's C and C++ runtimes aside).
+PACKAGES=(
+  libyaml-cpp-dev libyaml-cpp0.7
+  libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
+  catch2 libcli11-dev nlohmann-json3-dev zlib1g-dev
+  dataset-fashion-mnist
+)
+
+log() { printf '\n==> %s\n' "$*"; }
+die() { echo "gpu_check: error: $*" >&2; exit 1; }
+
+if [ "${1:-}" = "--prepare" ]; then
+  command -v apt-get >/dev/null 2>&1 || die "--prepare needs apt-get (Debian 12's archive)"
+  mkdir -p "${debs}"
+  log "Downloading ${#PACKAGES[@]} packages into ${debs#"${root}/"}/"
+  (cd "${debs}" && apt-get download "${PACKAGES[@]}")
+  ls -1 "${debs}"/*.deb | sed "s|^${root}/|  |"
+  log "Prepared. Copy this checkout, ${debs#"${root}/"}/ included, to the GPU machine and run there:"
+  echo "  scripts/gpu_check.sh REPORT_DIR [--python PYTHON]"
+  exit 0
+fi
+
+report_dir=""
+python="python3"
+cpu_only=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --python) python="$2"; shift 2 ;;
+    --cpu-only) cpu_only=1; shift ;;
+    -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) die "unknown option '$1' (see --help)" ;;
+    *) [ -z "${report_dir}" ] || die "one REPORT_DIR, got '${report_dir}' and '$1'"; report_dir="$1"; shift ;;
+  esac
+done
+[ -n "${report_dir}" ] || die "give the folder for the report: scripts/gpu_check.sh REPORT_DIR"
+ls "${debs}"/*.deb >/dev/null 2>&1 ||
+  die "no .deb files in ${debs#"${root}/"}/: run scripts/gpu_check.sh --prepare where Debian's archive is reachable"
+mkdir -p "${report_dir}"
+report_dir="$(cd "${report_dir}" && pwd)"
+jobs="${MLO_JOBS:-$(nproc)}"
+cuda_home="${CUDA_HOME:-/usr/local/cuda}"
+started=$(date +%s)
+
+log "Unpacking $(ls "${debs}"/*.deb | wc -l) packages into ${prefix#"${root}/"}/"
+rm -rf "${prefix}"
+mkdir -p "${prefix}"
+for deb in "${debs}"/*.deb; do dpkg-deb -x "${deb}" "${prefix}"; done
+
+torch_root="$("${python}" -c 'import os, torch; print(os.path.dirname(torch.__file__))')" ||
+  die "${python} cannot import torch (give the Python that has PyTorch: --python PATH)"
+torch_version="$("${python}" -c 'import torch; print(torch.__version__)')"
+log "LibTorch ${torch_version} from ${torch_root}"
+
+# Each unpacked package's CMake config by its own <Name>_DIR: the unpacked tree is not a
+# system prefix, and its lib/<arch>/cmake folders are not searched for it.
+cmake_args=("-DCMAKE_BUILD_TYPE=Release"
+  "-DCMAKE_PREFIX_PATH=${torch_root}/share/cmake;${torch_root};${prefix}/usr"
+  "-DZLIB_ROOT=${prefix}/usr" "-DCUDAToolkit_ROOT=${cuda_home}")
+[ -x "${cuda_home}/bin/nvcc" ] && cmake_args+=("-DCMAKE_CUDA_COMPILER=${cuda_home}/bin/nvcc")
+while IFS= read -r config; do
+  name="$(basename "${config}")"
+  name="${name%Config.cmake}"
+  name="${name%-config.cmake}"
+  cmake_args+=("-D${name}_DIR=$(dirname "${config}")")
+done < <(find "${prefix}" \( -name '*Config.cmake' -o -name '*-config.cmake' \) | sort)
+lib_dirs="$(find "${prefix}" -name '*.so*' -printf '%h\n' | sort -u | paste -sd: -)"
+export LD_LIBRARY_PATH="${lib_dirs}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+
+log "Configuring ${build#"${root}/"}/"
+cmake -S . -B "${build}" "${cmake_args[@]}" 2>&1 | tee "${report_dir}/configure.log" |
+  grep -E "CUDA support|mlo:|Torch version" || true
+grep -q "CUDA support: 1" "${report_dir}/configure.log" ||
+  die "LibTorch from ${torch_root} was not found with CUDA (${report_dir}/configure.log)"
+
+log "Building with ${jobs} jobs"
+cmake --build "${build}" -j "${jobs}" > "${report_dir}/build.log" 2>&1 ||
+  { tail -30 "${report_dir}/build.log"; die "the build failed (${report_dir}/build.log)"; }
+
+log "The test suite (the [cuda] tests included)"
+# NOTE: consumer/find_package configures a separate project against the installed mlo, which
+# would need every hint above again; the lanes of .ci/run test it.
+set +e
+(cd "${build}" && ctest -j "${jobs}" --timeout 900 -E '^consumer/' --output-on-failure) \
+  > "${report_dir}/tests.log" 2>&1
+tests_status=$?
+"${build}/tests/cuda/cuda_test" > "${report_dir}/cuda_tests.log" 2>&1
+cuda_status=$?
+set -e
+summary="$(grep -E 'tests passed|tests failed' "${report_dir}/tests.log" | tail -1)"
+echo "  ${summary}"
+echo "  [cuda] tests: exit ${cuda_status} ($([ ${cuda_status} = 77 ] && echo skipped || echo ran))"
+
+gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
+  head -1 || true)"
+{
+  echo "# mlo GPU check, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- LibTorch: ${torch_version} (${torch_root})"
+  echo "- GPU: ${gpu:-none visible (nvidia-smi found no GPU)}"
+  echo "- test suite: ${summary} (log: tests.log)"
+  echo "- [cuda] tests: $([ ${cuda_status} = 0 ] && echo 'all passed' ||
+    { [ ${cuda_status} = 77 ] && echo 'skipped' || echo "FAILED (exit ${cuda_status})"; })"
+  echo
+  echo '```'
+  tail -15 "${report_dir}/cuda_tests.log"
+  echo '```'
+} > "${report_dir}/report.md"
+
+if [ "${cuda_status}" = 77 ]; then
+  echo "- the main job and the ablation on CUDA: not run (no GPU visible)" >> "${report_dir}/report.md"
+  log "No GPU visible: stopped after the CPU half. Report: ${report_dir}/report.md"
+  [ "${cpu_only}" = 1 ] && exit 0
+  exit 2
+fi
+
+log "The main job on CUDA"
+main_out="${report_dir}/main_job"
+rm -rf "${main_out}"
+main_start=$(date +%s)
+main_status=0
+"${build}/mlo" run configs/reweight_lt_fmnist.yaml --device cuda --no-progress --out "${main_out}" \
+  --set "data.root=${prefix}/usr/share/datasets/fashion-mnist" > "${report_dir}/main_job.log" 2>&1 ||
+  main_status=$?
+main_seconds=$(( $(date +%s) - main_start ))
+
+log "mlo ablate on CUDA, batch 100, with the fp16 row"
+ablate_out="${report_dir}/ablation"
+ablate_status=0
+"${build}/mlo" ablate configs/ablation/lt_cifar10_resnet50.yaml --device cuda --rows precision \
+  --set data.batch_size=100 --out "${ablate_out}" > "${report_dir}/ablate.log" 2>&1 || ablate_status=$?
+
+{
+  echo
+  echo "## The main job on CUDA (configs/reweight_lt_fmnist.yaml)"
+  echo
+  if [ "${main_status}" = 0 ]; then
+    echo "${main_seconds} s in all."
+    echo '```'
+    grep -E "device:|final test|balanced|rarest" "${report_dir}/main_job.log" | tail -8
+    echo '```'
+  else
+    echo "FAILED (exit ${main_status}); the end of main_job.log:"
+    echo '```'
+    tail -15 "${report_dir}/main_job.log"
+    echo '```'
+  fi
+  echo
+  echo "## mlo ablate on CUDA, batch 100 (peak and reserved MiB, s per meta-iteration)"
+  echo
+  if [ "${ablate_status}" = 0 ] && [ -f "${ablate_out}/ablation.md" ]; then
+    sed -n '1,/^Peak:/p' "${ablate_out}/ablation.md" | grep -v '^Peak:'
+  else
+    echo "FAILED (exit ${ablate_status}); the end of ablate.log:"
+    echo '```'
+    tail -15 "${report_dir}/ablate.log"
+    echo '```'
+  fi
+  echo
+  echo "$(( $(date +%s) - started )) s for the whole check."
+} >> "${report_dir}/report.md"
+
+log "Report: ${report_dir}/report.md"
+cat "${report_dir}/report.md"
+[ "${tests_status}" = 0 ] && [ "${cuda_status}" = 0 ] && [ "${main_status}" = 0 ] &&
+  [ "${ablate_status}" = 0 ]
