@@ -18,6 +18,7 @@
 #include <mlo/cli/main.h>
 #include <mlo/mlo.h>
 #include <mlo/run/builders.h>
+#include <mlo/run/device.h>
 #include <mlo/run/experiment.h>
 #include <mlo/base/fields.h>
 
@@ -83,11 +84,14 @@ class DistillExperiment : public mlo::run::Experiment {
       const auto x = torch::randn({n, d});
       return mlo::Batch(x, x.matmul(w_true) + s.noise * torch::randn({n, 1}));
     };
-    const mlo::Batch labeled = make(s.labeled);
-    const mlo::Batch unlabeled(torch::randn({s.unlabeled, d}));
-    valid_mid_ = make(s.valid);
-    valid_top_ = make(s.valid);
-    test_ = make(s.test);
+    // The data is small: it sits whole on the run's device (`device:`), where setup_problem puts
+    // the models; the problems' batches and the evaluation sets are read there.
+    const c10::Device device = mlo::run::resolve_device(config);
+    const mlo::Batch labeled = make(s.labeled).to(device);
+    const mlo::Batch unlabeled = mlo::Batch(torch::randn({s.unlabeled, d})).to(device);
+    valid_mid_ = make(s.valid).to(device);
+    valid_top_ = make(s.valid).to(device);
+    test_ = make(s.test).to(device);
 
     // Each problem: its generic settings (method, unroll, ...) and optimizer from the YAML.
     auto settings = [&](const std::string& name) { return config.problems.at(name); };

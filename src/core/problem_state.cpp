@@ -143,7 +143,7 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   cached_state_.reset();
   at::Tensor bytes;
   if (archive.try_read("roll_back_state", bytes, /*is_buffer=*/true)) {
-    bytes = bytes.contiguous();
+    bytes = bytes.cpu().contiguous();  // (the state file maps every tensor to the run's device)
     cached_state_ = std::make_shared<std::stringstream>(
         std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
                     static_cast<size_t>(bytes.numel())));
@@ -174,7 +174,9 @@ void Problem::restore_state() {
   MLO_INTERNAL_ASSERT(cached_state_, "roll-back without a cached state in ", name_);
   cached_state_->seekg(0);
   torch::serialize::InputArchive archive;
-  archive.load_from(*cached_state_);
+  // On this problem's device: a snapshot saved on another one (before a resume there) would move
+  // the parameters back to it.
+  archive.load_from(*cached_state_, device_);
   torch::serialize::InputArchive module_archive;
   archive.read("module", module_archive);
   module().load(module_archive);

@@ -84,9 +84,15 @@ int64_t load_state(const std::string& path, Engine& engine) {
   const std::string damage = detail::zip_damage(path);
   MLO_CHECK(damage.empty(), "the state file '", path, "' is damaged or incomplete (", damage,
             ") and cannot be read");
+  // Every tensor onto the device the run is on: a state saved on the CPU resumes on a GPU and
+  // the other way round (without it, loading would move the parameters back to where they were
+  // saved, or fail on a machine without that device). The generators' states come back to the
+  // CPU below.
+  const auto& problems = engine.problems();
+  const c10::Device device = problems.empty() ? c10::Device(c10::kCPU) : problems.front()->device();
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path);
+    archive.load_from(path, device);
   } catch (const c10::Error& e) {
     throw Error("the state file '" + path + "' is damaged or incomplete and cannot be read");
   }
@@ -100,12 +106,12 @@ int64_t load_state(const std::string& path, Engine& engine) {
   engine.load_state_dict(engine_archive);
   at::Tensor rng;
   archive.read("cpu_rng", rng);
-  set_rng_state(default_cpu_generator(), rng);
+  set_rng_state(default_cpu_generator(), rng.cpu());
   for (const c10::DeviceIndex index : cuda_devices(engine)) {
     // A state saved on the CPU resumed on a GPU has none: that GPU's stream starts from its seed.
     at::Tensor cuda_rng;
     if (archive.try_read("cuda_rng." + std::to_string(index), cuda_rng)) {
-      set_rng_state(cuda_generator(index), cuda_rng);
+      set_rng_state(cuda_generator(index), cuda_rng.cpu());
     }
   }
   return engine.global_step();

@@ -7,6 +7,7 @@
 #include "ablation_sampling.h"
 
 #include <mlo/base/error.h>
+#include <mlo/build_config.h>
 #include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
@@ -15,7 +16,12 @@
 #include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
+
+#if MLO_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -68,6 +74,17 @@ void reset_rss_peak() {
 #endif
   std::ofstream clear("/proc/self/clear_refs");
   if (clear) clear << "5";
+#if MLO_WITH_CUDA
+  // The same on the GPU: the caching allocator hands its cached blocks back to the driver, so
+  // that a row's reserved peak (reset when its meter starts) is not an earlier row's.
+  if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
+// Waits for `device`'s queued kernels (a no-op on the CPU), so a wall-clock reading after it
+// includes them.
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
 // Bytes of every parameter and buffer of every problem's module (storages counted once).
@@ -195,12 +212,15 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
     for (const auto& p : engine.problems()) optimizer_state += p->footprint().optimizer_state;
     double seconds = 0;
     int64_t meter_peak = 0;
+    const c10::Device device = problem->device();
     for (int64_t i = 0; i < iterations; ++i) {
+      synchronize(device);
       const auto start = std::chrono::steady_clock::now();
       for (int64_t s = 0; s < result.steps_per_iteration; ++s) {
         engine.step();
         meter_peak = std::max(meter_peak, engine.last_step_peak_bytes());
       }
+      synchronize(device);
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     result.rss_peak_bytes = proc_status_bytes("VmHWM");

@@ -5,6 +5,7 @@
 #include <mlo/core/problem.h>
 #include <mlo/dist/process_group.h>
 
+#include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
@@ -69,6 +70,11 @@ c10::Device resolve_device(const RunConfig& config) {
                 "machine (no NVIDIA GPU or driver, or CUDA_VISIBLE_DEVICES hides them); use "
                 "device: cpu, or auto (a GPU when one is visible, else the CPU)");
   }
+  const char* world = std::getenv("WORLD_SIZE");
+  if (name.size() > 5 && world != nullptr && std::atoi(world) > 1) {
+    config.fail("device", "'" + name + "' would put every rank of this launch (WORLD_SIZE " +
+                world + ") on one GPU; use cuda: each rank takes cuda:LOCAL_RANK");
+  }
   const int index = name == "auto" || name == "cuda" ? local_rank() : cuda_index(name);
   if (index >= visible) {
     config.fail("device", "'" + name + "' is GPU " + std::to_string(index) + " (" +
@@ -81,9 +87,6 @@ c10::Device resolve_device(const RunConfig& config) {
 
 c10::Device apply_device(const RunConfig& config) {
   const c10::Device device = resolve_device(config);
-#if MLO_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::set_device(device.index());
-#endif
   at::Context& context = at::globalContext();
   context.setBenchmarkCuDNN(config.engine.cudnn_benchmark);
   context.setDeterministicCuDNN(config.engine.deterministic);
@@ -95,6 +98,18 @@ c10::Device apply_device(const RunConfig& config) {
   // NOTE: warn_only: an op without a deterministic CUDA kernel (index_add_ in the metrics)
   // warns once instead of ending the run.
   context.setDeterministicAlgorithms(config.engine.deterministic, /*warn_only=*/true);
+#if MLO_WITH_CUDA
+  if (device.is_cuda()) {
+    c10::cuda::set_device(device.index());
+    // cuBLAS takes its workspace from the caching allocator at a handle's first matmul and
+    // keeps it: taken here, before any meter starts, it is never counted as a step's memory
+    // (and CUBLAS_WORKSPACE_CONFIG above applies to it).
+    const at::Tensor a = at::ones({16, 16}, at::TensorOptions(at::kFloat).device(device));
+    (void)a.mm(a);
+    (void)a.to(at::kHalf).mm(a.to(at::kHalf));
+    c10::cuda::device_synchronize();
+  }
+#endif
   return device;
 }
 

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -103,15 +104,46 @@ TEST_CASE("CUDA: a run interrupted and resumed on the GPU equals the uninterrupt
                                         (part_dir / "state.pt").string()) == "");
 }
 
+TEST_CASE("CUDA: a state saved on the CPU resumes on the GPU, and the other way round",
+          "[cuda][run]") {
+  const std::vector<std::string> base{"engine.train_iters=8", "engine.save_step=4"};
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"cpu", "cuda"},
+                                 std::pair<std::string, std::string>{"cuda", "cpu"}}) {
+    INFO("saved on " << from << ", resumed on " << to);
+    auto overrides = base;
+    overrides.push_back("device=" + from);
+    mlo::cli::RunOptions options;
+    options.progress = false;
+    options.out_dir = mlo_test::scratch_path("cuda_cross_resume_" + from).string();
+    options.stop_at = 4;
+    REQUIRE(mlo::cli::run_experiment(
+                mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides),
+                options)
+                .interrupted);
+    overrides.back() = "device=" + to;
+    options.stop_at = 0;
+    options.resume = true;
+    const auto resumed = mlo::cli::run_experiment(
+        mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides), options);
+    CHECK(resumed.steps == 8);
+    CHECK(std::isfinite(resumed.test.at("loss")));
+  }
+}
+
 TEST_CASE("CUDA: mlo ablate measures every one-process row with the allocator's columns",
           "[cuda][ablate]") {
+  // ResNet-32 at batch 64: activations, which fp16 halves, dominate the peak.
   const fs::path dir = mlo_test::scratch_dir("cuda_ablate");
   const std::string config = (dir / "tiny.yaml").string();
   std::ofstream(config) << mlo_test::kTinyReweighting;
   mlo::cli::AblateOptions options;
   options.out_dir = (dir / "out").string();
   options.ablation.iterations(1).ranks(0);
-  const auto result = mlo::cli::ablate_command(config, {"device=cuda"}, options);
+  const auto result = mlo::cli::ablate_command(
+      config,
+      {"device=cuda", "problems.classifier.model.name=resnet32", "data.batch_size=64",
+       "data.meta_batch_size=16", "data.synthetic_size=80"},
+      options);
   CHECK(result.device == "cuda:0");
   REQUIRE(result.rows.size() >= 2);
   const auto& base = result.row("baseline");
