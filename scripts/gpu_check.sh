@@ -31,7 +31,7 @@ build="${root}/build-gpu"
 PACKAGES=(
   libyaml-cpp-dev libyaml-cpp0.7
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-  catch2 libcli11-dev nlohmann-json3-dev zlib1g-dev
+  catch2 libcli11-dev nlohmann-json3-dev zlib1g-dev zlib1g
   dataset-fashion-mnist
 )
 
@@ -74,6 +74,13 @@ log "Unpacking $(ls "${debs}"/*.deb | wc -l) packages into ${prefix#"${root}/"}/
 rm -rf "${prefix}"
 mkdir -p "${prefix}"
 for deb in "${debs}"/*.deb; do dpkg-deb -x "${deb}" "${prefix}"; done
+# A package's absolute links (libz.so -> /lib/.../libz.so.1.2.13) point into the unpacked tree.
+while IFS= read -r link; do
+  target="$(readlink "${link}")"
+  if [ "${target#/}" != "${target}" ] && [ -e "${prefix}${target}" ]; then
+    ln -sfn "${prefix}${target}" "${link}"
+  fi
+done < <(find "${prefix}" -type l)
 
 torch_root="$("${python}" -c 'import os, torch; print(os.path.dirname(torch.__file__))')" ||
   die "${python} cannot import torch (give the Python that has PyTorch: --python PATH)"

@@ -378,7 +378,9 @@ int LaunchCommand::run() {
             rest.empty() ? std::string() : "; got '" + rest.front() + "'");
   options_.config = rest.front();
   options_.run_args.clear();
-  for (const auto& device : device_) options_.run_args.insert(options_.run_args.end(), {"--set", device});
+  for (const auto& device : device_) {
+    options_.run_args.insert(options_.run_args.end(), {"--set", device});
+  }
   options_.run_args.insert(options_.run_args.end(), rest.begin() + 1, rest.end());
   return launch(options_);
 }

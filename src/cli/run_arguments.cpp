@@ -31,7 +31,8 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
 
 void add_device_option(CLI::App& command, std::vector<std::string>& overrides) {
   command.add_option_function<std::string>(
-      "--device", [&overrides](const std::string& device) { overrides.push_back("device=" + device); },
+      "--device",
+      [&overrides](const std::string& device) { overrides.push_back("device=" + device); },
       "where to run: auto (a GPU when one is visible), cpu, cuda (under mlo launch: "
       "cuda:LOCAL_RANK) or cuda:N; the same as --set device=...");
 }

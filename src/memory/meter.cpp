@@ -165,7 +165,9 @@ int64_t MemoryMeter::current() const {
 int64_t MemoryMeter::reserved_peak() const {
   std::lock_guard<std::mutex> lock(mutex_);
 #if MLO_WITH_CUDA
-  if (device_.is_cuda()) return std::max(reserved_peak_, cuda_stats(device_, origin_).reserved_peak);
+  if (device_.is_cuda()) {
+    return std::max(reserved_peak_, cuda_stats(device_, origin_).reserved_peak);
+  }
 #endif
   return reserved_peak_;
 }

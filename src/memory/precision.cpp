@@ -76,9 +76,9 @@ bool LossScaler::unscale(const std::vector<at::Tensor>& grads) const {
   if (defined.empty()) return true;
   const double inverse = 1.0 / scale_;
   const c10::Device device = defined.front().device();
-  const bool one_gpu = device.is_cuda() && std::all_of(defined.begin(), defined.end(), [&](const at::Tensor& g) {
-    return g.device() == device;
-  });
+  const bool one_gpu =
+      device.is_cuda() && std::all_of(defined.begin(), defined.end(),
+                                      [&](const at::Tensor& g) { return g.device() == device; });
   if (MLO_WITH_CUDA && one_gpu) {
     // On one GPU: ATen's fused kernel unscales every gradient and flags a non-finite one in a
     // single pass, and the flag costs one device-to-host read instead of one per tensor.

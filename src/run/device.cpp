@@ -77,8 +77,8 @@ c10::Device resolve_device(const RunConfig& config) {
   }
   const int index = name == "auto" || name == "cuda" ? local_rank() : cuda_index(name);
   if (index >= visible) {
-    config.fail("device", "'" + name + "' is GPU " + std::to_string(index) + " (" +
-                (name.size() > 5 ? std::string("its index") : std::string("this rank's LOCAL_RANK")) +
+    const std::string from = name.size() > 5 ? "its index" : "this rank's LOCAL_RANK";
+    config.fail("device", "'" + name + "' is GPU " + std::to_string(index) + " (" + from +
                 "), but only " + std::to_string(visible) + " GPU(s) are visible (indices 0 to " +
                 std::to_string(visible - 1) + ")");
   }

@@ -129,7 +129,8 @@ TEST_CASE("Device: engine.channels_last lays convolutions out NHWC and keeps the
           "[run][device]") {
   const auto trained = [](bool channels_last) {
     auto experiment = mlo::run::make_experiment(
-        tiny({"device=cpu", std::string("engine.channels_last=") + (channels_last ? "true" : "false")}));
+        tiny({"device=cpu", std::string("engine.channels_last=") +
+                                (channels_last ? "true" : "false")}));
     experiment->engine().run();  // two steps of both levels, DARTS through the CNN
     return experiment->problem("classifier")->module().parameters();
   };
