@@ -63,7 +63,10 @@ DatasetEntry synthetic() {
   e.load = [](const DatasetRequest& r) {
     constexpr int64_t kClasses = 10;
     SyntheticCifar train(SyntheticOptions(r.synthetic_per_class * kClasses).seed(r.seed));
-    SyntheticCifar test(SyntheticOptions(r.synthetic_test_per_class * kClasses).seed(r.seed + 1000));
+    // The test split: another sample (seed + 1000) of the same task (the training prototypes).
+    SyntheticCifar test(SyntheticOptions(r.synthetic_test_per_class * kClasses)
+                            .seed(r.seed + 1000)
+                            .prototype_seed(static_cast<int64_t>(r.seed)));
     ImageDataset d{train.images(), train.targets(), test.images(), test.targets(), {},
                    "synthetic CIFAR-shaped data (not real data)", true};
     for (int64_t c = 0; c < kClasses; ++c) d.class_names.push_back("class" + std::to_string(c));

@@ -29,6 +29,11 @@ SyntheticCifar::SyntheticCifar(SyntheticOptions options) : options_(std::move(op
             c10::IntArrayRef(shape));
 
   auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed());
+  const int64_t prototype_seed = options_.prototype_seed();
+  MLO_CHECK(prototype_seed >= -1, "synthetic data: prototype_seed must be >= 0 (or -1: the seed), got ",
+            prototype_seed);
+  auto prototype_gen = at::make_generator<at::CPUGeneratorImpl>(
+      prototype_seed < 0 ? options_.seed() : static_cast<uint64_t>(prototype_seed));
   std::vector<torch::Tensor> blocks;
   for (int64_t k = 0; k < num_classes_; ++k)
     blocks.push_back(torch::full({counts[k]}, k, torch::kLong));
@@ -37,7 +42,7 @@ SyntheticCifar::SyntheticCifar(SyntheticOptions options) : options_(std::move(op
 
   std::vector<int64_t> proto_shape = {num_classes_};
   proto_shape.insert(proto_shape.end(), shape.begin(), shape.end());
-  const auto prototypes = torch::rand(proto_shape, gen);
+  const auto prototypes = torch::rand(proto_shape, prototype_gen);
   std::vector<int64_t> image_shape = {total};
   image_shape.insert(image_shape.end(), shape.begin(), shape.end());
   images_ = torch::empty(image_shape, torch::kUInt8);

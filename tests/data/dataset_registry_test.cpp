@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <vector>
 
 using Catch::Contains;
 
@@ -36,6 +37,19 @@ TEST_CASE("Dataset registry: the built-in datasets, their folders and generated 
   CHECK(torch::equal(a.train_images, b.train_images));
   request.seed = 6;
   CHECK_FALSE(torch::equal(a.train_images, mlo::data::load_dataset("synthetic", request).train_images));
+  {
+    // The test split is another sample of the training split's classes: the training class means
+    // classify it (they would not if its classes were unrelated; chance is 0.1).
+    request.synthetic_per_class = 20;
+    request.synthetic_test_per_class = 10;
+    const auto d = mlo::data::load_dataset("synthetic", request);
+    const auto x = d.train_images.to(torch::kFloat).flatten(1);
+    std::vector<torch::Tensor> means;
+    for (int64_t k = 0; k < 10; ++k) means.push_back(x.index({d.train_targets == k}).mean(0));
+    const auto t = d.test_images.to(torch::kFloat).flatten(1);
+    const auto predicted = torch::cdist(t, torch::stack(means)).argmin(1);
+    CHECK(predicted.eq(d.test_targets).to(torch::kFloat).mean().item<float>() >= 0.95f);
+  }
   // Normalization per dataset: Fashion-MNIST's one channel, CIFAR's three.
   CHECK(mlo::data::dataset_transform("fashion_mnist", false).mean().size() == 1);
   CHECK(mlo::data::dataset_transform("cifar10", false).mean().size() == 3);

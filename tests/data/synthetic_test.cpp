@@ -51,3 +51,31 @@ TEST_CASE("SyntheticCifar: classes are distinguishable (images near their class 
   const auto predicted = torch::cdist(x, torch::stack(means)).argmin(1);
   CHECK(predicted.eq(y).to(torch::kFloat).mean().item<float>() >= 0.95f);
 }
+
+namespace {
+
+// Share of `test` that the nearest class mean of `train` classifies right.
+float nearest_mean_accuracy(const SyntheticCifar& train, const SyntheticCifar& test) {
+  const auto x = train.images().to(torch::kFloat).flatten(1);
+  std::vector<torch::Tensor> means;
+  for (int64_t k = 0; k < 10; ++k) means.push_back(x.index({train.targets() == k}).mean(0));
+  const auto t = test.images().to(torch::kFloat).flatten(1);
+  const auto predicted = torch::cdist(t, torch::stack(means)).argmin(1);
+  return predicted.eq(test.targets()).to(torch::kFloat).mean().item<float>();
+}
+
+}  // namespace
+
+TEST_CASE("SyntheticCifar: a test set with the training prototype seed is the same task",
+          "[data][synthetic]") {
+  const SyntheticCifar train(SyntheticOptions(200).seed(3));
+  // Another sample of the same classes: what the training set teaches holds on it.
+  const SyntheticCifar test(SyntheticOptions(100).seed(1003).prototype_seed(3));
+  CHECK_FALSE(torch::equal(test.images(), train.images().narrow(0, 0, 100)));
+  CHECK(nearest_mean_accuracy(train, test) >= 0.95f);
+  // Another task: its classes are unrelated to the training set's (chance is 0.1).
+  const SyntheticCifar other(SyntheticOptions(100).seed(1003));
+  CHECK(nearest_mean_accuracy(train, other) <= 0.3f);
+  REQUIRE_THROWS_WITH(SyntheticCifar(SyntheticOptions(10).prototype_seed(-2)),
+                      Contains("prototype_seed must be >= 0 (or -1: the seed), got -2"));
+}

@@ -39,7 +39,8 @@ struct ImageDataset {
 struct DatasetRequest {
   /// Folder of the files; "" uses the dataset's default (`DatasetEntry::default_root`).
   std::string root;
-  /// Seed of generated datasets (the test split uses seed + 1000).
+  /// Seed of generated datasets (the test split is another sample, seed + 1000, of the same
+  /// classes).
   uint64_t seed = 0;
   /// Generated datasets: images per class of the train and test splits.
   int64_t synthetic_per_class = 600;

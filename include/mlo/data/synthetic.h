@@ -23,7 +23,11 @@ struct SyntheticOptions {
   TORCH_ARG(int64_t, num_classes) = 10;
   /// Images per class (its length sets the number of classes); empty: balanced over `size`.
   TORCH_ARG(std::vector<int64_t>, class_counts) = {};
+  /// Seed of the labels' order and the noise: the sample.
   TORCH_ARG(uint64_t, seed) = 0;
+  /// Seed of the class prototypes: the task. -1: `seed`. Two sets with the same prototype seed
+  /// are samples of one task (a training and a test split); with another, of unrelated tasks.
+  TORCH_ARG(int64_t, prototype_seed) = -1;
   /// Image shape, channels x height x width.
   TORCH_ARG(std::vector<int64_t>, shape) = std::vector<int64_t>{3, 32, 32};
 };
@@ -31,10 +35,11 @@ struct SyntheticOptions {
 /// Synthetic images shaped like CIFAR-10: always labelled `synthetic` (`name()`,
 /// `is_synthetic()`), so no log or report mistakes it for real data.
 ///
-/// Every class has a random prototype image; an image is the mean of its class prototype and
-/// uniform noise, quantized to uint8 (N x 3 x 32 x 32, like `Cifar10::images()`). So the classes
-/// are learnable, and the data is a pure function of the options (same seed, same bytes).
-/// Labels are in class blocks then shuffled with the seed.
+/// Every class has a random prototype image (drawn with `prototype_seed`); an image is the mean of
+/// its class prototype and uniform noise, quantized to uint8 (N x 3 x 32 x 32, like
+/// `Cifar10::images()`). So the classes are learnable, a test set made with the training set's
+/// prototype seed measures what was learnt, and the data is a pure function of the options (same
+/// seeds, same bytes). Labels are in class blocks then shuffled with `seed`.
 ///
 /// Example: `mlo::data::SyntheticCifar data(mlo::data::SyntheticOptions(1000).seed(1));`
 class SyntheticCifar : public torch::data::datasets::Dataset<SyntheticCifar> {
