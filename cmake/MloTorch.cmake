@@ -2,7 +2,8 @@
 # build mlo: Debian's LibTorch 1.13 (CPU, with Gloo) and a PyPI wheel's LibTorch 2.x (CUDA;
 # scripts/setup.sh --torch2). Sets MLO_WITH_CUDA, MLO_WITH_GLOO, MLO_WITH_NCCL and
 # MLO_TORCH_EXTRA_INCLUDES (folders every target must search before LibTorch's) and
-# MLO_TORCH_LINK_OPTIONS (for everything that links LibTorch).
+# MLO_TORCH_LINK_OPTIONS (for everything that links LibTorch) and MLO_TORCH_LINK_LIBRARIES (what
+# links LibTorch, in the order that matters).
 
 set(MLO_TORCH_EXTRA_INCLUDES "")
 
@@ -80,6 +81,17 @@ if(EXISTS "${TORCH_INSTALL_PREFIX}/include/fmt")
   file(MAKE_DIRECTORY ${_mlo_shim})
   file(CREATE_LINK ${_mlo_fmt_root}/fmt ${_mlo_shim}/fmt SYMBOLIC)
   list(APPEND MLO_TORCH_EXTRA_INCLUDES ${_mlo_shim})
+endif()
+
+# A wheel's libtorch_cpu.so carries, and exports, its own copy of libstdc++'s std::filesystem
+# (built into it by the older compiler that built the wheel). Where it comes before libstdc++.so.6
+# in a program's list of needed libraries, the dynamic linker binds the program's
+# std::filesystem::remove_all and the rest to that copy: with a newer compiler's headers (GCC 13
+# against the wheel's copy), remove_all of a folder that has files crashed. libstdc++ named before
+# LibTorch is searched first, so the program gets the system's own implementation.
+set(MLO_TORCH_LINK_LIBRARIES ${TORCH_LIBRARIES})
+if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang" AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+  list(PREPEND MLO_TORCH_LINK_LIBRARIES stdc++)
 endif()
 
 message(STATUS "mlo: LibTorch ${Torch_VERSION} (${TORCH_INSTALL_PREFIX}), CUDA support: "
