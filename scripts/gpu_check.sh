@@ -123,7 +123,8 @@ set +e
 (cd "${build}" && ctest -j "${jobs}" --timeout 900 -E '^consumer/' -LE cuda --output-on-failure) \
   > "${report_dir}/tests.log" 2>&1
 tests_status=$?
-"${build}/tests/cuda/cuda_test" > "${report_dir}/cuda_tests.log" 2>&1
+MLO_TEST_FASHION_MNIST="${prefix}/usr/share/datasets/fashion-mnist" "${build}/tests/cuda/cuda_test" \
+  > "${report_dir}/cuda_tests.log" 2>&1
 cuda_status=$?
 set -e
 summary="$(grep -E 'tests passed|tests failed' "${report_dir}/tests.log" | tail -1 || true)"

@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -29,11 +30,16 @@ namespace {
 
 const std::string kMainJob = std::string(MLO_SOURCE_DIR) + "/configs/reweight_lt_fmnist.yaml";
 
-// The main job, short: real Fashion-MNIST where Debian's package is installed, else synthetic
-// data of the same shapes.
+// The main job, short: real Fashion-MNIST where Debian's package is installed (or in the folder
+// MLO_TEST_FASHION_MNIST names: scripts/gpu_check.sh unpacks it there), else synthetic data of
+// the same shapes.
 std::vector<std::string> short_main_job(const std::string& device) {
-  return {"device=" + device, "engine.train_iters=50", "engine.valid_step=25",
-          "engine.save_step=0", "data.synthetic_fallback=true"};
+  std::vector<std::string> overrides{"device=" + device, "engine.train_iters=50",
+                                     "engine.valid_step=25", "engine.save_step=0",
+                                     "data.synthetic_fallback=true"};
+  if (const char* root = std::getenv("MLO_TEST_FASHION_MNIST"); root != nullptr && *root != 0)
+    overrides.push_back(std::string("data.root=") + root);
+  return overrides;
 }
 
 }  // namespace
