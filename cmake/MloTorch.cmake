@@ -86,9 +86,11 @@ endif()
 # A wheel's libtorch_cpu.so carries, and exports, its own copy of libstdc++'s std::filesystem
 # (built into it by the older compiler that built the wheel). Where it comes before libstdc++.so.6
 # in a program's list of needed libraries, the dynamic linker binds the program's
-# std::filesystem::remove_all and the rest to that copy: with a newer compiler's headers (GCC 13
-# against the wheel's copy), remove_all of a folder that has files crashed. libstdc++ named before
-# LibTorch is searched first, so the program gets the system's own implementation.
+# std::filesystem::remove_all and the rest to that copy. Built with GCC 13 against PyTorch
+# 2.11's wheel, five tests crashed right after their last check, where they remove their scratch
+# folders, and all pass with libstdc++ first (a ten-line remove_all program did not crash either
+# way: the copy is not always wrong, only not the one the headers were written for). libstdc++
+# named before LibTorch is searched first, so programs get the system's own implementation.
 set(MLO_TORCH_LINK_LIBRARIES ${TORCH_LIBRARIES})
 if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang" AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
   list(PREPEND MLO_TORCH_LINK_LIBRARIES stdc++)
