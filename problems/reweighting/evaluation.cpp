@@ -17,8 +17,6 @@ namespace mlo {
 namespace problems {
 namespace reweighting {
 
-constexpr int64_t kClasses = ReweightingExperiment::kClasses;
-
 std::vector<int64_t> ReweightingExperiment::valid_counts() const {
   return data::class_counts(valid_targets_, kClasses);
 }

@@ -25,7 +25,6 @@ namespace problems {
 namespace reweighting {
 namespace {
 
-constexpr int64_t kClasses = ReweightingExperiment::kClasses;
 // `data.meta_batch_size`, where 0 means the training batch size.
 int64_t meta_batch_size(const DataConfig& d) {
   return d.meta_batch_size > 0 ? d.meta_batch_size : d.batch_size;

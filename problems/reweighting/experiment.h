@@ -159,6 +159,9 @@ class ReweightingExperiment : public run::Experiment {
   std::shared_ptr<BatchStream> meta_stream_;
 };
 
+/// `ReweightingExperiment::kClasses`, for the experiment's own files.
+inline constexpr int64_t kClasses = ReweightingExperiment::kClasses;
+
 }  // namespace reweighting
 }  // namespace problems
 }  // namespace mlo

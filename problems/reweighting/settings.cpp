@@ -14,8 +14,6 @@ namespace mlo {
 namespace problems {
 namespace reweighting {
 
-constexpr int64_t kClasses = ReweightingExperiment::kClasses;
-
 const std::vector<std::string>& method_names() {
   static const std::vector<std::string> names{"mwn", "class_mwn", "l2rw"};
   return names;

@@ -15,7 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kSubfolder = "cifar-10-batches-bin";
-constexpr const char* kDownload = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
+constexpr const char* kCifarDownload = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
 
 std::vector<std::string> file_names(Split split) {
   if (split == Split::kTest) return {"test_batch.bin"};
@@ -81,7 +81,7 @@ Cifar10::Cifar10(Cifar10Options options)
       for (const auto& n : file_names(Split::kTrain)) expected += n + " ";
       expected += "test_batch.bin";
       MLO_CHECK(false, "CIFAR-10: missing file '", path,
-                "'. Download the CIFAR-10 binary version (", kDownload, ") and extract it into '",
+                "'. Download the CIFAR-10 binary version (", kCifarDownload, ") and extract it into '",
                 options_.root(),
                 "' (its cifar-10-batches-bin folder is found there) or put the files directly "
                 "in that folder: ",

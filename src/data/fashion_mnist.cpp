@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kRows = 28;
 constexpr int64_t kCols = 28;
-constexpr const char* kDownload = "https://github.com/zalandoresearch/fashion-mnist";
+constexpr const char* kFashionDownload = "https://github.com/zalandoresearch/fashion-mnist";
 
 // The whole decompressed content of a gzip file (zlib also reads uncompressed files as they are).
 std::vector<uint8_t> read_gzip(const std::string& path) {
@@ -87,7 +87,7 @@ std::string find_file(const std::string& root, const std::string& name) {
   if (fs::is_regular_file(plain, ec)) return plain.string();
   MLO_CHECK(false, "Fashion-MNIST: missing file '", gz.string(),
             "'. Install Debian's dataset-fashion-mnist package (it puts the files in ",
-            FashionMnistOptions::kDefaultRoot, ") or download them from ", kDownload, " into '",
+            FashionMnistOptions::kDefaultRoot, ") or download them from ", kFashionDownload, " into '",
             root,
             "': train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz "
             "t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz");
