@@ -1,13 +1,16 @@
-// Convolution paths for the CIFAR ResNets on CPU: the time of one training step (forward,
+// Convolution paths for the CIFAR ResNets: the time of one training step (forward,
 // cross-entropy, backward) in the contiguous (NCHW) and channels-last (NHWC) memory formats,
-// in fp32 and under bf16 autocast, interleaved round by round so that other load disturbs every
-// variant alike; and how far each variant's loss and gradients are from fp32 NCHW's on the same
-// weights and batch (the same math: only layout or bf16 rounding may differ), as the relative
-// L2 distance of all parameter gradients together.
+// in fp32 and under half-precision autocast (bf16 on the CPU, fp16 on a GPU), interleaved round
+// by round so that other load disturbs every variant alike; and how far each variant's loss and
+// gradients are from fp32 NCHW's on the same weights and batch (the same math: only layout or
+// half-precision rounding may differ), as the relative L2 distance of all parameter gradients
+// together. On a GPU each step is timed between two synchronizations.
 //
 //   build/bench/resnet_formats [batch=32] [rounds=3] [model=all|resnet32|resnet50] [threads=2]
+//                              [device=cpu|cuda] [benchmark: cuDNN's autotuner on]
 #include <mlo/memory/precision.h>
 #include <mlo/nn/resnet.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -25,7 +28,7 @@ namespace {
 struct Variant {
   const char* name;
   bool channels_last;
-  bool bf16;
+  bool half;
 };
 
 struct Step {
@@ -34,9 +37,13 @@ struct Step {
 };
 
 Step train_step(mlo::nn::Chain& model, const torch::Tensor& x, const torch::Tensor& y,
-                bool bf16) {
+                bool half) {
+  const bool cuda = x.is_cuda();
   std::optional<mlo::memory::AutocastGuard> autocast;
-  if (bf16) autocast.emplace(mlo::Precision::kBF16, c10::kCPU);
+  if (half) {
+    autocast.emplace(cuda ? mlo::Precision::kFP16 : mlo::Precision::kBF16,
+                     cuda ? c10::kCUDA : c10::kCPU);
+  }
   auto logits = model->forward(x).to(torch::kFloat);
   auto loss = torch::nn::functional::cross_entropy(logits, y);
   autocast.reset();
@@ -46,40 +53,50 @@ Step train_step(mlo::nn::Chain& model, const torch::Tensor& x, const torch::Tens
   return out;
 }
 
-void run_model(const std::string& name, int64_t batch, int64_t rounds) {
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+void run_model(const std::string& name, int64_t batch, int64_t rounds,
+               const torch::Device& device) {
+  const bool cuda = device.is_cuda();
   const std::vector<Variant> variants{{"fp32 NCHW", false, false},
                                       {"fp32 channels-last", true, false},
-                                      {"bf16 NCHW", false, true},
-                                      {"bf16 channels-last", true, true}};
+                                      {cuda ? "fp16 NCHW" : "bf16 NCHW", false, true},
+                                      {cuda ? "fp16 channels-last" : "bf16 channels-last", true,
+                                       true}};
   torch::manual_seed(0);
-  const auto x = torch::randn({batch, 3, 32, 32});
-  const auto y = torch::randint(10, {batch});
+  const auto x = torch::randn({batch, 3, 32, 32}).to(device);
+  const auto y = torch::randint(10, {batch}).to(device);
   std::vector<mlo::nn::Chain> models;
   for (const auto& v : variants) {
     torch::manual_seed(1);  // the same weights in every variant
     auto options = name == "resnet50" ? mlo::nn::resnet50_options() : mlo::nn::resnet32_options();
     models.push_back(mlo::nn::resnet(options.channels_last(v.channels_last)));
+    models.back()->to(device);  // keeps each weight's layout
   }
   // Equivalence against fp32 NCHW (one step on the same batch, same weights).
   std::vector<Step> reference_steps;
   for (size_t i = 0; i < variants.size(); ++i) {
-    reference_steps.push_back(train_step(models[i], x, y, variants[i].bf16));
+    reference_steps.push_back(train_step(models[i], x, y, variants[i].half));
   }
   std::vector<double> best(variants.size(), std::numeric_limits<double>::infinity());
   std::vector<double> total(variants.size(), 0.0);
   for (int64_t r = 0; r < rounds; ++r) {
     for (size_t i = 0; i < variants.size(); ++i) {
+      synchronize(device);
       const auto start = std::chrono::steady_clock::now();
-      train_step(models[i], x, y, variants[i].bf16);
+      train_step(models[i], x, y, variants[i].half);
+      synchronize(device);
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       best[i] = std::min(best[i], s);
       total[i] += s;
     }
   }
-  std::printf("%s, batch %lld, %d thread(s), %lld round(s) after one warm-up step:\n",
-              name.c_str(), static_cast<long long>(batch), torch::get_num_threads(),
-              static_cast<long long>(rounds));
+  std::printf("%s on %s, batch %lld, %d thread(s), %lld round(s) after one warm-up step:\n",
+              name.c_str(), device.str().c_str(), static_cast<long long>(batch),
+              torch::get_num_threads(), static_cast<long long>(rounds));
   const Step& ref = reference_steps[0];
   for (size_t i = 0; i < variants.size(); ++i) {
     // Relative L2 distance of all gradients together: ||g - g_ref|| / ||g_ref||.
@@ -89,7 +106,7 @@ void run_model(const std::string& name, int64_t batch, int64_t rounds) {
       ref2 += ref.grads[k].pow(2).sum().item<double>();
     }
     const double rel = std::sqrt(diff2 / ref2);
-    std::printf("  %-20s best %7.3f s  mean %7.3f s  vs fp32 NCHW x%.3f (mean x%.3f)  "
+    std::printf("  %-20s best %8.4f s  mean %8.4f s  vs fp32 NCHW x%.3f (mean x%.3f)  "
                 "|dloss| %.2e  rel grad diff %.2e\n",
                 variants[i].name, best[i], total[i] / rounds, best[i] / best[0],
                 total[i] / total[0], std::abs(reference_steps[i].loss - ref.loss), rel);
@@ -104,6 +121,24 @@ int main(int argc, char** argv) {
   const int64_t rounds = argc > 2 ? std::atoll(argv[2]) : 3;
   const std::string which = argc > 3 ? argv[3] : "all";
   torch::set_num_threads(argc > 4 ? std::atoi(argv[4]) : 2);
-  if (which == "all" || which == "resnet32") run_model("resnet32", batch, rounds);
-  if (which == "all" || which == "resnet50") run_model("resnet50", batch, rounds);
+  const std::string device_name = argc > 5 ? argv[5] : "cpu";
+  if (device_name != "cpu" && device_name != "cuda") {
+    std::fprintf(stderr, "resnet_formats: device must be cpu or cuda, got '%s'\n",
+                 device_name.c_str());
+    return 2;
+  }
+  if (device_name == "cuda" && !torch::cuda::is_available()) {
+    std::fprintf(stderr, "resnet_formats: device cuda, but LibTorch sees no GPU\n");
+    return 2;
+  }
+  const torch::Device device = device_name == "cuda" ? torch::Device(torch::kCUDA, 0)
+                                                     : torch::Device(torch::kCPU);
+  // cuDNN's autotuner, as `engine.cudnn_benchmark: true` sets it (off by default, as in mlo).
+  const bool benchmark = argc > 6 && std::string(argv[6]) == "benchmark";
+  if (device.is_cuda()) {
+    at::globalContext().setBenchmarkCuDNN(benchmark);
+    std::printf("cuDNN benchmark mode: %s\n", benchmark ? "on" : "off");
+  }
+  if (which == "all" || which == "resnet32") run_model("resnet32", batch, rounds, device);
+  if (which == "all" || which == "resnet50") run_model("resnet50", batch, rounds, device);
 }
