@@ -124,7 +124,7 @@ set +e
   > "${report_dir}/tests.log" 2>&1
 tests_status=$?
 MLO_TEST_FASHION_MNIST="${prefix}/usr/share/datasets/fashion-mnist" "${build}/tests/cuda/cuda_test" \
-  > "${report_dir}/cuda_tests.log" 2>&1
+  --durations yes > "${report_dir}/cuda_tests.log" 2>&1
 cuda_status=$?
 set -e
 summary="$(grep -E 'tests passed|tests failed' "${report_dir}/tests.log" | tail -1 || true)"
@@ -145,7 +145,13 @@ gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohe
     { [ "${cuda_status}" = 77 ] && echo 'skipped' || echo "FAILED (exit ${cuda_status})"; })"
   echo
   echo '```'
-  tail -15 "${report_dir}/cuda_tests.log"
+  if [ "${cuda_status}" = 77 ]; then
+    head -15 "${report_dir}/cuda_tests.log"
+  else
+    # Each case (and section) with its time, the failures, the summary.
+    grep -E '^[0-9]+\.[0-9]+ s: |FAILED|^test cases:|^assertions:|^All tests passed' \
+      "${report_dir}/cuda_tests.log" | tail -40
+  fi
   echo '```'
 } > "${report_dir}/report.md"
 
