@@ -66,7 +66,7 @@ DatasetEntry synthetic() {
     // The test split: another sample (seed + 1000) of the same task (the training prototypes).
     SyntheticCifar test(SyntheticOptions(r.synthetic_test_per_class * kClasses)
                             .seed(r.seed + 1000)
-                            .prototype_seed(static_cast<int64_t>(r.seed)));
+                            .prototype_seed(r.seed));
     ImageDataset d{train.images(), train.targets(), test.images(), test.targets(), {},
                    "synthetic CIFAR-shaped data (not real data)", true};
     for (int64_t c = 0; c < kClasses; ++c) d.class_names.push_back("class" + std::to_string(c));

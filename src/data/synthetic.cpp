@@ -1,4 +1,5 @@
 #include <mlo/base/error.h>
+#include <mlo/data/sampler.h>
 #include <mlo/data/synthetic.h>
 
 #include <spdlog/spdlog.h>
@@ -8,6 +9,12 @@
 
 namespace mlo {
 namespace data {
+namespace {
+
+// The stream id of the class prototypes in `mix_seed`.
+constexpr uint64_t kPrototypeStream = 0x70726f746fULL;
+
+}  // namespace
 
 SyntheticCifar::SyntheticCifar(SyntheticOptions options) : options_(std::move(options)) {
   std::vector<int64_t> counts = options_.class_counts();
@@ -29,11 +36,11 @@ SyntheticCifar::SyntheticCifar(SyntheticOptions options) : options_(std::move(op
             c10::IntArrayRef(shape));
 
   auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed());
-  const int64_t prototype_seed = options_.prototype_seed();
-  MLO_CHECK(prototype_seed >= -1, "synthetic data: prototype_seed must be >= 0 (or -1: the seed), got ",
-            prototype_seed);
-  auto prototype_gen = at::make_generator<at::CPUGeneratorImpl>(
-      prototype_seed < 0 ? options_.seed() : static_cast<uint64_t>(prototype_seed));
+  // NOTE: the prototypes' generator starts from the task seed mixed with a stream id. Seeded with
+  // the task seed itself it would repeat the sample generator's draws (same seed), so the noise
+  // of the first images would be a shifted copy of the prototypes.
+  const uint64_t task = options_.prototype_seed().value_or(options_.seed());
+  auto prototype_gen = at::make_generator<at::CPUGeneratorImpl>(mix_seed(task, kPrototypeStream));
   std::vector<torch::Tensor> blocks;
   for (int64_t k = 0; k < num_classes_; ++k)
     blocks.push_back(torch::full({counts[k]}, k, torch::kLong));
@@ -56,8 +63,9 @@ SyntheticCifar::SyntheticCifar(SyntheticOptions options) : options_(std::move(op
     auto mixed = prototypes.index_select(0, targets_.narrow(0, begin, len)).add_(noise).mul_(127.5);
     images_.narrow(0, begin, len).copy_(mixed.round_().clamp_(0, 255));
   }
-  spdlog::info("data: synthetic CIFAR-shaped data ({} images, {} classes, seed {}), not real data",
-               total, num_classes_, options_.seed());
+  spdlog::info("data: synthetic CIFAR-shaped data ({} images, {} classes, seed {}, prototype "
+               "seed {}), not real data",
+               total, num_classes_, options_.seed(), task);
 }
 
 torch::data::Example<> SyntheticCifar::get(size_t index) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace mlo {
@@ -25,9 +26,10 @@ struct SyntheticOptions {
   TORCH_ARG(std::vector<int64_t>, class_counts) = {};
   /// Seed of the labels' order and the noise: the sample.
   TORCH_ARG(uint64_t, seed) = 0;
-  /// Seed of the class prototypes: the task. -1: `seed`. Two sets with the same prototype seed
-  /// are samples of one task (a training and a test split); with another, of unrelated tasks.
-  TORCH_ARG(int64_t, prototype_seed) = -1;
+  /// Seed of the class prototypes: the task (unset: `seed`). Two sets with the same prototype
+  /// seed are samples of one task (a training and a test split); with another, of unrelated
+  /// tasks. The prototypes are drawn from a stream of their own, never from the sample's.
+  TORCH_ARG(std::optional<uint64_t>, prototype_seed) = std::nullopt;
   /// Image shape, channels x height x width.
   TORCH_ARG(std::vector<int64_t>, shape) = std::vector<int64_t>{3, 32, 32};
 };
