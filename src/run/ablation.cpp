@@ -23,7 +23,7 @@ namespace mlo {
 namespace run {
 namespace {
 
-std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+std::string join_list(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
   for (const auto& part : parts) out += (out.empty() ? "" : sep) + part;
   return out;
@@ -222,9 +222,10 @@ AblationResult run_ablation(const std::string& config_path,
   }
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (progress) {
+      const std::string overrides =
+          rows[i].overrides.empty() ? "" : "  --set " + join_list(rows[i].overrides, " --set ");
       progress("[" + std::to_string(i + 1) + "/" + std::to_string(rows.size()) + "] " +
-               rows[i].name + (rows[i].overrides.empty() ? "" : "  --set " +
-                                                              join(rows[i].overrides, " --set ")));
+               rows[i].name + overrides);
     }
     if (const std::string why = multi_rank_gap(rows[i], cuda); !why.empty()) {
       // NOTE: say so instead of launching ranks that would fail.

@@ -26,7 +26,7 @@ struct Context {
   std::map<std::string, std::string> where;      // key path -> "file:line:col" (filled on read)
 };
 
-std::string join(const std::string& path, const std::string& key) {
+std::string key_path(const std::string& path, const std::string& key) {
   return path.empty() ? key : path + "." + key;
 }
 
@@ -120,7 +120,7 @@ class Reader : public Fields {
 
   void section(const char* key, const std::function<void(Fields&)>& body) override {
     const std::optional<YAML::Node> child = lookup(key);
-    const std::string path = join(path_, key);
+    const std::string path = key_path(path_, key);
     if (child) ctx_.where[path] = location(ctx_, path, child->Mark());
     Reader sub(child, path, ctx_);
     body(sub);
@@ -131,12 +131,12 @@ class Reader : public Fields {
                const std::function<void(const std::string&, Fields&)>& body) override {
     const std::optional<YAML::Node> child = lookup(key);
     if (!child || child->IsNull()) return;
-    const std::string path = join(path_, key);
+    const std::string path = key_path(path_, key);
     ctx_.where[path] = location(ctx_, path, child->Mark());
     if (!child->IsMap()) fail(location(ctx_, path, child->Mark()), path, "must be a mapping");
     for (const auto& entry : *child) {
       const std::string name = key_text(ctx_, path, entry.first);
-      const std::string entry_path = join(path, name);
+      const std::string entry_path = key_path(path, name);
       ctx_.where[entry_path] = location(ctx_, entry_path, entry.second.Mark());
       Reader sub(entry.second, entry_path, ctx_);
       body(name, sub);
@@ -161,7 +161,7 @@ class Reader : public Fields {
       }
       std::string known;
       for (const auto& k : used_or_known_) known += (known.empty() ? "" : ", ") + k;
-      fail(location(ctx_, join(path_, key), entry.first.Mark()), join(path_, key),
+      fail(location(ctx_, key_path(path_, key), entry.first.Mark()), key_path(path_, key),
            "unknown key" + (hint.empty() ? " (known keys: " + known + ")" : hint));
     }
   }
@@ -171,7 +171,7 @@ class Reader : public Fields {
   void read(const char* key, T& value, const Check<T>& check) {
     const std::optional<YAML::Node> child = lookup(key);
     if (!child) return;
-    const std::string path = join(path_, key);
+    const std::string path = key_path(path_, key);
     const std::string where = location(ctx_, path, child->Mark());
     ctx_.where[path] = where;
     read_value(*child, where, path, value);
@@ -230,7 +230,7 @@ class Reader : public Fields {
     value.clear();
     for (const auto& entry : node) {
       const std::string key = key_text(ctx_, path, entry.first);
-      const std::string entry_path = join(path, key);
+      const std::string entry_path = key_path(path, key);
       if (entry.second.IsScalar()) {
         value[key] = {entry.second.Scalar()};
       } else if (entry.second.IsSequence()) {

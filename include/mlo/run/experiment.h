@@ -140,5 +140,5 @@ bool register_experiment_class(const char* name, const char* file, int line) {
 /// as the experiment `NAME` (`experiment: NAME` in YAML), at load time. Use it at namespace
 /// scope in a source file.
 #define MLO_REGISTER_EXPERIMENT(NAME, Class)                                         \
-  static const bool MLO_EXPERIMENT_CONCAT(mlo_registered_experiment_, __LINE__) = \
+  static const bool MLO_EXPERIMENT_CONCAT(mlo_registered_experiment_, __COUNTER__) = \
       ::mlo::run::detail::register_experiment_class<Class>(NAME, __FILE__, __LINE__)
