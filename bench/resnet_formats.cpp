@@ -119,6 +119,11 @@ void run_model(const std::string& name, int64_t batch, int64_t rounds,
 int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 32;
   const int64_t rounds = argc > 2 ? std::atoll(argv[2]) : 3;
+  if (batch < 1 || rounds < 1) {
+    std::fprintf(stderr, "resnet_formats: batch and rounds must be >= 1, got %lld and %lld\n",
+                 static_cast<long long>(batch), static_cast<long long>(rounds));
+    return 2;
+  }
   const std::string which = argc > 3 ? argv[3] : "all";
   torch::set_num_threads(argc > 4 ? std::atoi(argv[4]) : 2);
   const std::string device_name = argc > 5 ? argv[5] : "cpu";

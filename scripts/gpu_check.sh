@@ -150,7 +150,7 @@ gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohe
   else
     # Each case (and section) with its time, the failures, the summary.
     grep -E '^[0-9]+\.[0-9]+ s: |FAILED|^test cases:|^assertions:|^All tests passed' \
-      "${report_dir}/cuda_tests.log" | tail -40
+      "${report_dir}/cuda_tests.log" | tail -40 || tail -15 "${report_dir}/cuda_tests.log"
   fi
   echo '```'
 } > "${report_dir}/report.md"

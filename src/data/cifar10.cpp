@@ -81,8 +81,8 @@ Cifar10::Cifar10(Cifar10Options options)
       for (const auto& n : file_names(Split::kTrain)) expected += n + " ";
       expected += "test_batch.bin";
       MLO_CHECK(false, "CIFAR-10: missing file '", path,
-                "'. Download the CIFAR-10 binary version (", kCifarDownload, ") and extract it into '",
-                options_.root(),
+                "'. Download the CIFAR-10 binary version (", kCifarDownload,
+                ") and extract it into '", options_.root(),
                 "' (its cifar-10-batches-bin folder is found there) or put the files directly "
                 "in that folder: ",
                 expected);

@@ -87,8 +87,8 @@ std::string find_file(const std::string& root, const std::string& name) {
   if (fs::is_regular_file(plain, ec)) return plain.string();
   MLO_CHECK(false, "Fashion-MNIST: missing file '", gz.string(),
             "'. Install Debian's dataset-fashion-mnist package (it puts the files in ",
-            FashionMnistOptions::kDefaultRoot, ") or download them from ", kFashionDownload, " into '",
-            root,
+            FashionMnistOptions::kDefaultRoot, ") or download them from ", kFashionDownload,
+            " into '", root,
             "': train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz "
             "t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz");
   return {};
