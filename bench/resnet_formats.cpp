@@ -7,7 +7,9 @@
 // together. On a GPU each step is timed between two synchronizations.
 //
 //   build/bench/resnet_formats [batch=32] [rounds=3] [model=all|resnet32|resnet50] [threads=2]
-//                              [device=cpu|cuda] [benchmark: cuDNN's autotuner on]
+//                              [device=cpu|cuda] [benchmark] [no_tf32]
+// benchmark: cuDNN's autotuner on. no_tf32: fp32 convolutions and matrix products in full fp32
+// on the GPU (LibTorch's default lets cuDNN and cuBLAS use TF32 there).
 #include <mlo/memory/precision.h>
 #include <mlo/nn/resnet.h>
 #include <torch/cuda.h>
@@ -138,11 +140,24 @@ int main(int argc, char** argv) {
   }
   const torch::Device device = device_name == "cuda" ? torch::Device(torch::kCUDA, 0)
                                                      : torch::Device(torch::kCPU);
-  // cuDNN's autotuner, as `engine.cudnn_benchmark: true` sets it (off by default, as in mlo).
-  const bool benchmark = argc > 6 && std::string(argv[6]) == "benchmark";
+  bool benchmark = false, tf32 = true;
+  for (int i = 6; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "benchmark") {
+      benchmark = true;  // cuDNN's autotuner, as `engine.cudnn_benchmark: true` sets it
+    } else if (flag == "no_tf32") {
+      tf32 = false;
+    } else {
+      std::fprintf(stderr, "resnet_formats: unknown flag '%s' (benchmark, no_tf32)\n", argv[i]);
+      return 2;
+    }
+  }
   if (device.is_cuda()) {
     at::globalContext().setBenchmarkCuDNN(benchmark);
-    std::printf("cuDNN benchmark mode: %s\n", benchmark ? "on" : "off");
+    at::globalContext().setAllowTF32CuDNN(tf32);
+    at::globalContext().setAllowTF32CuBLAS(tf32);
+    std::printf("cuDNN benchmark mode: %s, TF32 for fp32 convolutions and matmuls: %s\n",
+                benchmark ? "on" : "off", tf32 ? "allowed" : "off");
   }
   if (which == "all" || which == "resnet32") run_model("resnet32", batch, rounds, device);
   if (which == "all" || which == "resnet50") run_model("resnet50", batch, rounds, device);
