@@ -60,16 +60,26 @@ void add_pair(Engine& engine, const LogRegHpo& pair, const run::RunConfig& confi
   run::add_problems(engine, config, {pair.outer, pair.inner});
 }
 
-// (mean binary cross-entropy, accuracy) of the inner model on `batch`.
-std::pair<double, double> loss_and_accuracy(const LogRegInner& inner, const Batch& on_host) {
+// (mean binary cross-entropy, accuracy) of the inner model on `on_host`, in chunks of at most
+// `chunk` points (the training batch: evaluation never holds more than a training step).
+std::pair<double, double> loss_and_accuracy(const LogRegInner& inner, const Batch& on_host,
+                                            int64_t chunk) {
   torch::NoGradGuard no_grad;
-  const Batch batch = on_host.to(inner.device());
-  const at::Tensor logits = inner.logits(batch.data);
-  const double loss =
-      torch::nn::functional::binary_cross_entropy_with_logits(logits, batch.target).item<double>();
-  const double accuracy =
-      logits.gt(0).to(torch::kFloat).eq(batch.target).to(torch::kDouble).mean().item<double>();
-  return {loss, accuracy};
+  const int64_t n = on_host.size();
+  double loss_sum = 0, correct = 0;
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t end = std::min(n, begin + chunk);
+    const at::Tensor data = on_host.data.slice(0, begin, end).to(inner.device());
+    const at::Tensor target = on_host.target.slice(0, begin, end).to(inner.device());
+    const at::Tensor logits = inner.logits(data);
+    loss_sum += torch::nn::functional::binary_cross_entropy_with_logits(
+                    logits, target,
+                    torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(
+                        torch::kSum))
+                    .item<double>();
+    correct += logits.gt(0).to(torch::kFloat).eq(target).to(torch::kDouble).sum().item<double>();
+  }
+  return {loss_sum / static_cast<double>(n), correct / static_cast<double>(n)};
 }
 
 }  // namespace
@@ -135,8 +145,9 @@ Metrics HpoExperiment::evaluate(run::EvalSet set) {
   const bool valid = set == run::EvalSet::kValid;
   const Batch& batch = valid ? data_.valid : data_.test;
   const std::string prefix = valid ? "valid/" : "";
-  const auto [loss, acc] = loss_and_accuracy(*learned_.inner, batch);
-  const auto [frozen_loss, frozen_acc] = loss_and_accuracy(*frozen_.inner, batch);
+  const int64_t chunk = std::max<int64_t>(1, data_.train.size());
+  const auto [loss, acc] = loss_and_accuracy(*learned_.inner, batch, chunk);
+  const auto [frozen_loss, frozen_acc] = loss_and_accuracy(*frozen_.inner, batch, chunk);
   return {{prefix + "loss", loss},
           {prefix + "acc", acc},
           {prefix + "frozen_loss", frozen_loss},

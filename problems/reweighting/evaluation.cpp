@@ -41,8 +41,10 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
   const c10::Device device = classifier_->device();
   at::Tensor weight_sum = torch::zeros({kClasses}, at::TensorOptions(at::kDouble).device(device));
   const int64_t n = images.size(0);
-  for (int64_t begin = 0; begin < n; begin += settings_.data.test_batch_size) {
-    const int64_t end = std::min(n, begin + settings_.data.test_batch_size);
+  const int64_t batch = settings_.data.test_batch_size > 0 ? settings_.data.test_batch_size
+                                                            : settings_.data.batch_size;
+  for (int64_t begin = 0; begin < n; begin += batch) {
+    const int64_t end = std::min(n, begin + batch);
     const at::Tensor x = normalize(images.slice(0, begin, end), generator).to(device);
     const at::Tensor y = targets.slice(0, begin, end).to(device);
     const at::Tensor logits = classifier_->logits(x).to(at::kFloat);

@@ -53,7 +53,9 @@ struct DataConfig {
   bool shuffle_classes = true;
   int64_t batch_size = 100;
   int64_t meta_batch_size = 100;  ///< 0: the same as batch_size
-  int64_t test_batch_size = 1000;
+  /// Evaluation batch (validation and test); 0: the training batch, so that evaluating, with no
+  /// graph, never needs more memory than a training step.
+  int64_t test_batch_size = 0;
   bool augment = true;
   /// When the dataset's files are missing, use synthetic data instead (loudly) rather than fail.
   bool synthetic_fallback = false;

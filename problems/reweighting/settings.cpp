@@ -40,7 +40,7 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
     s("shuffle_classes", c.shuffle_classes);
     s("batch_size", c.batch_size, at_least(1));
     s("meta_batch_size", c.meta_batch_size, at_least(0));
-    s("test_batch_size", c.test_batch_size, at_least(1));
+    s("test_batch_size", c.test_batch_size, at_least(0));
     s("augment", c.augment);
     s("synthetic_fallback", c.synthetic_fallback);
     s("synthetic_size", c.synthetic_size, at_least(1));
@@ -62,6 +62,8 @@ void ReweightingExperiment::Settings::visit_problem(const std::string& problem, 
     s("name", model.name, one_of(nn::model_names()));
     s("hidden", model.hidden, at_least(1));
     s("batch_norm", model.batch_norm);
+    s("activation", model.activation, one_of({"relu", "swish"}));
+    s("efficient_activation", model.efficient_activation);
     s("inplace_relu", model.inplace_relu);
     s("memory_format", model.memory_format, one_of({"auto", "contiguous", "channels_last"}));
   });
@@ -100,8 +102,17 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
              "applies to cnn (the ResNets always have batch norm; mwn has none), not '" + m.name +
                  "'");
     }
-    if (!resnet && m.inplace_relu) {
-      c.fail(path + ".model.inplace_relu", "applies to resnet32 and resnet50, not '" + m.name + "'");
+    for (const auto& [key, set] : {std::pair<const char*, bool>{"activation", m.activation != "relu"},
+                                   {"efficient_activation", m.efficient_activation},
+                                   {"inplace_relu", m.inplace_relu}}) {
+      if (!resnet && set) {
+        c.fail(path + ".model." + key, "applies to resnet32 and resnet50, not '" + m.name + "'");
+      }
+    }
+    if (m.inplace_relu && m.activation != "relu") {
+      c.fail(path + ".model.inplace_relu", "means in-place ReLU, and the activation is '" +
+                                               m.activation +
+                                               "': use model.efficient_activation");
     }
     if (!resnet && m.memory_format != "auto" && m.memory_format != "contiguous") {
       c.fail(path + ".model.memory_format",

@@ -100,10 +100,15 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
                 "activations finite_difference all");
   a->add_option_function<int64_t>(
       "--iterations", [o = &c->options](int64_t n) { o->ablation.iterations(n); },
-      "measured meta-iterations per row after one warm-up (default 2)");
+      "meta-iterations per row measured for memory after one warm-up (default 1)");
+  a->add_option_function<int64_t>(
+      "--rounds", [o = &c->options](int64_t n) { o->ablation.rounds(n); },
+      "timing rounds, each timing one meta-iteration of every row (default 3; 0: the memory "
+      "measurement's times)");
   a->add_option_function<std::string>(
       "--problem", [o = &c->options](const std::string& p) { o->ablation.problem(p); },
-      "the problem whose memory features vary (default: the experiment's default problem)");
+      "narrow precision and accumulation to this problem (default: every level; the model's "
+      "features apply to the experiment's default problem)");
   a->add_option_function<double>(
       "--budget", [o = &c->options](double b) { o->ablation.checkpoint_budget(b); },
       "checkpointing row: budget as a fraction of the no-checkpoint activation peak (0.3)");

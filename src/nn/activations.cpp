@@ -53,6 +53,23 @@ torch::Tensor torch_swish(const torch::Tensor& x, double beta) {
 
 torch::Tensor swish(const torch::Tensor& x, double beta) { return SwishFunction::apply(x, beta); }
 
+torch::Tensor activate(torch::Tensor x, Activation activation, bool memory_efficient) {
+  if (activation == Activation::kReLU) return memory_efficient ? torch::relu_(x) : torch::relu(x);
+  // NOTE: not torch::silu for the plain variant: LibTorch's fused silu already keeps only its
+  // input; the composition is what a Swish written by hand keeps.
+  return memory_efficient ? swish(x, 1.0) : x * torch::sigmoid(x);
+}
+
+const char* activation_name(Activation activation) {
+  return activation == Activation::kSwish ? "swish" : "relu";
+}
+
+Activation parse_activation(const std::string& name) {
+  if (name == "relu") return Activation::kReLU;
+  if (name == "swish") return Activation::kSwish;
+  throw Error("unknown activation '" + name + "' (known: relu, swish)");
+}
+
 SwishBackend resolve_swish_backend(double beta) {
   // NOTE: a fixed rule, measured with the exact meter (tests/nn/activations_test.cpp): for
   // beta = 1 LibTorch's fused silu keeps only its input; for any other beta the composition

@@ -31,11 +31,6 @@ inline torch::nn::BatchNorm2d batch_norm(int64_t channels) {
   return bn;
 }
 
-/// ReLU, in place when asked.
-inline torch::Tensor relu(torch::Tensor x, bool inplace) {
-  return inplace ? torch::relu_(x) : torch::relu(x);
-}
-
 }  // namespace detail
 }  // namespace nn
 }  // namespace mlo

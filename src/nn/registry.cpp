@@ -1,6 +1,7 @@
 #include <mlo/nn/registry.h>
 
 #include <mlo/base/error.h>
+#include <mlo/nn/activations.h>
 #include <mlo/nn/cnn.h>
 #include <mlo/nn/mwn.h>
 #include <mlo/nn/resnet.h>
@@ -36,7 +37,8 @@ ModelFactory make_resnet(bool fifty) {
         s.memory_format == "auto" ? fifty : s.memory_format == "channels_last";
     auto options = fifty ? resnet50_options(in.num_classes) : resnet32_options(in.num_classes);
     return resnet(options.in_channels(in.channels)
-                      .inplace_relu(s.inplace_relu)
+                      .activation(parse_activation(s.activation))
+                      .efficient_activation(s.efficient_activation || s.inplace_relu)
                       .channels_last(channels_last))
         .ptr();
   };

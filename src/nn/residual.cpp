@@ -37,10 +37,11 @@ torch::Tensor shortcut_of(const torch::Tensor& x, int64_t out, int64_t stride, S
   return bn->forward(conv->forward(x));
 }
 
-// out + shortcut, then ReLU; in place on `out` (a batch-norm output nothing else saved) if asked.
-torch::Tensor add_relu(torch::Tensor out, const torch::Tensor& shortcut, bool inplace) {
-  if (inplace) return torch::relu_(out.add_(shortcut));
-  return torch::relu(out + shortcut);
+// out + shortcut, then the activation; the sum in place on `out` (a batch-norm output nothing
+// else saved) with the memory-efficient activation.
+torch::Tensor add_activate(torch::Tensor out, const torch::Tensor& shortcut, Activation activation,
+                           bool efficient) {
+  return activate(efficient ? out.add_(shortcut) : out + shortcut, activation, efficient);
 }
 
 }  // namespace
@@ -65,20 +66,22 @@ void BasicBlockImpl::reset() {
 }
 
 torch::Tensor BasicBlockImpl::forward(const torch::Tensor& x) {
-  const bool inplace = options.inplace_relu();
-  torch::Tensor out = detail::relu(bn1->forward(conv1->forward(x)), inplace);
+  const Activation act = options.activation();
+  const bool efficient = options.efficient_activation();
+  torch::Tensor out = activate(bn1->forward(conv1->forward(x)), act, efficient);
   out = bn2->forward(conv2->forward(out));
-  return add_relu(out,
-                  shortcut_of(x, options.out_channels(), options.stride(), options.shortcut(),
-                              shortcut_conv, shortcut_bn),
-                  inplace);
+  return add_activate(out,
+                      shortcut_of(x, options.out_channels(), options.stride(), options.shortcut(),
+                                  shortcut_conv, shortcut_bn),
+                      act, efficient);
 }
 
 void BasicBlockImpl::pretty_print(std::ostream& stream) const {
   stream << "mlo::nn::BasicBlock(" << options.in_channels() << ", " << options.out_channels()
          << ", stride=" << options.stride()
          << (options.shortcut() == Shortcut::kZeroPad ? ", shortcut=zero_pad" : "")
-         << (options.inplace_relu() ? ", inplace_relu" : "") << ")";
+         << (options.activation() == Activation::kReLU ? "" : ", swish")
+         << (options.efficient_activation() ? ", efficient_activation" : "") << ")";
 }
 
 BottleneckImpl::BottleneckImpl(const BottleneckOptions& options_) : options(options_) {
@@ -108,21 +111,23 @@ void BottleneckImpl::reset() {
 }
 
 torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) {
-  const bool inplace = options.inplace_relu();
-  torch::Tensor out = detail::relu(bn1->forward(conv1->forward(x)), inplace);
-  out = detail::relu(bn2->forward(conv2->forward(out)), inplace);
+  const Activation act = options.activation();
+  const bool efficient = options.efficient_activation();
+  torch::Tensor out = activate(bn1->forward(conv1->forward(x)), act, efficient);
+  out = activate(bn2->forward(conv2->forward(out)), act, efficient);
   out = bn3->forward(conv3->forward(out));
-  return add_relu(out,
-                  shortcut_of(x, options.expansion() * options.planes(), options.stride(),
-                              options.shortcut(), shortcut_conv, shortcut_bn),
-                  inplace);
+  return add_activate(out,
+                      shortcut_of(x, options.expansion() * options.planes(), options.stride(),
+                                  options.shortcut(), shortcut_conv, shortcut_bn),
+                      act, efficient);
 }
 
 void BottleneckImpl::pretty_print(std::ostream& stream) const {
   stream << "mlo::nn::Bottleneck(" << options.in_channels() << ", " << options.planes()
          << ", expansion=" << options.expansion() << ", stride=" << options.stride()
          << (options.shortcut() == Shortcut::kZeroPad ? ", shortcut=zero_pad" : "")
-         << (options.inplace_relu() ? ", inplace_relu" : "") << ")";
+         << (options.activation() == Activation::kReLU ? "" : ", swish")
+         << (options.efficient_activation() ? ", efficient_activation" : "") << ")";
 }
 
 }  // namespace nn

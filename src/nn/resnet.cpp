@@ -10,8 +10,12 @@
 namespace mlo {
 namespace nn {
 
-ResNetStemImpl::ResNetStemImpl(int64_t in_channels_, int64_t out_channels_, bool inplace_relu_)
-    : in_channels(in_channels_), out_channels(out_channels_), inplace_relu(inplace_relu_) {
+ResNetStemImpl::ResNetStemImpl(int64_t in_channels_, int64_t out_channels_, Activation activation_,
+                               bool efficient_activation_)
+    : in_channels(in_channels_),
+      out_channels(out_channels_),
+      activation(activation_),
+      efficient_activation(efficient_activation_) {
   MLO_CHECK(in_channels > 0 && out_channels > 0,
             "ResNetStem: channels must be positive, got in=", in_channels, " out=", out_channels);
   reset();
@@ -24,13 +28,14 @@ void ResNetStemImpl::reset() {
 
 torch::Tensor ResNetStemImpl::forward(const torch::Tensor& x) {
   const torch::Tensor input = channels_last ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
-  return detail::relu(bn->forward(conv->forward(input)), inplace_relu);
+  return activate(bn->forward(conv->forward(input)), activation, efficient_activation);
 }
 
 void ResNetStemImpl::pretty_print(std::ostream& stream) const {
   stream << "mlo::nn::ResNetStem(" << in_channels << ", " << out_channels
-         << (inplace_relu ? ", inplace_relu" : "") << (channels_last ? ", channels_last" : "")
-         << ")";
+         << (activation == Activation::kReLU ? "" : ", swish")
+         << (efficient_activation ? ", efficient_activation" : "")
+         << (channels_last ? ", channels_last" : "") << ")";
 }
 
 ResNetHeadImpl::ResNetHeadImpl(int64_t in_features_, int64_t num_classes_)
@@ -85,7 +90,8 @@ Chain resnet(const ResNetOptions& options) {
             options.expansion());
 
   Chain chain;
-  ResNetStem stem(options.in_channels(), options.stem_channels(), options.inplace_relu());
+  ResNetStem stem(options.in_channels(), options.stem_channels(), options.activation(),
+                  options.efficient_activation());
   stem->channels_last = options.channels_last();
   chain->push_back("stem", stem);
   int64_t channels = options.stem_channels();
@@ -94,17 +100,21 @@ Chain resnet(const ResNetOptions& options) {
       const int64_t stride = (s > 0 && b == 0) ? 2 : 1;
       const std::string name = "layer" + std::to_string(s + 1) + "." + std::to_string(b);
       if (options.block() == BlockType::kBasic) {
-        chain->push_back(name, BasicBlock(BasicBlockOptions(channels, widths[s])
-                                              .stride(stride)
-                                              .shortcut(options.shortcut())
-                                              .inplace_relu(options.inplace_relu())));
+        chain->push_back(name,
+                         BasicBlock(BasicBlockOptions(channels, widths[s])
+                                        .stride(stride)
+                                        .shortcut(options.shortcut())
+                                        .activation(options.activation())
+                                        .efficient_activation(options.efficient_activation())));
         channels = widths[s];
       } else {
-        chain->push_back(name, Bottleneck(BottleneckOptions(channels, widths[s])
-                                              .expansion(options.expansion())
-                                              .stride(stride)
-                                              .shortcut(options.shortcut())
-                                              .inplace_relu(options.inplace_relu())));
+        chain->push_back(name,
+                         Bottleneck(BottleneckOptions(channels, widths[s])
+                                        .expansion(options.expansion())
+                                        .stride(stride)
+                                        .shortcut(options.shortcut())
+                                        .activation(options.activation())
+                                        .efficient_activation(options.efficient_activation())));
         channels = options.expansion() * widths[s];
       }
     }

@@ -1,12 +1,12 @@
 #include <mlo/run/ablation.h>
 
-#include "ablation_sampling.h"
+#include "ablation_detail.h"
 
 #include <mlo/base/error.h>
 #include <mlo/build_config.h>
-#include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
 #include <mlo/run/experiment.h>
+#include <mlo/run/yaml.h>
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <optional>
 #include <sstream>
-
 
 namespace mlo {
 namespace run {
@@ -33,10 +32,12 @@ std::string join_list(const std::vector<std::string>& parts, const std::string& 
 AblationRowResult combine_ranks(const AblationRow& row, std::vector<AblationRowResult> ranks) {
   MLO_CHECK(!ranks.empty(), "ablation: row '", row.key, "' returned no rank's result");
   AblationRowResult out = *std::max_element(
-      ranks.begin(), ranks.end(),
-      [](const AblationRowResult& a, const AblationRowResult& b) { return a.peak_bytes < b.peak_bytes; });
+      ranks.begin(), ranks.end(), [](const AblationRowResult& a, const AblationRowResult& b) {
+        return a.peak_bytes < b.peak_bytes;
+      });
   for (const auto& r : ranks) {
     out.seconds = std::max(out.seconds, r.seconds);
+    out.measured_seconds = std::max(out.measured_seconds, r.measured_seconds);
     out.rss_peak_bytes = std::max(out.rss_peak_bytes, r.rss_peak_bytes);
     out.rss_growth_bytes = std::max(out.rss_growth_bytes, r.rss_growth_bytes);
     out.reserved_peak_bytes = std::max(out.reserved_peak_bytes, r.reserved_peak_bytes);
@@ -51,7 +52,8 @@ AblationRowResult combine_ranks(const AblationRow& row, std::vector<AblationRowR
 std::string multi_rank_gap(const AblationRow& row, bool cuda) {
   if (row.ranks <= 1) return "";
   if (!cuda && !MLO_WITH_GLOO) {
-    return "this build has no Gloo backend (LibTorch " TORCH_VERSION " ships no Gloo headers; "
+    return "this build has no Gloo backend (LibTorch " TORCH_VERSION
+           " ships no Gloo headers; "
            "build against Debian's LibTorch 1.13 for it)";
   }
   const auto gpus = static_cast<int64_t>(torch::cuda::device_count());
@@ -61,6 +63,59 @@ std::string multi_rank_gap(const AblationRow& row, bool cuda) {
            std::to_string(gpus) + " is visible (--ranks 0 leaves such rows out)";
   }
   return "";
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// The timing rounds (AblationOptions::rounds): every single-process row of `result` timed
+// against the baseline in the same rounds; each row's time and time ratio replaced by the
+// rounds' figures. A failure (one more experiment alive than memory allows) keeps the
+// measurement's times and says why in `timing_error`.
+void time_in_rounds(const std::string& config_path, const std::vector<std::string>& overrides,
+                    int64_t rounds, const std::function<void(const std::string&)>& progress,
+                    AblationResult& result) {
+  std::vector<AblationRowResult*> timed;
+  std::vector<std::vector<std::string>> row_overrides;
+  std::vector<std::string> names;
+  for (auto& row : result.rows) {
+    if (row.ranks > 1) continue;
+    timed.push_back(&row);
+    std::vector<std::string> all = overrides;
+    all.insert(all.end(), row.row.overrides.begin(), row.row.overrides.end());
+    row_overrides.push_back(std::move(all));
+    names.push_back(row.row.name);
+  }
+  if (timed.empty() || timed.front()->row.key != "baseline") return;
+  result.rounds = rounds;
+  detail::TimedRounds times;
+  try {
+    times = detail::time_interleaved(config_path, row_overrides, names, result.problem, rounds,
+                                     progress);
+  } catch (const std::exception& e) {
+    result.rounds = 0;
+    result.timing_error = e.what();
+    if (progress)
+      progress("timing rounds failed, times are the measurement's: " + result.timing_error);
+    return;
+  }
+  const std::vector<double>& base = times.seconds.front();
+  for (std::size_t k = 0; k < timed.size(); ++k) {
+    AblationRowResult& row = *timed[k];
+    row.round_seconds = times.seconds[k];
+    row.seconds = median(row.round_seconds);
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < base.size(); ++r) ratios.push_back(row.round_seconds[r] / base[r]);
+    row.time_ratio = median(ratios);
+    row.time_ratio_low = *std::min_element(ratios.begin(), ratios.end());
+    row.time_ratio_high = *std::max_element(ratios.begin(), ratios.end());
+    if (times.plans[k] != row.plan) row.timing_plan = times.plans[k];
+  }
+  // Rows of several ranks ran in processes of their own, with the meter on: their ratio is to
+  // the baseline's metered time, as measured.
 }
 
 }  // namespace
@@ -74,19 +129,32 @@ const AblationRowResult& AblationResult::row(const std::string& key) const {
 
 std::vector<AblationRow> ablation_rows(
     const std::string& problem, int64_t batch, bool cuda, const AblationOptions& options,
-    const std::vector<std::pair<std::string, int64_t>>& other_batches) {
+    const std::vector<std::pair<std::string, int64_t>>& other_batches,
+    const std::vector<std::string>& other_levels) {
   const auto chosen_rows = options.rows();
   const auto chosen = [&](const char* key) {
     return chosen_rows.empty() ||
            std::find(chosen_rows.begin(), chosen_rows.end(), key) != chosen_rows.end() ||
            std::find(chosen_rows.begin(), chosen_rows.end(), "all") != chosen_rows.end();
   };
+  const auto applies = [&](const std::string& name) {
+    return std::find(other_levels.begin(), other_levels.end(), name) != other_levels.end();
+  };
+  const int64_t g = std::max<int64_t>(options.accumulation(), 1);
   if (chosen("accumulation")) {
     MLO_CHECK(options.accumulation() >= 1, "ablation: accumulation must be >= 1, got ",
               options.accumulation());
-    MLO_CHECK(batch % options.accumulation() == 0, "ablation: the batch ", batch,
-              " is not a multiple of the accumulation ", options.accumulation(),
+    MLO_CHECK(batch % g == 0, "ablation: the batch ", batch,
+              " is not a multiple of the accumulation ", g,
               " (the accumulation row keeps the effective batch)");
+    for (const auto& [name, key] : options.other_batch_keys()) {
+      for (const auto& [other, size] : other_batches) {
+        MLO_CHECK(other != name || !applies(name) || size % g == 0, "ablation: ", name, "'s batch ",
+                  size, " (", key, ") is not a multiple of the accumulation ", g,
+                  " (the accumulation row keeps the effective batch of every level; --problem ",
+                  problem, " leaves ", name, " out)");
+      }
+    }
   }
   if (chosen("checkpointing")) {
     MLO_CHECK(options.checkpoint_budget() > 0 && options.checkpoint_budget() <= 1,
@@ -94,64 +162,103 @@ std::vector<AblationRow> ablation_rows(
   }
   const std::string p = "problems." + problem + ".";
   const std::string precision = cuda ? "fp16" : "bf16";
-  const std::string g = std::to_string(std::max<int64_t>(options.accumulation(), 1));
+  const std::string gs = std::to_string(g);
   char budget[32];
   std::snprintf(budget, sizeof(budget), "%g", options.checkpoint_budget());
 
-  AblationRow baseline{"baseline", "Baseline", {}, "fp32, no accumulation, everything stored"};
-  // NOTE: precision is set on every level by `run_ablation` (the upper level runs this model
-  // too); here only the varied problem's key, the rest is added there.
-  AblationRow mixed{"precision", "+mixed precision (" + precision + ")",
+  AblationRow baseline{"baseline", "Baseline", {}, "fp32, no accumulation, everything stored", {}};
+  AblationRow mixed{"precision",
+                    "+mixed precision (" + precision + ")",
                     {p + "precision=" + precision},
-                    precision + " autocast of every level's forward and loss; weights, gradients "
-                                "and optimizer states stay fp32"};
-  AblationRow accumulation{
-      "accumulation", "+gradient accumulation " + g,
-      {p + "gradient_accumulation=" + g,
-       options.batch_key() + "=" + std::to_string(batch / std::max<int64_t>(options.accumulation(), 1))},
-      g + " micro-batches of " + std::to_string(batch / std::max<int64_t>(options.accumulation(), 1)) +
-          ": the same effective batch"};
+                    precision + " autocast of every forward and loss of the levels named" +
+                        (cuda ? ", with dynamic loss scaling" : "") +
+                        "; weights, gradients and optimizer states stay fp32",
+                    {problem}};
+  for (const auto& name : other_levels) {
+    mixed.overrides.push_back("problems." + name + ".precision=" + precision);
+    mixed.levels.push_back(name);
+  }
+  const std::string micro = std::to_string(batch / g);
+  AblationRow accumulation{"accumulation",
+                           "+gradient accumulation " + gs,
+                           {p + "gradient_accumulation=" + gs, options.batch_key() + "=" + micro},
+                           problem + ": " + gs + " micro-batches of " + micro,
+                           {problem}};
   for (const auto& [name, key] : options.other_batch_keys()) {
     for (const auto& [other, size] : other_batches) {
-      if (other == name) accumulation.overrides.push_back(key + "=" + std::to_string(size));
+      if (other != name) continue;
+      if (applies(name)) {
+        // NOTE: as Betty's `Config(gradient_accumulation=4)` on an upper problem: one
+        // micro-step per lower unroll, an optimizer step every `g` of them.
+        accumulation.overrides.push_back("problems." + name + ".gradient_accumulation=" + gs);
+        accumulation.overrides.push_back(key + "=" + std::to_string(size / g));
+        accumulation.note += ", " + name + ": " + gs + " micro-batches of " +
+                             std::to_string(size / g) + " (one per " + problem +
+                             " optimizer step, its optimizer stepping every " + gs + ")";
+        accumulation.levels.push_back(name);
+      } else {
+        accumulation.overrides.push_back(key + "=" + std::to_string(size));
+        accumulation.note += ", " + name + " keeps its batch of " + std::to_string(size);
+      }
     }
   }
+  accumulation.note += ": the same effective batch on every level";
   AblationRow checkpointing{
-      "checkpointing", "+checkpointing (optimal, budget " + std::string(budget) + ")",
+      "checkpointing",
+      "+checkpointing (optimal, budget " + std::string(budget) + ")",
       {p + "checkpointing.strategy=optimal", p + "checkpointing.budget_fraction=" + budget},
       "the planner's fastest plan within " + std::string(budget) +
-          " of the no-checkpoint activation peak"};
+          " of the no-checkpoint activation peak, on " + problem +
+          "'s model (which every level's forward through it runs)",
+      {problem}};
   AblationRow activations{
-      "activations", "+memory-efficient activations", {},
-      "in-place ReLU and residual sums where exact. The model has ReLU, not Swish, so the Swish "
-      "that keeps only its input has nothing to replace; and ReLU's backward keeps only its "
-      "output either way, so in place saves the short-lived copy, not what backward retains"};
+      "activations",
+      "+memory-efficient activations",
+      {},
+      "the model's activation in its memory-efficient form, and residual sums in place: Swish "
+      "keeps only its input instead of its input and sigmoid's output (one activation less per "
+      "use until backward); ReLU runs in place, which removes a short-lived copy only, since "
+      "ReLU's backward keeps just its output either way",
+      {problem}};
   for (const auto& o : options.activation_overrides()) activations.overrides.push_back(p + o);
   AblationRow finite_difference{
-      "finite_difference", "+in-place finite difference", {},
+      "finite_difference",
+      "+in-place finite difference",
+      {},
       "DARTS perturbs the weights in place and steps them back instead of restoring a copy: one "
       "copy of the weights less at the upper step's peak, for a rounding drift of a few ulps "
-      "per meta-iteration (darts.exact_restore=false)"};
+      "per meta-iteration (darts.exact_restore=false)",
+      {problem}};
   for (const auto& o : options.finite_difference_overrides()) {
     finite_difference.overrides.push_back(p + o);
   }
-  AblationRow all{"all", "+all of them", {}, "every feature above together (in one process)"};
+  AblationRow all{"all", "+all of them", {}, "every feature above together (in one process)", {}};
   for (const auto* r : {&mixed, &accumulation, &checkpointing, &activations, &finite_difference}) {
     all.overrides.insert(all.overrides.end(), r->overrides.begin(), r->overrides.end());
+    for (const auto& level : r->levels) {
+      if (std::find(all.levels.begin(), all.levels.end(), level) == all.levels.end()) {
+        all.levels.push_back(level);
+      }
+    }
   }
-  std::vector<AblationRow> rows{baseline,    mixed,             accumulation, checkpointing,
-                                activations, finite_difference, all};
+  std::vector<AblationRow> rows{baseline,          mixed, accumulation, checkpointing, activations,
+                                finite_difference, all};
   if (options.ranks() > 1) {
     const std::string n = std::to_string(options.ranks());
     AblationRow data_parallel{
-        "data_parallel", "+data parallel, " + n + " ranks (per rank)",
+        "data_parallel",
+        "+data parallel, " + n + " ranks (per rank)",
         {"engine.strategy=distributed"},
         "each of " + n + " processes holds the whole model and optimizer state and runs 1/" + n +
             " of every batch (per rank: the largest of any rank; threads split between them)",
+        {"every level"},
         options.ranks()};
-    AblationRow zero{"zero", "+ZeRO-2, " + n + " ranks (per rank)", {"engine.strategy=zero2"},
+    AblationRow zero{"zero",
+                     "+ZeRO-2, " + n + " ranks (per rank)",
+                     {"engine.strategy=zero2"},
                      "data parallel, and each rank keeps the optimizer state and the gradients "
                      "of its share of the parameters only",
+                     {"every level"},
                      options.ranks()};
     rows.push_back(data_parallel);
     rows.push_back(zero);
@@ -159,8 +266,8 @@ std::vector<AblationRow> ablation_rows(
   if (chosen_rows.empty()) return rows;
   std::vector<AblationRow> picked{baseline};
   for (const auto& key : chosen_rows) {
-    const auto it = std::find_if(rows.begin(), rows.end(),
-                                 [&](const AblationRow& r) { return r.key == key; });
+    const auto it =
+        std::find_if(rows.begin(), rows.end(), [&](const AblationRow& r) { return r.key == key; });
     std::string names;
     for (const auto& r : rows) names += (names.empty() ? "" : ", ") + r.key;
     MLO_CHECK(it != rows.end(), "ablation: unknown row '", key, "' (rows: ", names, ")");
@@ -178,6 +285,7 @@ AblationResult run_ablation(const std::string& config_path,
                             const RankRunner& rank_runner) {
   MLO_CHECK(options.iterations() >= 1, "ablation: iterations must be >= 1, got ",
             options.iterations());
+  MLO_CHECK(options.rounds() >= 0, "ablation: rounds must be >= 0, got ", options.rounds());
   AblationResult result;
   result.config_path = config_path;
   result.overrides = overrides;
@@ -206,20 +314,15 @@ AblationResult run_ablation(const std::string& config_path,
     if (!params.empty()) result.device = params.front().device().str();
   }
   const bool cuda = result.device.rfind("cuda", 0) == 0;
-  auto rows = ablation_rows(result.problem, result.batch, cuda, options, other_batches);
-  // Mixed precision applies to every level: the upper ones run the varied model too.
-  for (auto& row : rows) {
-    std::vector<std::string> extra;
-    for (const auto& o : row.overrides) {
-      const std::string own = "problems." + result.problem + ".precision=";
-      if (o.rfind(own, 0) != 0) continue;
-      for (const auto& name : problem_names) {
-        if (name != result.problem) extra.push_back("problems." + name + ".precision=" +
-                                                    o.substr(own.size()));
-      }
+  // The level-wise features apply to every level unless --problem narrowed them.
+  std::vector<std::string> other_levels;
+  if (options.problem().empty()) {
+    for (const auto& name : problem_names) {
+      if (name != result.problem) other_levels.push_back(name);
     }
-    row.overrides.insert(row.overrides.end(), extra.begin(), extra.end());
   }
+  const auto rows =
+      ablation_rows(result.problem, result.batch, cuda, options, other_batches, other_levels);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (progress) {
       const std::string overrides =
@@ -259,9 +362,11 @@ AblationResult run_ablation(const std::string& config_path,
       result.missing.push_back(why);
       continue;
     }
+    row.seconds = row.measured_seconds;
     const auto& base = result.rows.empty() ? row : result.rows.front();
     row.peak_ratio = static_cast<double>(row.peak_bytes) / static_cast<double>(base.peak_bytes);
-    row.time_ratio = row.seconds / base.seconds;
+    row.time_ratio = row.measured_seconds / base.measured_seconds;
+    row.time_ratio_low = row.time_ratio_high = row.time_ratio;
     row.rss_ratio = base.rss_growth_bytes > 0 ? static_cast<double>(row.rss_growth_bytes) /
                                                     static_cast<double>(base.rss_growth_bytes)
                                               : 0.0;
@@ -271,8 +376,8 @@ AblationResult run_ablation(const std::string& config_path,
     if (progress) {
       char line[256];
       std::snprintf(line, sizeof(line),
-                    "      peak %.1f MiB (x%.3f), %.2f s/iteration (x%.3f), floor %.1f MiB, "
-                    "peak/floor %.2f, RSS +%.1f MiB",
+                    "      peak %.1f MiB (x%.3f), %.2f s/iteration while metered (x%.3f), "
+                    "floor %.1f MiB, peak/floor %.2f, RSS +%.1f MiB",
                     memory::to_mib(row.peak_bytes), row.peak_ratio, row.seconds, row.time_ratio,
                     memory::to_mib(row.floor_bytes), row.over_floor,
                     memory::to_mib(row.rss_growth_bytes));
@@ -280,6 +385,8 @@ AblationResult run_ablation(const std::string& config_path,
     }
     result.rows.push_back(std::move(row));
   }
+  if (options.rounds() > 0)
+    time_in_rounds(config_path, overrides, options.rounds(), progress, result);
   return result;
 }
 

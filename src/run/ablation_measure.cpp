@@ -4,17 +4,17 @@
 // per rank).
 #include <mlo/run/ablation.h>
 
-#include "ablation_sampling.h"
+#include "ablation_detail.h"
 
 #include <mlo/base/error.h>
 #include <mlo/build_config.h>
-#include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>
 #include <mlo/nn/chain.h>
 #include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
+#include <mlo/run/yaml.h>
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -47,6 +47,25 @@ std::optional<Batch> try_sample_batch(Experiment& experiment, const std::string&
   }
 }
 
+std::vector<std::string> measuring_overrides(std::vector<std::string> overrides,
+                                             bool track_memory) {
+  overrides.emplace_back(std::string("engine.track_memory=") + (track_memory ? "true" : "false"));
+  for (const char* set : {"engine.valid_step=0", "engine.log_step=0", "engine.save_step=0"}) {
+    overrides.emplace_back(set);
+  }
+  return overrides;
+}
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+std::string plan_line(const Engine& engine, const Problem& problem) {
+  const auto* plan = engine.checkpoint_plan(problem);
+  if (plan == nullptr) return "";
+  return std::to_string(plan->num_checkpointed()) + " checkpointed segment(s) of " +
+         std::to_string(plan->block_names.size()) + " blocks";
+}
 
 }  // namespace detail
 
@@ -79,12 +98,6 @@ void reset_rss_peak() {
   // that a row's reserved peak (reset when its meter starts) is not an earlier row's.
   if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
-}
-
-// Waits for `device`'s queued kernels (a no-op on the CPU), so a wall-clock reading after it
-// includes them.
-void synchronize(const c10::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
 // Bytes of every parameter and buffer of every problem's module (storages counted once).
@@ -154,9 +167,10 @@ ForwardBytes forward_bytes(nn::ChainImpl& chain, const at::Tensor& input, Precis
 //   method (`MethodOptions::reevaluation().upper_gradients_only`: darts, sama), v is read again
 //   for the second perturbation, after the first re-evaluation of L's loss on its micro-batch,
 //   and the copies of L's weights the method declares (darts with exact_restore, the default,
-//   and sama: one) are kept from before the first perturbation until the end. So during that first re-evaluation's forward, U's gradients, v,
-//   the copy, and the forward's own peak coexist (a forward without a graph, as the reweighting
-//   classifier runs it with frozen weight inputs, or with one: the smaller of the two peaks).
+//   and sama: one) are kept from before the first perturbation until the end. So during that first
+//   re-evaluation's forward, U's gradients, v, the copy, and the forward's own peak coexist (a
+//   forward without a graph, as the reweighting classifier runs it with frozen weight inputs, or
+//   with one: the smaller of the two peaks).
 //
 // NOTE: nothing here is a model or a plan: a forward counted here is a forward the row runs,
 // on a batch of the same shape, measured by the same exact meter as the peak. A sum of
@@ -175,22 +189,13 @@ struct Floor {
   }
 };
 
-// Measurement only: memory tracking on; no validation, logging or saving inside the loop.
-std::vector<std::string> with_measuring(std::vector<std::string> overrides) {
-  for (const char* set : {"engine.track_memory=true", "engine.valid_step=0", "engine.log_step=0",
-                          "engine.save_step=0"}) {
-    overrides.emplace_back(set);
-  }
-  return overrides;
-}
-
 }  // namespace
 
 AblationRowResult measure_ablation_row(const std::string& config_path,
                                        const std::vector<std::string>& all_overrides,
                                        const std::string& problem_option, int64_t iterations) {
   AblationRowResult result;
-  const std::vector<std::string> overrides = with_measuring(all_overrides);
+  const std::vector<std::string> overrides = detail::measuring_overrides(all_overrides, true);
   reset_rss_peak();
   const int64_t rss_start = proc_status_bytes("VmRSS");
   {
@@ -214,23 +219,27 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
     int64_t meter_peak = 0;
     const c10::Device device = problem->device();
     for (int64_t i = 0; i < iterations; ++i) {
-      synchronize(device);
+      detail::synchronize(device);
       const auto start = std::chrono::steady_clock::now();
       for (int64_t s = 0; s < result.steps_per_iteration; ++s) {
         engine.step();
         meter_peak = std::max(meter_peak, engine.last_step_peak_bytes());
       }
-      synchronize(device);
+      detail::synchronize(device);
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     result.rss_peak_bytes = proc_status_bytes("VmHWM");
-    if (const auto* meter = engine.memory_meter()) result.reserved_peak_bytes = meter->reserved_peak();
-    result.seconds = seconds / static_cast<double>(iterations);
+    if (const auto* meter = engine.memory_meter())
+      result.reserved_peak_bytes = meter->reserved_peak();
+    result.measured_seconds = seconds / static_cast<double>(iterations);
+    result.seconds = result.measured_seconds;
     result.state_bytes = state_bytes(engine);
     result.peak_bytes = result.state_bytes + meter_peak;
-    if (const auto* plan = engine.checkpoint_plan(*problem)) {
-      result.plan = std::to_string(plan->num_checkpointed()) + " checkpointed segment(s) of " +
-                    std::to_string(plan->block_names.size()) + " blocks";
+    result.plan = detail::plan_line(engine, *problem);
+    for (const auto& p : engine.problems()) {
+      const memory::Footprint f = p->footprint();
+      result.footprints.push_back(
+          LevelFootprint{p->name(), f.parameters, bytes_of(p->parameters()), f.optimizer_state});
     }
 
     Floor floor;
@@ -264,7 +273,8 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
         }
         const Precision precision = experiment->problem(upper)->config().precision();
         floor.candidate(forward_bytes(*chain, batch->data.to(problem->device()), precision,
-                                      /*graph=*/true).end,
+                                      /*graph=*/true)
+                            .end,
                         problem_name + "'s forward end on " + upper + "'s batch");
       }
     }

@@ -29,8 +29,20 @@ std::string format(const char* fmt, double value) {
 
 std::string mib(int64_t bytes) { return format("%.1f", memory::to_mib(bytes)); }
 
+// MiB with the digits a small model needs (an MWN's 301 parameters are 0.0011 MiB).
+std::string small_mib(int64_t bytes) {
+  const double m = memory::to_mib(bytes);
+  return bytes == 0 ? "0" : format(m >= 10 ? "%.1f" : m >= 0.1 ? "%.2f" : "%.4f", m);
+}
+
 // "-12.3%" change of `ratio` against 1.
 std::string change(double ratio) { return format("%+.1f%%", (ratio - 1.0) * 100.0); }
+
+std::string join_levels(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (const auto& part : parts) out += (out.empty() ? "" : sep) + part;
+  return out;
+}
 
 // CSV field: quoted when it holds a comma or a quote.
 std::string csv_field(const std::string& text) {
@@ -56,60 +68,131 @@ int run_program(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+nlohmann::json footprints_json(const std::vector<LevelFootprint>& footprints) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : footprints) {
+    out.push_back({{"problem", f.problem},
+                   {"parameters", f.parameters},
+                   {"gradients", f.gradients},
+                   {"optimizer_state", f.optimizer_state}});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ablation_markdown(const AblationResult& r) {
   std::ostringstream out;
-  out << "Memory ablation of `" << r.experiment << "` (" << r.config_path << "), problem '"
+  out << "Memory ablation of `" << r.experiment << "` (" << r.config_path << "), main problem '"
       << r.problem << "'\n\n"
-      << "Data: **" << (r.synthetic ? "SYNTHETIC (not real data)" : "real") << "**. Device: "
-      << r.device << ", " << r.threads << " thread(s), batch " << r.batch << ", "
-      << r.iterations << " measured meta-iteration(s) per row after one warm-up.";
+      << "Data: **" << (r.synthetic ? "SYNTHETIC (not real data)" : "real")
+      << "**. Device: " << r.device << ", " << r.threads << " thread(s), batch " << r.batch
+      << ". Memory: " << r.iterations
+      << " meta-iteration(s) per row after one warm-up, one row at a time. ";
+  if (r.rounds > 0) {
+    out << "Time: " << r.rounds << " interleaved round(s), one meta-iteration of every row "
+        << "each (median; the time ratio is the median of the per-round ratios to the "
+           "baseline, with their range).";
+  } else {
+    out << "Time: the memory measurement's (rows one after the other, meter on)"
+        << (r.timing_error.empty() ? std::string(".")
+                                   : ": the timing rounds failed: " + r.timing_error);
+  }
   if (!r.overrides.empty()) {
     out << " Overrides:";
     for (const auto& o : r.overrides) out << " `--set " << o << "`";
   }
   // On CUDA the exact peak is the caching allocator's allocated peak; its reserved peak (the
   // figure nvidia-smi users compare) gets a column of its own.
-  const bool cuda = std::any_of(r.rows.begin(), r.rows.end(),
-                                [](const AblationRowResult& row) { return row.reserved_peak_bytes > 0; });
+  const bool cuda = std::any_of(r.rows.begin(), r.rows.end(), [](const AblationRowResult& row) {
+    return row.reserved_peak_bytes > 0;
+  });
   out << "\n\n"
-      << "| row | peak MiB (exact) | vs baseline | " << (cuda ? "reserved MiB | " : "")
-      << "RSS growth MiB | s / meta-iter | time ratio | floor MiB | peak/floor |\n"
-      << "| --- | ---: | ---: | " << (cuda ? "---: | " : "") << "---: | ---: | ---: | ---: | ---: |\n";
+      << "| row | levels | peak MiB (exact) | saving | " << (cuda ? "reserved MiB | " : "")
+      << "RSS growth MiB | s / meta-iter | time ratio (range) | floor MiB | peak/floor |\n"
+      << "| --- | --- | ---: | ---: | " << (cuda ? "---: | " : "")
+      << "---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& row : r.rows) {
-    out << "| " << row.row.name << " | " << mib(row.peak_bytes) << " | "
+    std::string ratio = format("%.2f", row.time_ratio);
+    if (row.row.key != "baseline" && !row.round_seconds.empty()) {
+      ratio += " (" + format("%.2f", row.time_ratio_low) + "-" +
+               format("%.2f", row.time_ratio_high) + ")";
+    } else if (row.ranks > 1) {
+      ratio += " (own processes)";
+    }
+    out << "| " << row.row.name << " | "
+        << (row.row.levels.empty() ? std::string("-") : join_levels(row.row.levels, ", ")) << " | "
+        << mib(row.peak_bytes) << " | "
         << (row.row.key == "baseline" ? std::string("-") : change(row.peak_ratio)) << " | "
         << (cuda ? mib(row.reserved_peak_bytes) + " | " : std::string())
-        << mib(row.rss_growth_bytes) << " | " << format("%.2f", row.seconds) << " | "
-        << format("%.2f", row.time_ratio) << " | " << mib(row.floor_bytes) << " | "
-        << format("%.2f", row.over_floor) << " |\n";
+        << mib(row.rss_growth_bytes) << " | " << format("%.2f", row.seconds) << " | " << ratio
+        << " | " << mib(row.floor_bytes) << " | " << format("%.2f", row.over_floor) << " |\n";
   }
-  for (const auto& missing : r.missing) out << "| " << missing << " | | | | | | | |\n";
+  for (const auto& missing : r.missing) {
+    out << "| " << missing << " | | | | " << (cuda ? "| " : "") << "| | | | |\n";
+  }
   out << "\nPeak: parameters and buffers plus the exact meter's highest tensor count in a "
-         "meta-iteration. Floor: a lower bound of the peak, tensors that must be alive together "
-         "at one instant of every meta-iteration (parameters, buffers and optimizer states of "
-         "every level, plus the largest set of tensors that provably coexist at one instant). "
-         "RSS growth: the process's peak resident set during the row minus the resident set "
-         "before it.\n\n";
+         "meta-iteration (saving: its change against the baseline's). Levels: the problems "
+         "whose configuration the row changes. Floor: a lower bound of the peak, tensors that "
+         "must be alive together at one instant of every meta-iteration (parameters, buffers "
+         "and optimizer states of every level, plus the largest set of tensors that provably "
+         "coexist at one instant). RSS growth: the process's peak resident set during the row "
+         "minus the resident set before it.\n\n";
   for (const auto& row : r.rows) {
     out << "- " << row.row.name << ": " << row.row.note;
     if (!row.plan.empty()) out << " (plan: " << row.plan << ")";
+    if (!row.timing_plan.empty()) out << " (the timing rounds' plan: " << row.timing_plan << ")";
     out << "; micro-batch " << row.micro_batch << ", " << row.steps_per_iteration
         << " global step(s) per meta-iteration; floor = " << mib(row.persistent_bytes)
         << " MiB persistent + " << mib(row.transient_bytes) << " MiB at "
         << (row.floor_instant.empty() ? std::string("no instant") : row.floor_instant) << ".\n";
   }
+  // The parameter footprint: the baseline's per level, and each row whose footprint differs.
+  out << "\nParameter footprint per level (MiB: parameters / gradients a backward returns / "
+         "optimizer state):\n\n| row |";
+  std::vector<std::string> levels;
+  for (const auto& row : r.rows) {
+    for (const auto& f : row.footprints) {
+      if (std::find(levels.begin(), levels.end(), f.problem) == levels.end())
+        levels.push_back(f.problem);
+    }
+  }
+  for (const auto& level : levels) out << " " << level << " |";
+  out << "\n| --- |";
+  for (std::size_t i = 0; i < levels.size(); ++i) out << " ---: |";
+  out << "\n";
+  const auto cells = [&](const AblationRowResult& row) {
+    std::string line;
+    for (const auto& level : levels) {
+      std::string cell = "-";
+      for (const auto& f : row.footprints) {
+        if (f.problem == level) {
+          cell = small_mib(f.parameters) + " / " + small_mib(f.gradients) + " / " +
+                 small_mib(f.optimizer_state);
+        }
+      }
+      line += " " + cell + " |";
+    }
+    return line;
+  };
+  const std::string base_cells = r.rows.empty() ? std::string() : cells(r.rows.front());
+  for (const auto& row : r.rows) {
+    const std::string line = cells(row);
+    if (row.row.key != "baseline" && line == base_cells) continue;
+    out << "| " << row.row.name << " |" << line << "\n";
+  }
+  out << "\nRows not listed hold the baseline's footprint.\n";
   return out.str();
 }
 
 std::string ablation_csv(const AblationResult& r) {
   std::ostringstream out;
-  out << "# data: " << data_label(r) << "; experiment: " << r.experiment << "; device: "
-      << r.device << "; threads: " << r.threads << "; batch: " << r.batch << "\n";
+  out << "# data: " << data_label(r) << "; experiment: " << r.experiment << "; device: " << r.device
+      << "; threads: " << r.threads << "; batch: " << r.batch << "\n";
   out << "key,row,data,peak_bytes,peak_ratio,rss_growth_bytes,rss_peak_bytes,seconds,time_ratio,"
          "floor_bytes,persistent_bytes,transient_bytes,peak_over_floor,state_bytes,"
-         "micro_batch,steps_per_iteration,reserved_peak_bytes,ranks,floor_instant\n";
+         "micro_batch,steps_per_iteration,reserved_peak_bytes,ranks,floor_instant,levels,"
+         "measured_seconds,time_ratio_low,time_ratio_high,round_seconds\n";
   for (const auto& row : r.rows) {
     out << row.row.key << "," << csv_field(row.row.name) << "," << data_label(r) << ","
         << row.peak_bytes << "," << format("%.6f", row.peak_ratio) << "," << row.rss_growth_bytes
@@ -117,8 +200,13 @@ std::string ablation_csv(const AblationResult& r) {
         << format("%.6f", row.time_ratio) << "," << row.floor_bytes << "," << row.persistent_bytes
         << "," << row.transient_bytes << "," << format("%.6f", row.over_floor) << ","
         << row.state_bytes << "," << row.micro_batch << "," << row.steps_per_iteration << ","
-        << row.reserved_peak_bytes << "," << row.ranks << "," << csv_field(row.floor_instant)
-        << "\n";
+        << row.reserved_peak_bytes << "," << row.ranks << "," << csv_field(row.floor_instant) << ","
+        << csv_field(join_levels(row.row.levels, ";")) << ","
+        << format("%.6f", row.measured_seconds) << "," << format("%.6f", row.time_ratio_low) << ","
+        << format("%.6f", row.time_ratio_high) << ",";
+    std::vector<std::string> rounds;
+    for (double seconds : row.round_seconds) rounds.push_back(format("%.6f", seconds));
+    out << join_levels(rounds, ";") << "\n";
   }
   return out.str();
 }
@@ -134,6 +222,8 @@ std::string ablation_json(const AblationResult& r) {
   j["threads"] = r.threads;
   j["batch"] = r.batch;
   j["iterations"] = r.iterations;
+  j["rounds"] = r.rounds;
+  j["timing_error"] = r.timing_error;
   j["overrides"] = r.overrides;
   j["missing"] = r.missing;
   j["rows"] = nlohmann::json::array();
@@ -158,7 +248,14 @@ std::string ablation_json(const AblationResult& r) {
                          {"peak_over_floor", row.over_floor},
                          {"micro_batch", row.micro_batch},
                          {"steps_per_iteration", row.steps_per_iteration},
-                         {"ranks", row.ranks}});
+                         {"ranks", row.ranks},
+                         {"levels", row.row.levels},
+                         {"measured_seconds", row.measured_seconds},
+                         {"round_seconds", row.round_seconds},
+                         {"time_ratio_low", row.time_ratio_low},
+                         {"time_ratio_high", row.time_ratio_high},
+                         {"timing_plan", row.timing_plan},
+                         {"footprints", footprints_json(row.footprints)}});
   }
   return j.dump(2) + "\n";
 }
@@ -169,14 +266,15 @@ std::string row_measurement_json(const AblationRowResult& row) {
                          {"rss_peak_bytes", row.rss_peak_bytes},
                          {"reserved_peak_bytes", row.reserved_peak_bytes},
                          {"rss_growth_bytes", row.rss_growth_bytes},
-                         {"seconds", row.seconds},
+                         {"measured_seconds", row.measured_seconds},
                          {"floor_bytes", row.floor_bytes},
                          {"persistent_bytes", row.persistent_bytes},
                          {"transient_bytes", row.transient_bytes},
                          {"floor_instant", row.floor_instant},
                          {"micro_batch", row.micro_batch},
                          {"steps_per_iteration", row.steps_per_iteration},
-                         {"plan", row.plan}};
+                         {"plan", row.plan},
+                         {"footprints", footprints_json(row.footprints)}};
   return j.dump() + "\n";
 }
 
@@ -189,7 +287,8 @@ AblationRowResult row_measurement_from_json(const std::string& text) {
     row.rss_peak_bytes = j.at("rss_peak_bytes").get<int64_t>();
     row.rss_growth_bytes = j.at("rss_growth_bytes").get<int64_t>();
     row.reserved_peak_bytes = j.at("reserved_peak_bytes").get<int64_t>();
-    row.seconds = j.at("seconds").get<double>();
+    row.measured_seconds = j.at("measured_seconds").get<double>();
+    row.seconds = row.measured_seconds;
     row.floor_bytes = j.at("floor_bytes").get<int64_t>();
     row.persistent_bytes = j.at("persistent_bytes").get<int64_t>();
     row.transient_bytes = j.at("transient_bytes").get<int64_t>();
@@ -197,6 +296,11 @@ AblationRowResult row_measurement_from_json(const std::string& text) {
     row.micro_batch = j.at("micro_batch").get<int64_t>();
     row.steps_per_iteration = j.at("steps_per_iteration").get<int64_t>();
     row.plan = j.at("plan").get<std::string>();
+    for (const auto& f : j.at("footprints")) {
+      row.footprints.push_back(
+          LevelFootprint{f.at("problem").get<std::string>(), f.at("parameters").get<int64_t>(),
+                         f.at("gradients").get<int64_t>(), f.at("optimizer_state").get<int64_t>()});
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("ablation: a rank's measurement does not parse: ") + e.what());
   }
@@ -210,11 +314,17 @@ std::string write_ablation_chart(const AblationResult& r, const std::string& png
                                : png_path;
   const std::string dat = stem + ".dat", gp = stem + ".gp";
   write_file_atomically(dat, [&](std::ostream& out) {
-    out << "# row peak_mib floor_mib (data: " << data_label(r) << ")\n";
+    out << "# row peak_mib floor_mib saving color (data: " << data_label(r) << ")\n";
     for (const auto& row : r.rows) {
       std::string label = row.row.name;
       for (char& c : label) c = c == '"' ? '\'' : c;
-      out << '"' << label << "\" " << mib(row.peak_bytes) << " " << mib(row.floor_bytes) << "\n";
+      const bool base = row.row.key == "baseline";
+      // The saving is what a reader looks for: printed over each bar, and a bar that saves
+      // nothing (within 1%) drawn gray like the baseline.
+      const bool saves = !base && row.peak_ratio < 0.99;
+      out << '"' << label << "\" " << mib(row.peak_bytes) << " " << mib(row.floor_bytes) << " \""
+          << (base ? std::string("baseline") : change(row.peak_ratio)) << "\" "
+          << (saves ? 0x4a7ebb : 0x9a9a9a) << "\n";  // colours as integers
     }
   });
   const std::string tmp = png_path + ".tmp";
@@ -225,14 +335,16 @@ std::string write_ablation_chart(const AblationResult& r, const std::string& png
         << "set title 'Memory ablation: " << r.experiment << ", batch " << r.batch << ", "
         << r.device << " (" << (r.synthetic ? "SYNTHETIC data" : "real data") << ")'\n"
         << "set ylabel 'peak per meta-iteration (MiB, exact meter)'\n"
-        << "set yrange [0:*]\nset offsets 0,0,graph 0.12,0\nset grid ytics\n"
+        << "set yrange [0:*]\nset offsets 0,0,graph 0.16,0\nset grid ytics\n"
         << "set key top center horizontal\n"
         << "set style fill solid 0.7 border -1\nset boxwidth 0.6\nset xtics rotate by -20\n"
         << "set arrow from graph 0, first " << mib(r.rows.front().peak_bytes)
         << " to graph 1, first " << mib(r.rows.front().peak_bytes) << " nohead dt 2 lc 'gray40'\n"
-        << "plot '" << dat << "' using 0:2:xtic(1) with boxes lc rgb '#4a7ebb' title 'peak', \\\n"
-        << "     '' using 0:2:(sprintf($2 < 100 ? '%.1f' : '%.0f', $2)) with labels offset 0,0.8 "
-           "notitle, \\\n"
+        << "plot '" << dat
+        << "' using 0:2:5:xtic(1) with boxes lc rgb variable "
+           "title 'peak (gray: saves under 1%)', \\\n"
+        << "     '' using 0:2:(sprintf(\"%.0f MiB\\n%s\", $2, strcol(4))) with labels "
+           "offset 0,1.6 notitle, \\\n"
         << "     '' using 0:3:(0.3):(0) with vectors nohead lw 3 lc rgb '#c0392b' "
            "title 'floor (a lower bound of the peak)', \\\n"
         << "     '' using ($0-0.3):3:(0.6):(0) with vectors nohead lw 3 lc rgb '#c0392b' notitle\n";

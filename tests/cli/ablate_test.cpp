@@ -17,6 +17,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -100,7 +101,7 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
 
   mlo::cli::AblateOptions options;
   options.out_dir = (dir / "out").string();
-  options.ablation.iterations(1);
+  options.ablation.iterations(1).rounds(2);
   options.program = MLO_TOOL;  // the per-rank rows run `mlo ablate-rank`
   const auto result = mlo::cli::ablate_command(config, {}, options);
 
@@ -131,12 +132,58 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
     CHECK(row.floor_bytes >= kStateBytes + kResNet32Params * 4);
     CHECK(row.transient_bytes >= kResNet32Params * 4);
     CHECK(row.seconds > 0);
+    CHECK(row.measured_seconds > 0);
+    // Each level's parameter footprint, in closed form: ResNet-32 and its SGD momentum, the MWN
+    // and its two Adam moments; gradients the size of the trainable parameters.
+    REQUIRE(row.footprints.size() == 2);
+    CHECK(row.footprints[0].problem == "classifier");
+    CHECK(row.footprints[0].parameters == kResNet32Params * 4);
+    CHECK(row.footprints[0].gradients == kResNet32Params * 4);
+    CHECK(row.footprints[1].problem == "reweighter");
+    CHECK(row.footprints[1].parameters == kMwnParams * 4);
+    CHECK(row.footprints[1].gradients == kMwnParams * 4);
+    if (row.row.key != "zero") {
+      CHECK(row.footprints[0].optimizer_state == kResNet32Params * 4);
+      // The reweighter's Adam has stepped in the warm-up, unless it accumulates over 4 of its
+      // steps (one per classifier step): then it has no state yet.
+      const bool accumulating = row.row.key == "accumulation" || row.row.key == "all";
+      CHECK(row.footprints[1].optimizer_state == (accumulating ? 0 : 2 * kMwnParams * 4));
+    }
+    // Timing: single-process rows in the 2 interleaved rounds, their ratio the median (of two:
+    // the mean) of the per-round ratios to the baseline, within their range.
+    if (row.ranks == 1) {
+      REQUIRE(row.round_seconds.size() == 2);
+      const double r0 = row.round_seconds[0] / base.round_seconds[0];
+      const double r1 = row.round_seconds[1] / base.round_seconds[1];
+      CHECK(row.time_ratio == Approx((r0 + r1) / 2));
+      CHECK(row.time_ratio_low == Approx(std::min(r0, r1)));
+      CHECK(row.time_ratio_high == Approx(std::max(r0, r1)));
+      CHECK(row.seconds == Approx((row.round_seconds[0] + row.round_seconds[1]) / 2));
+    } else {
+      CHECK(row.round_seconds.empty());
+      CHECK(row.time_ratio == Approx(row.measured_seconds / base.measured_seconds));
+    }
   }
+  CHECK(result.rounds == 2);
+  CHECK(result.timing_error.empty());
+  CHECK(base.time_ratio == 1.0);
+  // Levels: precision and accumulation on both, the model's features on the classifier.
+  using Levels = std::vector<std::string>;
+  CHECK(result.row("precision").row.levels == Levels{"classifier", "reweighter"});
+  CHECK(result.row("accumulation").row.levels == Levels{"classifier", "reweighter"});
+  CHECK(result.row("checkpointing").row.levels == Levels{"classifier"});
+  CHECK(result.row("activations").row.levels == Levels{"classifier"});
+  CHECK(result.row("all").row.levels == Levels{"classifier", "reweighter"});
   // The floor's persistent part: parameters, buffers and the optimizer states, whole on one
   // process and on each data-parallel rank; ZeRO-2 keeps a rank's share of the states.
   for (const auto& row : result.rows) {
     INFO("row " << row.row.key);
-    if (row.row.key != "zero") CHECK(row.persistent_bytes == kStateBytes + kOptimizerStateBytes);
+    // (Accumulating over 4 of its steps, the reweighter's Adam has not stepped yet.)
+    const bool accumulating = row.row.key == "accumulation" || row.row.key == "all";
+    if (row.row.key != "zero") {
+      CHECK(row.persistent_bytes ==
+            kStateBytes + kOptimizerStateBytes - (accumulating ? 2 * kMwnParams * 4 : 0));
+    }
   }
   if (MLO_WITH_GLOO) {
     CHECK(result.row("zero").persistent_bytes > kStateBytes);
@@ -166,6 +213,14 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
   CHECK(result.row("accumulation").peak_bytes < base.peak_bytes);
   CHECK(result.row("accumulation").micro_batch == 4);
   CHECK(result.row("accumulation").steps_per_iteration == 4);
+  // Both levels accumulate: the reweighter's meta batch of 4 becomes micro-batches of 1.
+  const auto& accumulation_overrides = result.row("accumulation").row.overrides;
+  for (const char* set : {"problems.classifier.gradient_accumulation=4", "data.batch_size=4",
+                          "problems.reweighter.gradient_accumulation=4",
+                          "data.meta_batch_size=1"}) {
+    INFO(set);
+    CHECK(std::count(accumulation_overrides.begin(), accumulation_overrides.end(), set) == 1);
+  }
   CHECK(result.row("checkpointing").peak_bytes < base.peak_bytes);
   // In-place ReLU removes only short-lived copies (docs/memory-ablation.md): never more memory,
   // but whether the peak moment holds one depends on where the peak falls (it does not here
@@ -251,6 +306,28 @@ TEST_CASE("mlo ablate: chosen rows once each, only their options checked, unknow
   options.rows({"accumulation"});
   REQUIRE_THROWS_WITH(mlo::run::ablation_rows("classifier", 16, false, options),
                       Contains("the batch 16 is not a multiple of the accumulation 3"));
+  // Level-wise features on every level given (the default), or narrowed to the main problem:
+  // then the other level keeps its baseline batch and its precision.
+  options.accumulation(4).rows({"precision", "accumulation"});
+  const std::vector<std::pair<std::string, int64_t>> meta{{"reweighter", 8}};
+  const auto both = mlo::run::ablation_rows("classifier", 16, true, options, meta, {"reweighter"});
+  REQUIRE(both.size() == 3);
+  CHECK(both[1].overrides == std::vector<std::string>{"problems.classifier.precision=fp16",
+                                                      "problems.reweighter.precision=fp16"});
+  CHECK(both[2].overrides == std::vector<std::string>{
+                                 "problems.classifier.gradient_accumulation=4",
+                                 "data.batch_size=4", "problems.reweighter.gradient_accumulation=4",
+                                 "data.meta_batch_size=2"});
+  const auto narrowed = mlo::run::ablation_rows("classifier", 16, true, options, meta, {});
+  CHECK(narrowed[1].overrides == std::vector<std::string>{"problems.classifier.precision=fp16"});
+  CHECK(narrowed[2].overrides == std::vector<std::string>{
+                                     "problems.classifier.gradient_accumulation=4",
+                                     "data.batch_size=4", "data.meta_batch_size=8"});
+  CHECK(narrowed[2].levels == std::vector<std::string>{"classifier"});
+  // A level's batch that the accumulation does not divide is named.
+  REQUIRE_THROWS_WITH(
+      mlo::run::ablation_rows("classifier", 16, false, options, {{"reweighter", 6}}, {"reweighter"}),
+      Contains("reweighter's batch 6 (data.meta_batch_size) is not a multiple of the accumulation 4"));
   options.rows({"swish"});
   REQUIRE_THROWS_WITH(mlo::run::ablation_rows("classifier", 16, false, options),
                       Contains("unknown row 'swish' (rows: baseline, precision, accumulation, "

@@ -1,8 +1,10 @@
 // Tests of the CIFAR ResNets: shapes, block structure, parameter counts by formula, chain
-// equivalences, gradients, in-place ReLU equivalence (first and second order), channels-last
+// equivalences, gradients, memory-efficient ReLU and Swish equivalence (first and second order)
+// and what they keep, channels-last
 // equivalence, clone.
 
 #include <mlo/base/error.h>
+#include <mlo/memory/meter.h>
 #include <mlo/nn/resnet.h>
 
 #include <torch/torch.h>
@@ -133,16 +135,20 @@ TEST_CASE("ResNet-50 (CIFAR): shape, 18 blocks, parameter count", "[nn]") {
   check_grads(*model, x);
 }
 
-TEST_CASE("ResNet: in-place ReLU gives the same values, gradients and Hessian-vector products",
+TEST_CASE("ResNet: memory-efficient ReLU and Swish give the same values, gradients and "
+          "Hessian-vector products",
           "[nn]") {
-  // A small basic and a small bottleneck ResNet, built twice from the same seed.
+  // A small basic and a small bottleneck ResNet, built twice from the same seed, with each
+  // activation: plain, and in its memory-efficient form (in-place ReLU; Swish keeping its input).
+  for (auto activation : {mlo::nn::Activation::kReLU, mlo::nn::Activation::kSwish})
   for (auto block : {mlo::nn::BlockType::kBasic, mlo::nn::BlockType::kBottleneck}) {
-    CAPTURE(static_cast<int>(block));
-    const auto options = mlo::nn::ResNetOptions(block, {1, 2}, {4, 8}).expansion(2);
+    CAPTURE(static_cast<int>(block), mlo::nn::activation_name(activation));
+    const auto options =
+        mlo::nn::ResNetOptions(block, {1, 2}, {4, 8}).expansion(2).activation(activation);
     torch::manual_seed(1);
     mlo::nn::Chain plain = mlo::nn::resnet(options);
     torch::manual_seed(1);
-    mlo::nn::Chain inplace = mlo::nn::resnet(mlo::nn::ResNetOptions(options).inplace_relu(true));
+    mlo::nn::Chain inplace = mlo::nn::resnet(mlo::nn::ResNetOptions(options).efficient_activation(true));
     const torch::Tensor x = torch::randn({2, 3, 8, 8});
 
     auto hvp = [&x](mlo::nn::ChainImpl& m) {
@@ -165,6 +171,34 @@ TEST_CASE("ResNet: in-place ReLU gives the same values, gradients and Hessian-ve
       CHECK(torch::allclose(a.second[k], b.second[k], 1e-4, 1e-5));
     }
   }
+}
+
+TEST_CASE("ResNet blocks: the efficient Swish keeps one activation less per use; in-place ReLU "
+          "keeps the same",
+          "[nn]") {
+  // A bottleneck of 8 -> 4 -> 4 -> 8 channels (identity shortcut) on [2, 8, 6, 6]: activations
+  // after bn1 and bn2 (2*4*6*6 = 288 floats each) and after the residual sum (576 floats). The
+  // plain Swish x * sigmoid(x) keeps x and sigmoid's output; the efficient one keeps x only: the
+  // difference is the three sigmoid outputs, (288 + 288 + 576) * 4 bytes. ReLU's backward keeps
+  // only its output either way: in place frees short-lived copies, not what backward keeps.
+  const auto sample = torch::zeros({2, 8, 6, 6});
+  const auto kept = [&](mlo::nn::Activation activation, bool efficient) {
+    torch::manual_seed(0);
+    mlo::nn::Bottleneck block(mlo::nn::BottleneckOptions(8, 4)
+                                  .expansion(2)
+                                  .activation(activation)
+                                  .efficient_activation(efficient));
+    return mlo::memory::retained_bytes([&](const torch::Tensor& x) { return block(x); }, sample);
+  };
+  const int64_t swish_plain = kept(mlo::nn::Activation::kSwish, false);
+  const int64_t swish_efficient = kept(mlo::nn::Activation::kSwish, true);
+  INFO("Swish keeps " << swish_plain << " B plain, " << swish_efficient << " B efficient");
+  CHECK(swish_plain - swish_efficient == (288 + 288 + 576) * 4);
+  CHECK(kept(mlo::nn::Activation::kReLU, true) == kept(mlo::nn::Activation::kReLU, false));
+  // ReLU's output is what its backward and the next layer's both keep: one tensor per use. A
+  // Swish keeps its input besides the output the next layer keeps, so even the efficient one
+  // keeps one activation more than ReLU per use.
+  CHECK(swish_efficient - kept(mlo::nn::Activation::kReLU, false) == (288 + 288 + 576) * 4);
 }
 
 TEST_CASE("ResNet: channels-last runs NHWC and gives the same values and gradients", "[nn]") {

@@ -3,6 +3,9 @@
 // bound of the peak; the CSV and the JSON of one run agree. A table whose "floor" is above a
 // measured peak is not a floor, and fails here.
 #include "support/text_files.h"
+
+#include <mlo/run/yaml.h>
+
 #include <nlohmann/json.hpp>
 
 #include <catch2/catch.hpp>
@@ -20,7 +23,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kTables[] = {"runs/ablation_b100", "runs/ablation_b32"};
+// Two consecutive runs of each committed configuration at batch 100 (docs/memory-ablation.md).
+const char* const kTables[] = {"runs/ablation_b100/run1", "runs/ablation_b100/run2",
+                               "runs/ablation_b100_swish/run1", "runs/ablation_b100_swish/run2"};
 
 using mlo_test::csv_fields;
 using mlo_test::read_text;
@@ -80,4 +85,44 @@ TEST_CASE("ablation tables under runs/: every row's peak is at least its floor",
       CHECK(row.at("peak_over_floor").get<double>() >= 1.0);
     }
   }
+}
+
+TEST_CASE("ablation tables under runs/: two consecutive runs agree on every time ratio within 10%",
+          "[run][ablate]") {
+  for (const char* config : {"runs/ablation_b100", "runs/ablation_b100_swish"}) {
+    const fs::path dir = fs::path(MLO_SOURCE_DIR) / config;
+    INFO(dir.string());
+    const auto first = nlohmann::json::parse(read_text(dir / "run1" / "ablation.json"));
+    const auto second = nlohmann::json::parse(read_text(dir / "run2" / "ablation.json"));
+    CHECK(first.at("rounds").get<int64_t>() >= 3);
+    REQUIRE(first.at("rows").size() == second.at("rows").size());
+    for (std::size_t i = 0; i < first.at("rows").size(); ++i) {
+      const auto& a = first["rows"][i];
+      const auto& b = second["rows"][i];
+      REQUIRE(a.at("key") == b.at("key"));
+      const double ra = a.at("time_ratio").get<double>(), rb = b.at("time_ratio").get<double>();
+      INFO("row " << a.at("key") << ": time ratio " << ra << " then " << rb);
+      CHECK(std::max(ra, rb) / std::min(ra, rb) <= 1.10);
+      // Memory is exact: the same in both runs.
+      CHECK(a.at("peak_bytes") == b.at("peak_bytes"));
+    }
+  }
+}
+
+TEST_CASE("configs/ablation: the Swish config is the ReLU config but for the activation",
+          "[run][ablate]") {
+  const fs::path dir = fs::path(MLO_SOURCE_DIR) / "configs" / "ablation";
+  const auto relu = mlo::run::load_run_config((dir / "lt_cifar10_resnet50.yaml").string());
+  const auto swish = mlo::run::load_run_config((dir / "lt_cifar10_resnet50_swish.yaml").string());
+  // The resolved configurations, key by key: only the name and the activation differ.
+  std::istringstream a(mlo::run::to_yaml(relu)), b(mlo::run::to_yaml(swish));
+  std::vector<std::string> differences;
+  for (std::string x, y; std::getline(a, x) && std::getline(b, y);) {
+    if (x != y) differences.push_back(x + " -> " + y);
+  }
+  INFO(differences.size() << " differing lines");
+  REQUIRE(differences.size() == 2);
+  CHECK(differences[0].find("ablation_lt_cifar10_resnet50_swish") != std::string::npos);
+  CHECK(differences[1].find("activation: relu -> ") != std::string::npos);
+  CHECK(differences[1].find("activation: swish") != std::string::npos);
 }

@@ -107,6 +107,25 @@ TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.model.batch_norm=true"}),
       Contains("problems.reweighter.model.batch_norm: applies to cnn"));
+  // The activation keys: ResNets only, and in-place ReLU is not a Swish.
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml", {"problems.classifier.model.activation=swish"}),
+      Contains("problems.classifier.model.activation: applies to resnet32 and resnet50, not 'cnn'"));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml", {"problems.classifier.model.activation=gelu"}),
+      Contains("problems.classifier.model.activation"));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml",
+                       {"problems.classifier.model.name=resnet32",
+                        "problems.classifier.model.activation=swish",
+                        "problems.classifier.model.inplace_relu=true"}),
+      Contains("problems.classifier.model.inplace_relu: means in-place ReLU, and the activation "
+               "is 'swish': use model.efficient_activation"));
+  const auto swish = parse_run_config(kValid, "tiny.yaml",
+                                      {"problems.classifier.model.name=resnet32",
+                                       "problems.classifier.model.activation=swish",
+                                       "problems.classifier.model.efficient_activation=true"});
+  CHECK(swish.name == parse_run_config(kValid, "tiny.yaml").name);
   const auto restore =
       parse_run_config(kValid, "tiny.yaml", {"problems.classifier.darts.exact_restore=false"});
   const auto* darts =

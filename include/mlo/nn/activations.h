@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <string>
 
 namespace mlo {
 namespace nn {
@@ -24,6 +25,27 @@ namespace nn {
 /// built from differentiable ops on the saved input), so it is safe for hypergradients.
 /// Example: `auto y = mlo::nn::swish(x, /*beta=*/1.5);`
 torch::Tensor swish(const torch::Tensor& x, double beta = 1.0);
+
+/// The activation of a model's layers (`ResNetOptions::activation`, YAML `model.activation`).
+enum class Activation {
+  kReLU,   ///< max(x, 0)
+  kSwish,  ///< x * sigmoid(x) (SiLU, Swish with beta = 1)
+};
+
+/// `x` through `activation`, plain or memory-efficient (the same values and gradients):
+/// - ReLU, plain: `torch::relu` (a new tensor; its backward keeps the output). Efficient: in
+///   place (`relu_`), safe where nothing else reads `x` afterwards (see `InplaceReLU`).
+/// - Swish, plain: the composition `x * torch::sigmoid(x)` a hand-written Swish is, two
+///   autograd nodes that keep `x` and the sigmoid's output for backward. Efficient: `swish`,
+///   one node that keeps only `x`: one activation-sized tensor less per use, kept until backward.
+///
+/// Example: `auto y = mlo::nn::activate(bn(conv(x)), mlo::nn::Activation::kSwish, true);`
+torch::Tensor activate(torch::Tensor x, Activation activation, bool memory_efficient);
+
+/// "relu" or "swish" (the YAML spelling), and back; `parse_activation` throws `mlo::Error`
+/// naming the known ones for anything else.
+const char* activation_name(Activation activation);
+Activation parse_activation(const std::string& name);
 
 /// Which implementation `Swish` runs.
 enum class SwishBackend {

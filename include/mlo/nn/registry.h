@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Models by name, for any experiment and a user's program: `ModelSpec` holds the generic model
-/// keys (YAML `model: {name, hidden, batch_norm, inplace_relu, memory_format}`), `make_model`
+/// keys (YAML `model: {name, hidden, batch_norm, activation, efficient_activation, memory_format}`), `make_model`
 /// builds the named model for an input shape. Built in: `cnn`, `resnet32`, `resnet50` (image
 /// classifiers, `mlo::nn::Chain`s) and `mwn` (the Meta-Weight-Net, loss -> weight). A program
 /// adds its own with `register_model`.
@@ -28,7 +28,12 @@ struct ModelSpec {
   int64_t hidden = 100;
   /// cnn: batch norm after each convolution.
   bool batch_norm = false;
-  /// resnet32, resnet50: in-place ReLU and residual sums (exact; `ResNetOptions::inplace_relu`).
+  /// resnet32, resnet50: "relu" or "swish" (`ResNetOptions::activation`).
+  std::string activation = "relu";
+  /// resnet32, resnet50: the memory-efficient activation and in-place residual sums (exact;
+  /// `ResNetOptions::efficient_activation`).
+  bool efficient_activation = false;
+  /// The older name of `efficient_activation` for ReLU (in-place ReLU); either turns it on.
   bool inplace_relu = false;
   /// resnet32, resnet50: the activations' memory format, "contiguous" (NCHW), "channels_last"
   /// (NHWC) or "auto": the faster one as measured on CPU by bench/resnet_formats

@@ -6,6 +6,8 @@
 /// Paper: K. He, X. Zhang, S. Ren, J. Sun, "Deep Residual Learning for Image Recognition",
 /// CVPR 2016 (arXiv:1512.03385); CIFAR networks in its Section 4.2, shortcut options A/B in 3.3.
 
+#include <mlo/nn/activations.h>
+
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -38,12 +40,16 @@ struct BasicBlockOptions {
   /// Stride of the first 3x3 convolution (and of the shortcut).
   TORCH_ARG(int64_t, stride) = 1;
   TORCH_ARG(Shortcut, shortcut) = Shortcut::kProjection;
-  /// Apply ReLU and the residual sum in place (saves one activation per use; safe for autograd
-  /// and double backward because batch norm and convolution do not save their outputs).
-  TORCH_ARG(bool, inplace_relu) = false;
+  /// The activation after each batch norm and after the residual sum.
+  TORCH_ARG(Activation, activation) = Activation::kReLU;
+  /// The memory-efficient form of the activation (`mlo::nn::activate`) and the residual sum in
+  /// place: ReLU in place saves a short-lived copy per use, Swish keeping only its input saves
+  /// one activation per use until backward. Same values, gradients and double backward, because
+  /// batch norm and convolution do not save their outputs.
+  TORCH_ARG(bool, efficient_activation) = false;
 };
 
-/// relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), 3x3 convolutions without bias,
+/// act(bn2(conv2(act(bn1(conv1(x))))) + shortcut(x)) (act: ReLU by default), 3x3 convolutions without bias,
 /// Kaiming-normal initialization (fan-out, ReLU gain), batch-norm weight 1 and bias 0.
 /// Input [N, in, H, W], output [N, out, H/stride, W/stride].
 ///
@@ -83,11 +89,13 @@ struct BottleneckOptions {
   /// Stride of the 3x3 convolution (as in torchvision's "ResNet v1.5") and of the shortcut.
   TORCH_ARG(int64_t, stride) = 1;
   TORCH_ARG(Shortcut, shortcut) = Shortcut::kProjection;
-  /// See `BasicBlockOptions::inplace_relu`.
-  TORCH_ARG(bool, inplace_relu) = false;
+  /// See `BasicBlockOptions::activation`.
+  TORCH_ARG(Activation, activation) = Activation::kReLU;
+  /// See `BasicBlockOptions::efficient_activation`.
+  TORCH_ARG(bool, efficient_activation) = false;
 };
 
-/// relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + shortcut(x)), with conv1 1x1
+/// act(bn3(conv3(act(bn2(conv2(act(bn1(conv1(x)))))))) + shortcut(x)), with conv1 1x1
 /// in -> planes, conv2 3x3 planes -> planes (stride), conv3 1x1 planes -> expansion * planes;
 /// no biases, Kaiming-normal initialization.
 ///

@@ -25,19 +25,23 @@
 namespace mlo {
 namespace nn {
 
-/// The stem of a CIFAR ResNet: relu(bn(conv3x3(x))), stride 1, no pooling. Kaiming init.
+/// The stem of a CIFAR ResNet: act(bn(conv3x3(x))) (act: ReLU by default), stride 1, no
+/// pooling. Kaiming init.
 /// Example: `ResNetStem(3, 16)` maps [N, 3, 32, 32] to [N, 16, 32, 32].
 class ResNetStemImpl : public torch::nn::Cloneable<ResNetStemImpl> {
  public:
   /// Throws `mlo::Error` for non-positive channels.
-  ResNetStemImpl(int64_t in_channels, int64_t out_channels, bool inplace_relu = false);
+  ResNetStemImpl(int64_t in_channels, int64_t out_channels,
+                 Activation activation = Activation::kReLU, bool efficient_activation = false);
 
   torch::Tensor forward(const torch::Tensor& x);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
 
   int64_t in_channels, out_channels;
-  bool inplace_relu;
+  Activation activation;
+  /// See `BasicBlockOptions::efficient_activation`.
+  bool efficient_activation;
   /// Converts the input to channels-last (NHWC) first (`ResNetOptions::channels_last`).
   bool channels_last = false;
   torch::nn::Conv2d conv{nullptr};
@@ -88,8 +92,12 @@ struct ResNetOptions {
   TORCH_ARG(int64_t, expansion) = 4;
   /// Shortcut where the stride or width changes; identity elsewhere.
   TORCH_ARG(Shortcut, shortcut) = Shortcut::kProjection;
-  /// In-place ReLU and residual sums (see `BasicBlockOptions::inplace_relu`).
-  TORCH_ARG(bool, inplace_relu) = false;
+  /// The activation of every block and of the stem: ReLU (the paper's) or Swish.
+  TORCH_ARG(Activation, activation) = Activation::kReLU;
+  /// Memory-efficient activations and in-place residual sums (see
+  /// `BasicBlockOptions::efficient_activation`): in-place ReLU, or the Swish that keeps only its
+  /// input instead of the hand-written composition.
+  TORCH_ARG(bool, efficient_activation) = false;
   /// Channels-last (NHWC) memory format: the convolution weights are stored so, and the stem
   /// converts its input, so every activation after it is NHWC (oneDNN's native layout on CPU).
   /// Same math; only the layout and with it the convolution kernels change.
@@ -110,7 +118,7 @@ ResNetOptions resnet50_options(int64_t num_classes = 10);
 /// mismatched `blocks`/`widths`, or non-positive sizes.
 ///
 /// ```
-/// mlo::nn::Chain model = mlo::nn::resnet(mlo::nn::resnet32_options().inplace_relu(true));
+/// mlo::nn::Chain model = mlo::nn::resnet(mlo::nn::resnet32_options().efficient_activation(true));
 /// auto logits = model->forward(torch::randn({2, 3, 32, 32}));  // [2, 10]
 /// ```
 Chain resnet(const ResNetOptions& options);

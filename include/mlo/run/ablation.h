@@ -1,11 +1,13 @@
 #pragma once
 /// \file
 /// The memory ablation behind `mlo ablate`: one experiment configuration run several times, each
-/// time with one memory feature of its main problem turned on (mixed precision, gradient
-/// accumulation, activation checkpointing, memory-efficient activations) and then all of them,
-/// measuring per meta-iteration the exact tensor peak, the process's resident memory and the
-/// time, next to a floor (a lower bound of the peak). Reports: ablation_report.h; the chart:
-/// ablation_chart.h.
+/// time with one memory feature turned on where it changes the peak (mixed precision and
+/// gradient accumulation on every level, activation checkpointing, memory-efficient activations
+/// and in-place finite differences on the main problem's model) and then all of them. Each row
+/// is measured alone (the exact tensor peak per meta-iteration, the process's resident memory,
+/// a floor: a lower bound of the peak, and each level's parameter footprint); then every row's
+/// time is measured in interleaved rounds, so that machine noise hits all rows alike, and the
+/// time ratios come with their spread over the rounds. Reports: ablation_report.h.
 ///
 /// ```
 /// mlo::run::AblationOptions options;
@@ -32,6 +34,7 @@ struct AblationRow {
   std::string name;                    ///< as printed: "+mixed precision (bf16)"
   std::vector<std::string> overrides;  ///< applied after the user's, e.g. "problems.c.precision=bf16"
   std::string note;                    ///< what the feature does here (printed under the table)
+  std::vector<std::string> levels;     ///< the problems whose configuration the row changes
   /// Processes the row runs on: 1 in this process; more through the `RankRunner` of
   /// `run_ablation` (data parallel and ZeRO rows, measured per rank).
   int64_t ranks = 1;
@@ -39,25 +42,40 @@ struct AblationRow {
 
 /// How `run_ablation` runs.
 struct AblationOptions {
-  /// Measured meta-iterations per row (after one warm-up meta-iteration).
-  TORCH_ARG(int64_t, iterations) = 2;
-  /// The problem whose memory features are varied ("" = the experiment's default problem).
+  /// Meta-iterations per row measured for memory (after one warm-up meta-iteration). The exact
+  /// meter's peak is the same in every meta-iteration of these fixed-shape steps, so one is
+  /// enough.
+  TORCH_ARG(int64_t, iterations) = 1;
+  /// Timing rounds: every single-process row's experiment is built (memory tracking off) and
+  /// warmed up, then each round times one meta-iteration of every row, in an order rotated by
+  /// one row per round. A row's time is its median over the rounds; its time ratio the median
+  /// of its per-round ratios to the baseline of the same round, with their range. 0: the times
+  /// of the memory measurement instead (one after the other, meter on).
+  TORCH_ARG(int64_t, rounds) = 3;
+  /// "" (default): each feature applies to every level where it changes the peak (precision
+  /// and accumulation on every level; the model's features on the main problem, the
+  /// experiment's default problem). A problem's name narrows the level-wise features to it
+  /// (the others keep their baseline batches) and makes it the main problem.
   TORCH_ARG(std::string, problem) = "";
   /// The key of that problem's batch size (the accumulation row divides it by
   /// `accumulation`, keeping the effective batch).
   TORCH_ARG(std::string, batch_key) = "data.batch_size";
-  /// Batch-size keys of the other problems, by problem: the accumulation row sets each to that
-  /// problem's baseline batch, so a batch that follows `batch_key` (reweighting's
-  /// `meta_batch_size: 0`) keeps its size. Problems not in the experiment are ignored.
+  /// Batch-size keys of the other problems, by problem. The accumulation row accumulates a
+  /// level it applies to over `accumulation` micro-batches of its baseline batch /
+  /// `accumulation`, and pins a level it does not apply to at its baseline batch (so a batch
+  /// that follows `batch_key`, reweighting's `meta_batch_size: 0`, keeps its size). Problems
+  /// not in the experiment are ignored.
   using BatchKeys = std::vector<std::pair<std::string, std::string>>;
   TORCH_ARG(BatchKeys, other_batch_keys) = BatchKeys{{"reweighter", "data.meta_batch_size"}};
   /// Micro-batches per optimizer step in the accumulation row.
   TORCH_ARG(int64_t, accumulation) = 4;
   /// The checkpointing row's budget, as a fraction of the no-checkpoint activation peak.
   TORCH_ARG(double, checkpoint_budget) = 0.3;
-  /// Overrides (relative to `problems.<problem>.`) of the memory-efficient-activation row.
+  /// Overrides (relative to `problems.<problem>.`) of the memory-efficient-activation row: the
+  /// model's activation in its memory-efficient form (in-place ReLU; the Swish that keeps only
+  /// its input).
   TORCH_ARG(std::vector<std::string>, activation_overrides) =
-      std::vector<std::string>{"model.inplace_relu=true"};
+      std::vector<std::string>{"model.efficient_activation=true"};
   /// Overrides (relative to `problems.<problem>.`) of the in-place finite-difference row: DARTS
   /// steps the weights back instead of restoring a copy (`DartsOptions::exact_restore`).
   TORCH_ARG(std::vector<std::string>, finite_difference_overrides) =
@@ -66,6 +84,17 @@ struct AblationOptions {
   TORCH_ARG(int64_t, ranks) = 2;
   /// Keys of the rows to run ("" or empty = all); the baseline always runs (ratios need it).
   TORCH_ARG(std::vector<std::string>, rows) = std::vector<std::string>{};
+};
+
+/// One level's parameter footprint in a row (bytes): what it holds between steps, and the
+/// gradients its backward produces.
+struct LevelFootprint {
+  std::string problem;
+  int64_t parameters = 0;  ///< every parameter of its module (fp32 master weights)
+  /// Its trainable parameters' size: the gradients a backward returns at once (ZeRO-2 keeps
+  /// this rank's share of them after the reduce-scatter).
+  int64_t gradients = 0;
+  int64_t optimizer_state = 0;  ///< after the measured steps (this rank's share under ZeRO)
 };
 
 /// What one row measured. Bytes are tensor-storage bytes unless named rss.
@@ -84,7 +113,14 @@ struct AblationRowResult {
   int64_t reserved_peak_bytes = 0;
   /// rss_peak_bytes minus the resident set before the row's experiment was built.
   int64_t rss_growth_bytes = 0;
-  double seconds = 0;  ///< mean wall time per meta-iteration
+  /// Wall time per meta-iteration: the median of `round_seconds`, or `measured_seconds` when
+  /// the row was not timed in rounds (its own processes, or `rounds` 0).
+  double seconds = 0;
+  /// Mean wall time per meta-iteration while its memory was measured (meter on, rows one after
+  /// the other).
+  double measured_seconds = 0;
+  /// One meta-iteration's time per timing round (empty when not timed in rounds).
+  std::vector<double> round_seconds;
   /// A lower bound of `peak_bytes`: `persistent_bytes + transient_bytes`, tensors that must be
   /// alive together at one instant of every measured meta-iteration (docs/memory-ablation.md,
   /// "The floor").
@@ -100,9 +136,16 @@ struct AblationRowResult {
   /// Which instant gives `transient_bytes`, e.g. "classifier's forward end on reweighter's batch".
   std::string floor_instant;
   std::string plan;                  ///< the checkpointing plan in use, if any (one line)
+  /// The plan of the timing rounds' experiment where it differs from `plan` (the planner times
+  /// blocks, so two builds may pick different plans of nearly equal time); else "".
+  std::string timing_plan;
+  std::vector<LevelFootprint> footprints;  ///< per level, in the engine's order
 
   double peak_ratio = 0;   ///< peak / baseline peak
-  double time_ratio = 0;   ///< seconds / baseline seconds
+  /// Timed in rounds: the median over rounds of this row's time / the baseline's time in the
+  /// same round; otherwise measured_seconds / the baseline's measured_seconds.
+  double time_ratio = 0;
+  double time_ratio_low = 0, time_ratio_high = 0;  ///< the range of the per-round ratios
   double rss_ratio = 0;    ///< rss growth / baseline rss growth
   double over_floor = 0;   ///< peak / floor
   /// Processes the row ran on; above 1 every byte and time figure is the largest of any rank.
@@ -119,7 +162,10 @@ struct AblationResult {
   std::string device = "cpu";
   int64_t threads = 0;           ///< intra-op threads
   int64_t batch = 0;             ///< the problem's batch in the baseline
-  int64_t iterations = 0;        ///< measured meta-iterations per row
+  int64_t iterations = 0;        ///< meta-iterations per row measured for memory
+  int64_t rounds = 0;            ///< timing rounds (0: times from the memory measurement)
+  /// Why the timing rounds did not run, if they were asked for and failed ("" otherwise).
+  std::string timing_error;
   std::vector<std::string> overrides;  ///< the user's `--set`s
   std::vector<AblationRowResult> rows;
   /// Rows not measured, with why (a row that failed: its error).
@@ -129,13 +175,16 @@ struct AblationResult {
   const AblationRowResult& row(const std::string& key) const;
 };
 
-/// The rows for `problem` with batch `batch`: baseline, precision, accumulation, checkpointing,
-/// activations, finite_difference, all (or the baseline and `options.rows()`, each once; only
-/// the chosen rows' options are checked). The precision row is bf16 (fp16 where the problem runs on CUDA).
-/// `other_batches`: the baseline batch of other problems (for `other_batch_keys`).
+/// The rows for main problem `problem` with batch `batch`: baseline, precision, accumulation,
+/// checkpointing, activations, finite_difference, all (or the baseline and `options.rows()`,
+/// each once; only the chosen rows' options are checked). The precision row is bf16 (fp16 with
+/// loss scaling where the problem runs on CUDA). `other_batches`: the baseline batch of other
+/// problems (for `other_batch_keys`); `other_levels`: the other problems the level-wise
+/// features (precision, accumulation) apply to.
 std::vector<AblationRow> ablation_rows(
     const std::string& problem, int64_t batch, bool cuda, const AblationOptions& options,
-    const std::vector<std::pair<std::string, int64_t>>& other_batches = {});
+    const std::vector<std::pair<std::string, int64_t>>& other_batches = {},
+    const std::vector<std::string>& other_levels = {});
 
 /// Runs one row on `ranks` processes (the rendezvous variables set for each) with `overrides`
 /// (the user's and the row's), each calling `measure_ablation_row`; returns
@@ -145,10 +194,11 @@ using RankRunner = std::function<std::vector<AblationRowResult>(
 
 /// Loads `config_path` with `overrides` (as `mlo run --set`), then runs every row: builds the
 /// experiment, runs one warm-up meta-iteration and `options.iterations()` measured ones, and
-/// computes the floor. Rows on several ranks run through `ranks` (without one they are listed as
-/// not measured). Calls `progress` with one line per row. Throws `mlo::Error` for a bad
-/// configuration or option or a failed baseline; a later row that fails is listed in
-/// `missing` with its error.
+/// computes the floor; then times the single-process rows in `options.rounds()` interleaved
+/// rounds. Rows on several ranks run through `ranks` (without one they are listed as not
+/// measured) and keep the times of their own processes. Calls `progress` with one line per row
+/// and per round. Throws `mlo::Error` for a bad configuration or option or a failed baseline; a
+/// later row that fails is listed in `missing` with its error.
 AblationResult run_ablation(const std::string& config_path,
                             const std::vector<std::string>& overrides,
                             const AblationOptions& options,

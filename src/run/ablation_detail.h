@@ -1,0 +1,60 @@
+#pragma once
+// Internal to run/ (not installed): what the ablation's files share. The lookup of an
+// experiment's sample batch, the overrides of a measuring run, and the timing rounds
+// (ablation_timing.cpp) that run/ablation.cpp calls after the memory measurements.
+
+#include <mlo/data/batch.h>
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlo {
+
+class Engine;
+class Problem;
+
+namespace run {
+
+class Experiment;
+
+namespace detail {
+
+/// A training batch of problem `name`, or nothing when the experiment gives none for it.
+std::optional<Batch> try_sample_batch(Experiment& experiment, const std::string& name);
+
+/// `overrides` and those of a measuring run: no validation, logging or saving inside the loop,
+/// and the exact meter on or off.
+std::vector<std::string> measuring_overrides(std::vector<std::string> overrides, bool track_memory);
+
+/// Waits for `device`'s queued kernels (a no-op on the CPU), so a wall-clock reading after it
+/// includes them.
+void synchronize(const c10::Device& device);
+
+/// What `time_interleaved` measured.
+struct TimedRounds {
+  std::vector<std::vector<double>> seconds;  ///< [row][round]: one meta-iteration's wall time
+  std::vector<std::string> plans;            ///< per row: its checkpointing plan ("" for none)
+};
+
+/// Builds one experiment per entry of `row_overrides` (memory tracking off), all alive at once,
+/// warms each up by one meta-iteration of `problem` ("" = the default problem), then runs
+/// `rounds` rounds; round r times one meta-iteration of every row, starting at row r modulo
+/// the rows' count (each row takes each place in turn, so drifting machine load hits all
+/// alike). `names` label the progress lines.
+TimedRounds time_interleaved(const std::string& config_path,
+                             const std::vector<std::vector<std::string>>& row_overrides,
+                             const std::vector<std::string>& names, const std::string& problem,
+                             int64_t rounds,
+                             const std::function<void(const std::string&)>& progress);
+
+/// One line describing a checkpointing plan ("" when `problem`'s model has none).
+std::string plan_line(const Engine& engine, const Problem& problem);
+
+}  // namespace detail
+}  // namespace run
+}  // namespace mlo

@@ -1,0 +1,78 @@
+// The ablation's timing rounds (ablation_detail.h: time_interleaved). Memory is measured one row
+// at a time (run/ablation_measure.cpp); time is not, because a machine's load drifts: a row
+// measured alone in a quiet minute looks faster than the baseline measured in a busy one. Here
+// every row's experiment is alive at once and each round times one meta-iteration of each, so
+// whatever the machine does between rounds, the rows of one round see nearly the same.
+#include "ablation_detail.h"
+
+#include <mlo/base/error.h>
+#include <mlo/run/config.h>
+#include <mlo/run/experiment.h>
+#include <mlo/run/yaml.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+namespace mlo {
+namespace run {
+namespace detail {
+
+TimedRounds time_interleaved(const std::string& config_path,
+                             const std::vector<std::vector<std::string>>& row_overrides,
+                             const std::vector<std::string>& names, const std::string& problem,
+                             int64_t rounds,
+                             const std::function<void(const std::string&)>& progress) {
+  MLO_CHECK(rounds >= 1, "ablation: rounds must be >= 1, got ", rounds);
+  MLO_CHECK(names.size() == row_overrides.size(), "ablation: ", names.size(), " names for ",
+            row_overrides.size(), " rows");
+  struct Timed {
+    std::unique_ptr<Experiment> experiment;
+    Problem* problem = nullptr;
+    int64_t steps = 1;  // global steps per meta-iteration
+  };
+  std::vector<Timed> rows;
+  TimedRounds out;
+  for (std::size_t k = 0; k < row_overrides.size(); ++k) {
+    if (progress) progress("timing: building and warming up " + names[k]);
+    Timed t;
+    t.experiment =
+        make_experiment(load_run_config(config_path, measuring_overrides(row_overrides[k], false)));
+    Engine& engine = t.experiment->engine();
+    engine.initialize();
+    for (const auto& p : engine.problems()) p->train();
+    t.problem =
+        t.experiment->problem(problem.empty() ? t.experiment->default_problem() : problem).get();
+    t.steps = t.problem->config().unroll_steps() * t.problem->config().gradient_accumulation();
+    for (int64_t s = 0; s < t.steps; ++s) engine.step();
+    synchronize(t.problem->device());
+    out.plans.push_back(plan_line(engine, *t.problem));
+    rows.push_back(std::move(t));
+  }
+  out.seconds.assign(rows.size(), std::vector<double>(static_cast<std::size_t>(rounds), 0.0));
+  for (int64_t r = 0; r < rounds; ++r) {
+    std::string line =
+        "timing: round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + ":";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::size_t k = (i + static_cast<std::size_t>(r)) % rows.size();
+      Timed& t = rows[k];
+      Engine& engine = t.experiment->engine();
+      synchronize(t.problem->device());
+      const auto start = std::chrono::steady_clock::now();
+      for (int64_t s = 0; s < t.steps; ++s) engine.step();
+      synchronize(t.problem->device());
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      out.seconds[k][static_cast<std::size_t>(r)] = seconds;
+      char part[96];
+      std::snprintf(part, sizeof(part), " %s %.2f s;", names[k].c_str(), seconds);
+      line += part;
+    }
+    if (progress) progress(line);
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace run
+}  // namespace mlo
