@@ -30,7 +30,7 @@ run::AblationResult ablate_command(const std::string& config_path,
   // prefixed, a failed rank ends the others), each writing its figures into a JSON file.
   const std::string problem = options.ablation.problem();
   const run::RankRunner ranks = [&](const std::vector<std::string>& row_overrides,
-                                    int64_t nproc) {
+                                    int64_t nproc, int64_t iterations) {
     namespace fs = std::filesystem;
     const fs::path dir = fs::path(out_dir) / "ranks";
     fs::remove_all(dir);
@@ -40,7 +40,7 @@ run::AblationResult ablate_command(const std::string& config_path,
     launch_options.program = options.program;
     launch_options.subcommand = "ablate-rank";
     launch_options.config = config_path;
-    launch_options.run_args = {"--iterations", std::to_string(options.ablation.iterations()),
+    launch_options.run_args = {"--iterations", std::to_string(iterations),
                                "--result", dir.string()};
     if (!problem.empty()) launch_options.run_args.insert(launch_options.run_args.end(),
                                                          {"--problem", problem});

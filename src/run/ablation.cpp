@@ -38,6 +38,10 @@ AblationRowResult combine_ranks(const AblationRow& row, std::vector<AblationRowR
   for (const auto& r : ranks) {
     out.seconds = std::max(out.seconds, r.seconds);
     out.measured_seconds = std::max(out.measured_seconds, r.measured_seconds);
+    for (std::size_t k = 0; k < r.iteration_seconds.size() && k < out.iteration_seconds.size();
+         ++k) {
+      out.iteration_seconds[k] = std::max(out.iteration_seconds[k], r.iteration_seconds[k]);
+    }
     out.rss_peak_bytes = std::max(out.rss_peak_bytes, r.rss_peak_bytes);
     out.rss_growth_bytes = std::max(out.rss_growth_bytes, r.rss_growth_bytes);
     out.reserved_peak_bytes = std::max(out.reserved_peak_bytes, r.reserved_peak_bytes);
@@ -105,6 +109,12 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
   const std::vector<double>& base = times.seconds.front();
   for (std::size_t k = 0; k < timed.size(); ++k) {
     AblationRowResult& row = *timed[k];
+    if (!times.errors[k].empty()) {
+      // Out of the rounds: its time stays the measurement's, and the table says why.
+      result.timing_error += (result.timing_error.empty() ? "" : "; ") + row.row.name +
+                             " timed alone (not in the rounds): " + times.errors[k];
+      continue;
+    }
     row.round_seconds = times.seconds[k];
     row.seconds = median(row.round_seconds);
     std::vector<double> ratios;
@@ -114,8 +124,25 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
     row.time_ratio_high = *std::max_element(ratios.begin(), ratios.end());
     if (times.plans[k] != row.plan) row.timing_plan = times.plans[k];
   }
-  // Rows of several ranks ran in processes of their own, with the meter on: their ratio is to
-  // the baseline's metered time, as measured.
+}
+
+// Rows of several ranks ran in processes of their own, with the meter on: their ratio is of the
+// medians of their first `rounds` metered meta-iterations and the baseline's.
+void time_own_processes(int64_t rounds, AblationResult& result) {
+  if (result.rows.empty() || rounds < 1) return;
+  const auto& base_metered = result.rows.front().iteration_seconds;
+  if (static_cast<int64_t>(base_metered.size()) < rounds) return;
+  const double base_median =
+      median(std::vector<double>(base_metered.begin(), base_metered.begin() + rounds));
+  for (auto& row : result.rows) {
+    if (row.ranks <= 1 || static_cast<int64_t>(row.iteration_seconds.size()) < rounds) continue;
+    const std::vector<double> own(row.iteration_seconds.begin(),
+                                  row.iteration_seconds.begin() + rounds);
+    row.seconds = median(own);
+    row.time_ratio = row.seconds / base_median;
+    row.time_ratio_low = *std::min_element(own.begin(), own.end()) / base_median;
+    row.time_ratio_high = *std::max_element(own.begin(), own.end()) / base_median;
+  }
 }
 
 }  // namespace
@@ -323,6 +350,9 @@ AblationResult run_ablation(const std::string& config_path,
   }
   const auto rows =
       ablation_rows(result.problem, result.batch, cuda, options, other_batches, other_levels);
+  const bool any_multi_rank = std::any_of(rows.begin(), rows.end(), [&](const AblationRow& row) {
+    return row.ranks > 1 && multi_rank_gap(row, cuda).empty() && rank_runner;
+  });
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (progress) {
       const std::string overrides =
@@ -342,8 +372,14 @@ AblationResult run_ablation(const std::string& config_path,
       all.insert(all.end(), rows[i].overrides.begin(), rows[i].overrides.end());
       // On CUDA the ranks' collectives go through NCCL, one GPU per rank (cuda:LOCAL_RANK).
       if (rows[i].ranks > 1 && cuda) all.push_back("engine.backend=nccl");
+      // Rows of several ranks cannot join the timing rounds: they and the baseline measure as
+      // many meta-iterations as there are rounds, and their ratio is of the two medians.
+      const bool timed_apart =
+          options.rounds() > 0 && any_multi_rank && (i == 0 || rows[i].ranks > 1);
+      const int64_t iterations =
+          timed_apart ? std::max(options.iterations(), options.rounds()) : options.iterations();
       if (rows[i].ranks <= 1) {
-        row = measure_ablation_row(config_path, all, result.problem, options.iterations());
+        row = measure_ablation_row(config_path, all, result.problem, iterations);
         row.row = rows[i];
       } else {
         MLO_CHECK(static_cast<bool>(rank_runner), "needs processes of its own (mlo ablate ",
@@ -351,7 +387,7 @@ AblationResult run_ablation(const std::string& config_path,
         // The ranks share the cores this process had.
         all.push_back("threads=" +
                       std::to_string(std::max<int64_t>(1, result.threads / rows[i].ranks)));
-        row = combine_ranks(rows[i], rank_runner(all, rows[i].ranks));
+        row = combine_ranks(rows[i], rank_runner(all, rows[i].ranks, iterations));
       }
     } catch (const std::exception& e) {
       // The baseline is every ratio's reference: without it there is no table. Another row's
@@ -387,6 +423,7 @@ AblationResult run_ablation(const std::string& config_path,
   }
   if (options.rounds() > 0)
     time_in_rounds(config_path, overrides, options.rounds(), progress, result);
+  time_own_processes(options.rounds(), result);
   return result;
 }
 

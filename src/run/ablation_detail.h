@@ -31,6 +31,16 @@ std::optional<Batch> try_sample_batch(Experiment& experiment, const std::string&
 /// and the exact meter on or off.
 std::vector<std::string> measuring_overrides(std::vector<std::string> overrides, bool track_memory);
 
+/// The most meta-iterations a warm-up or a measured window runs while waiting for every level
+/// to take an optimizer step (a level that never steps, such as one with frozen weights, would
+/// otherwise hold it forever).
+inline constexpr int64_t kMaxWindow = 64;
+
+/// Runs whole meta-iterations (`steps_per_iteration` global steps each) of `engine`, at least
+/// one, until every problem has taken an optimizer step (a level accumulating over several of
+/// its steps needs several); returns how many it ran.
+int64_t warm_up(Engine& engine, int64_t steps_per_iteration);
+
 /// Waits for `device`'s queued kernels (a no-op on the CPU), so a wall-clock reading after it
 /// includes them.
 void synchronize(const c10::Device& device);
@@ -39,13 +49,16 @@ void synchronize(const c10::Device& device);
 struct TimedRounds {
   std::vector<std::vector<double>> seconds;  ///< [row][round]: one meta-iteration's wall time
   std::vector<std::string> plans;            ///< per row: its checkpointing plan ("" for none)
+  /// Per row: why it is not in the rounds ("" when it is; its seconds are then 0).
+  std::vector<std::string> errors;
 };
 
 /// Builds one experiment per entry of `row_overrides` (memory tracking off), all alive at once,
 /// warms each up by one meta-iteration of `problem` ("" = the default problem), then runs
 /// `rounds` rounds; round r times one meta-iteration of every row, starting at row r modulo
 /// the rows' count (each row takes each place in turn, so drifting machine load hits all
-/// alike). `names` label the progress lines.
+/// alike). `names` label the progress lines. Throws when the first row (the reference) cannot
+/// be built; another row that cannot is left out of the rounds with its error.
 TimedRounds time_interleaved(const std::string& config_path,
                              const std::vector<std::vector<std::string>>& row_overrides,
                              const std::vector<std::string>& names, const std::string& problem,

@@ -56,6 +56,21 @@ std::vector<std::string> measuring_overrides(std::vector<std::string> overrides,
   return overrides;
 }
 
+int64_t warm_up(Engine& engine, int64_t steps_per_iteration) {
+  int64_t done = 0;
+  const auto all_stepped = [&engine] {
+    for (const auto& p : engine.problems()) {
+      if (p->optimizer_steps() == 0) return false;
+    }
+    return true;
+  };
+  do {
+    for (int64_t s = 0; s < steps_per_iteration; ++s) engine.step();
+    ++done;
+  } while (!all_stepped() && done < kMaxWindow);
+  return done;
+}
+
 void synchronize(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
@@ -210,15 +225,25 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
     const ProblemConfig& pc = problem->config();
     result.steps_per_iteration = pc.unroll_steps() * pc.gradient_accumulation();
 
-    for (int64_t s = 0; s < result.steps_per_iteration; ++s) engine.step();  // warm-up
+    detail::warm_up(engine, result.steps_per_iteration);
     // The optimizer states exist from each level's first step on and stay (LibTorch's
     // optimizers update them in place): alive at every instant of the measured iterations.
     int64_t optimizer_state = 0;
     for (const auto& p : engine.problems()) optimizer_state += p->footprint().optimizer_state;
-    double seconds = 0;
     int64_t meter_peak = 0;
     const c10::Device device = problem->device();
-    for (int64_t i = 0; i < iterations; ++i) {
+    // The measured window: `iterations` meta-iterations, and more until every level has taken an
+    // optimizer step in it (a level that accumulates over several of its steps steps only every
+    // few meta-iterations; its step belongs to the peak's candidates too).
+    std::vector<int64_t> optimizer_steps;
+    for (const auto& p : engine.problems()) optimizer_steps.push_back(p->optimizer_steps());
+    const auto all_stepped = [&] {
+      for (std::size_t k = 0; k < optimizer_steps.size(); ++k) {
+        if (engine.problems()[k]->optimizer_steps() == optimizer_steps[k]) return false;
+      }
+      return true;
+    };
+    for (int64_t i = 0; i < iterations || (!all_stepped() && i < detail::kMaxWindow); ++i) {
       detail::synchronize(device);
       const auto start = std::chrono::steady_clock::now();
       for (int64_t s = 0; s < result.steps_per_iteration; ++s) {
@@ -226,11 +251,16 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
         meter_peak = std::max(meter_peak, engine.last_step_peak_bytes());
       }
       detail::synchronize(device);
-      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      result.iteration_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     result.rss_peak_bytes = proc_status_bytes("VmHWM");
     if (const auto* meter = engine.memory_meter())
       result.reserved_peak_bytes = meter->reserved_peak();
+    // Per meta-iteration over the first `iterations` (a window extended for a slow level's step
+    // holds more of the cheap meta-iterations in which that level does not step).
+    double seconds = 0;
+    for (int64_t i = 0; i < iterations; ++i) seconds += result.iteration_seconds[i];
     result.measured_seconds = seconds / static_cast<double>(iterations);
     result.seconds = result.measured_seconds;
     result.state_bytes = state_bytes(engine);

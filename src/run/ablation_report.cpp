@@ -88,11 +88,14 @@ std::string ablation_markdown(const AblationResult& r) {
       << "Data: **" << (r.synthetic ? "SYNTHETIC (not real data)" : "real")
       << "**. Device: " << r.device << ", " << r.threads << " thread(s), batch " << r.batch
       << ". Memory: " << r.iterations
-      << " meta-iteration(s) per row after one warm-up, one row at a time. ";
+      << " meta-iteration(s) per row (more where a level steps less often) after a warm-up, "
+         "one row at a time. ";
   if (r.rounds > 0) {
     out << "Time: " << r.rounds << " interleaved round(s), one meta-iteration of every row "
         << "each (median; the time ratio is the median of the per-round ratios to the "
-           "baseline, with their range).";
+           "baseline, with their range; rows of several ranks: the medians of as many metered "
+           "meta-iterations, theirs and the baseline's)."
+        << (r.timing_error.empty() ? std::string() : " " + r.timing_error + ".");
   } else {
     out << "Time: the memory measurement's (rows one after the other, meter on)"
         << (r.timing_error.empty() ? std::string(".")
@@ -117,6 +120,9 @@ std::string ablation_markdown(const AblationResult& r) {
     if (row.row.key != "baseline" && !row.round_seconds.empty()) {
       ratio += " (" + format("%.2f", row.time_ratio_low) + "-" +
                format("%.2f", row.time_ratio_high) + ")";
+    } else if (row.ranks > 1 && row.time_ratio_high > row.time_ratio_low) {
+      ratio += " (" + format("%.2f", row.time_ratio_low) + "-" +
+               format("%.2f", row.time_ratio_high) + ", own processes)";
     } else if (row.ranks > 1) {
       ratio += " (own processes)";
     }
@@ -251,6 +257,7 @@ std::string ablation_json(const AblationResult& r) {
                          {"ranks", row.ranks},
                          {"levels", row.row.levels},
                          {"measured_seconds", row.measured_seconds},
+                         {"iteration_seconds", row.iteration_seconds},
                          {"round_seconds", row.round_seconds},
                          {"time_ratio_low", row.time_ratio_low},
                          {"time_ratio_high", row.time_ratio_high},
@@ -267,6 +274,7 @@ std::string row_measurement_json(const AblationRowResult& row) {
                          {"reserved_peak_bytes", row.reserved_peak_bytes},
                          {"rss_growth_bytes", row.rss_growth_bytes},
                          {"measured_seconds", row.measured_seconds},
+                         {"iteration_seconds", row.iteration_seconds},
                          {"floor_bytes", row.floor_bytes},
                          {"persistent_bytes", row.persistent_bytes},
                          {"transient_bytes", row.transient_bytes},
@@ -289,6 +297,7 @@ AblationRowResult row_measurement_from_json(const std::string& text) {
     row.reserved_peak_bytes = j.at("reserved_peak_bytes").get<int64_t>();
     row.measured_seconds = j.at("measured_seconds").get<double>();
     row.seconds = row.measured_seconds;
+    row.iteration_seconds = j.at("iteration_seconds").get<std::vector<double>>();
     row.floor_bytes = j.at("floor_bytes").get<int64_t>();
     row.persistent_bytes = j.at("persistent_bytes").get<int64_t>();
     row.transient_bytes = j.at("transient_bytes").get<int64_t>();

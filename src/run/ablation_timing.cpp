@@ -33,20 +33,30 @@ TimedRounds time_interleaved(const std::string& config_path,
   };
   std::vector<Timed> rows;
   TimedRounds out;
+  out.errors.assign(row_overrides.size(), "");
   for (std::size_t k = 0; k < row_overrides.size(); ++k) {
     if (progress) progress("timing: building and warming up " + names[k]);
     Timed t;
-    t.experiment =
-        make_experiment(load_run_config(config_path, measuring_overrides(row_overrides[k], false)));
-    Engine& engine = t.experiment->engine();
-    engine.initialize();
-    for (const auto& p : engine.problems()) p->train();
-    t.problem =
-        t.experiment->problem(problem.empty() ? t.experiment->default_problem() : problem).get();
-    t.steps = t.problem->config().unroll_steps() * t.problem->config().gradient_accumulation();
-    for (int64_t s = 0; s < t.steps; ++s) engine.step();
-    synchronize(t.problem->device());
-    out.plans.push_back(plan_line(engine, *t.problem));
+    try {
+      t.experiment = make_experiment(
+          load_run_config(config_path, measuring_overrides(row_overrides[k], false)));
+      Engine& engine = t.experiment->engine();
+      engine.initialize();
+      for (const auto& p : engine.problems()) p->train();
+      t.problem =
+          t.experiment->problem(problem.empty() ? t.experiment->default_problem() : problem).get();
+      t.steps = t.problem->config().unroll_steps() * t.problem->config().gradient_accumulation();
+      warm_up(engine, t.steps);
+      synchronize(t.problem->device());
+    } catch (const std::exception& e) {
+      // The first row is every ratio's reference; another costs only its own rounds (one more
+      // experiment alive may not fit where the memory rows each did alone).
+      if (k == 0) throw;
+      out.errors[k] = e.what();
+      if (progress) progress("timing: " + names[k] + " left out of the rounds: " + e.what());
+      t = Timed();
+    }
+    out.plans.push_back(t.experiment ? plan_line(t.experiment->engine(), *t.problem) : "");
     rows.push_back(std::move(t));
   }
   out.seconds.assign(rows.size(), std::vector<double>(static_cast<std::size_t>(rounds), 0.0));
@@ -56,6 +66,7 @@ TimedRounds time_interleaved(const std::string& config_path,
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const std::size_t k = (i + static_cast<std::size_t>(r)) % rows.size();
       Timed& t = rows[k];
+      if (!t.experiment) continue;
       Engine& engine = t.experiment->engine();
       synchronize(t.problem->device());
       const auto start = std::chrono::steady_clock::now();

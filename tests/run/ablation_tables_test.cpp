@@ -103,8 +103,9 @@ TEST_CASE("ablation tables under runs/: two consecutive runs agree on every time
       const double ra = a.at("time_ratio").get<double>(), rb = b.at("time_ratio").get<double>();
       INFO("row " << a.at("key") << ": time ratio " << ra << " then " << rb);
       CHECK(std::max(ra, rb) / std::min(ra, rb) <= 1.10);
-      // Memory is exact: the same in both runs.
-      CHECK(a.at("peak_bytes") == b.at("peak_bytes"));
+      // Memory is exact: the same in both runs, where the rows ran the same plan (the
+      // checkpointing planner picks by measured block times, so two runs may differ there).
+      if (a.at("plan") == b.at("plan")) CHECK(a.at("peak_bytes") == b.at("peak_bytes"));
     }
   }
 }

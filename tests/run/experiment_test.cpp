@@ -4,6 +4,7 @@
 #include <mlo/core/config.h>
 #include <mlo/base/error.h>
 #include <mlo/hypergrad/cg.h>
+#include <mlo/memory/meter.h>
 #include <mlo/run/yaml.h>
 #include <mlo/run/builders.h>
 #include <mlo/run/experiment.h>
@@ -214,4 +215,33 @@ TEST_CASE("Experiment: each problem's optimizer steps count warmup, unroll and a
   CHECK(reweighter.optimizer_steps() == 15);
   const double lr = reweighter.optimizer().param_groups()[0].options().get_lr();
   CHECK(lr == Approx(0.01 * 0.1).epsilon(1e-12));
+}
+
+TEST_CASE("Experiment: evaluation runs in training-sized batches and never sets the memory peak",
+          "[run][memory]") {
+  // Exact meter around one evaluation of the 50 validation images (no graph), at the default
+  // evaluation batch (0: the training batch of 8), at 8 given explicitly, and at 64 (all at once).
+  const auto evaluation_peak = [](const std::vector<std::string>& overrides) {
+    ReweightingExperiment experiment(tiny(overrides));
+    mlo::memory::MemoryMeter meter;
+    {
+      mlo::memory::MemoryMeter::Active on(meter);
+      experiment.evaluate(EvalSet::kValid);
+    }
+    return meter.peak();
+  };
+  const int64_t by_default = evaluation_peak({"data.test_batch_size=0"});
+  CHECK(by_default == evaluation_peak({"data.test_batch_size=8"}));
+  CHECK(by_default < evaluation_peak({"data.test_batch_size=64"}));
+  // A training step (forward with a graph and backward on the same batch, and the upper step)
+  // holds more than that evaluation: the evaluation is not the run's peak.
+  auto experiment = make_experiment(tiny({"engine.track_memory=true"}));
+  experiment->engine().initialize();
+  for (const auto& p : experiment->engine().problems()) p->train();
+  experiment->engine().step();
+  INFO("evaluation " << by_default << " B, training step " << experiment->engine().last_step_peak_bytes()
+                     << " B");
+  CHECK(by_default < experiment->engine().last_step_peak_bytes());
+  // The default is 0 (the training batch), not a fixed size.
+  CHECK(Settings().data.test_batch_size == 0);
 }

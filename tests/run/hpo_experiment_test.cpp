@@ -67,15 +67,29 @@ TEST_CASE("HPO experiment: the frozen baseline is the hand-built pair with froze
   // The same data, settings and schedule built in code (problems/hpo/logreg.h): the
   // experiment's baseline must be that run, not an approximation of it.
   namespace hpo = mlo::problems::hpo;
-  const auto experiment = mlo::run::make_experiment(mlo::run::parse_run_config(kHpo, "hpo.yaml"));
+  // 1200 test points: evaluated in chunks of the training set's 500 (500, 500, 200), their mean
+  // must be the loss of all 1200 at once.
+  const auto experiment = mlo::run::make_experiment(
+      mlo::run::parse_run_config(kHpo, "hpo.yaml", {"data.test_samples=1200"}));
   const double baseline = experiment->evaluate(mlo::run::EvalSet::kValid).at("valid/frozen_loss");
+  const auto test = experiment->evaluate(mlo::run::EvalSet::kTest);
 
-  const auto data = hpo::make_logreg_data(1000, 20, 0.1, /*seed=*/0);
+  const auto data = hpo::make_logreg_data(1000, 20, 0.1, /*seed=*/0, /*test_samples=*/1200);
   auto pair = hpo::make_logreg_hpo(data, mlo::ProblemConfig().unroll_steps(100),
                                    hpo::LogRegHpoOptions().freeze_weights(true));
   mlo::Engine engine(mlo::EngineConfig().train_iters(2000));
   engine.add(pair.outer).add(pair.inner).link(pair.outer, pair.inner);
   engine.run();
   CHECK(baseline == Approx(hpo::validation_loss(pair, data)).epsilon(1e-6));
+  {
+    torch::NoGradGuard no_grad;
+    const auto logits = pair.inner->logits(data.test.data);
+    const double whole = torch::nn::functional::binary_cross_entropy_with_logits(
+                             logits, data.test.target).item<double>();
+    const double accuracy =
+        logits.gt(0).to(torch::kFloat).eq(data.test.target).to(torch::kDouble).mean().item<double>();
+    CHECK(test.at("frozen_loss") == Approx(whole).epsilon(1e-6));
+    CHECK(test.at("frozen_acc") == Approx(accuracy).epsilon(1e-12));
+  }
   CHECK(baseline < std::log(2.0));  // it did learn something: better than predicting 1/2
 }

@@ -42,9 +42,11 @@ struct AblationRow {
 
 /// How `run_ablation` runs.
 struct AblationOptions {
-  /// Meta-iterations per row measured for memory (after one warm-up meta-iteration). The exact
-  /// meter's peak is the same in every meta-iteration of these fixed-shape steps, so one is
-  /// enough.
+  /// Meta-iterations per row measured for memory, after a warm-up of whole meta-iterations
+  /// until every level has taken an optimizer step; the measured window is extended until every
+  /// level has stepped in it as well (a level accumulating over 4 of its steps steps once in 4
+  /// meta-iterations). The exact meter's peak repeats with that period in these fixed-shape
+  /// steps, so one is enough.
   TORCH_ARG(int64_t, iterations) = 1;
   /// Timing rounds: every single-process row's experiment is built (memory tracking off) and
   /// warmed up, then each round times one meta-iteration of every row, in an order rotated by
@@ -91,8 +93,8 @@ struct AblationOptions {
 struct LevelFootprint {
   std::string problem;
   int64_t parameters = 0;  ///< every parameter of its module (fp32 master weights)
-  /// Its trainable parameters' size: the gradients a backward returns at once (ZeRO-2 keeps
-  /// this rank's share of them after the reduce-scatter).
+  /// Its trainable parameters' size: the gradients a backward returns at once (the full size
+  /// under ZeRO-2 too, which keeps only this rank's share after the reduce-scatter).
   int64_t gradients = 0;
   int64_t optimizer_state = 0;  ///< after the measured steps (this rank's share under ZeRO)
 };
@@ -117,8 +119,11 @@ struct AblationRowResult {
   /// the row was not timed in rounds (its own processes, or `rounds` 0).
   double seconds = 0;
   /// Mean wall time per meta-iteration while its memory was measured (meter on, rows one after
-  /// the other).
+  /// the other), over the first `iterations` of the measured window.
   double measured_seconds = 0;
+  /// Each meta-iteration of the measured window (meter on). The window holds `iterations`
+  /// meta-iterations, and more until every level has taken an optimizer step in it.
+  std::vector<double> iteration_seconds;
   /// One meta-iteration's time per timing round (empty when not timed in rounds).
   std::vector<double> round_seconds;
   /// A lower bound of `peak_bytes`: `persistent_bytes + transient_bytes`, tensors that must be
@@ -143,7 +148,10 @@ struct AblationRowResult {
 
   double peak_ratio = 0;   ///< peak / baseline peak
   /// Timed in rounds: the median over rounds of this row's time / the baseline's time in the
-  /// same round; otherwise measured_seconds / the baseline's measured_seconds.
+  /// same round. A row of several ranks (its own processes, meter on): the median over its
+  /// first `rounds` measured meta-iterations / the median of as many of the baseline's (which
+  /// then measures that many), the range over those meta-iterations. Without rounds:
+  /// measured_seconds / the baseline's measured_seconds.
   double time_ratio = 0;
   double time_ratio_low = 0, time_ratio_high = 0;  ///< the range of the per-round ratios
   double rss_ratio = 0;    ///< rss growth / baseline rss growth
@@ -187,10 +195,10 @@ std::vector<AblationRow> ablation_rows(
     const std::vector<std::string>& other_levels = {});
 
 /// Runs one row on `ranks` processes (the rendezvous variables set for each) with `overrides`
-/// (the user's and the row's), each calling `measure_ablation_row`; returns
+/// (the user's and the row's), each calling `measure_ablation_row` with `iterations`; returns
 /// each rank's result. Throws when a rank fails. (`mlo ablate` starts them as `mlo ablate-rank`.)
 using RankRunner = std::function<std::vector<AblationRowResult>(
-    const std::vector<std::string>& overrides, int64_t ranks)>;
+    const std::vector<std::string>& overrides, int64_t ranks, int64_t iterations)>;
 
 /// Loads `config_path` with `overrides` (as `mlo run --set`), then runs every row: builds the
 /// experiment, runs one warm-up meta-iteration and `options.iterations()` measured ones, and
