@@ -12,18 +12,20 @@
 // the name "distill"; main() hands the command line to mlo:
 //
 //   ./custom_experiment run distill.yaml --set problems.teacher.method=cg
-//   ./custom_experiment run distill.yaml --stop-at 100 && ./custom_experiment run distill.yaml --resume
+//   ./custom_experiment run distill.yaml --stop-at 100 && ./custom_experiment run distill.yaml
+//   --resume
 #include "distill_problems.h"
 
+#include <mlo/base/fields.h>
 #include <mlo/cli/main.h>
 #include <mlo/mlo.h>
 #include <mlo/run/builders.h>
 #include <mlo/run/device.h>
 #include <mlo/run/experiment.h>
-#include <mlo/base/fields.h>
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace {
@@ -55,9 +57,7 @@ class DistillExperiment : public mlo::run::Experiment {
         s("test", test, mlo::at_least(1));
         s("noise", noise, mlo::non_negative());
       });
-      f.section("top", [&](mlo::Fields& s) {
-        s("initial_log_strength", initial_log_strength);
-      });
+      f.section("top", [&](mlo::Fields& s) { s("initial_log_strength", initial_log_strength); });
     }
     // student -> teacher -> top, unless the YAML says otherwise.
     mlo::run::DependencyConfig default_dependencies(const mlo::run::RunConfig&) const override {
@@ -89,6 +89,7 @@ class DistillExperiment : public mlo::run::Experiment {
     const c10::Device device = mlo::run::resolve_device(config);
     const mlo::Batch labeled = make(s.labeled).to(device);
     const mlo::Batch unlabeled = mlo::Batch(torch::randn({s.unlabeled, d})).to(device);
+    unlabeled_size_ = s.unlabeled;
     valid_mid_ = make(s.valid).to(device);
     valid_top_ = make(s.valid).to(device);
     test_ = make(s.test).to(device);
@@ -129,8 +130,21 @@ class DistillExperiment : public mlo::run::Experiment {
     const bool valid = set == mlo::run::EvalSet::kValid;
     const mlo::Batch& b = valid ? valid_top_ : test_;
     const std::string prefix = valid ? "valid/" : "";
-    return {{prefix + "teacher_mse", mse(teacher_->predict(b.data), b.target).item<double>()},
-            {prefix + "student_mse", mse(student_->predict(b.data), b.target).item<double>()},
+    // In chunks no larger than the largest training batch (the unlabeled set), so that
+    // evaluation never holds more than a training step.
+    const int64_t chunk = std::max<int64_t>(1, unlabeled_size_);
+    const auto chunked_mse = [&](const auto& model) {
+      double sum = 0;
+      for (int64_t begin = 0; begin < b.size(); begin += chunk) {
+        const int64_t end = std::min(b.size(), begin + chunk);
+        sum += mse(model->predict(b.data.slice(0, begin, end)), b.target.slice(0, begin, end))
+                   .template item<double>() *
+               static_cast<double>(end - begin);
+      }
+      return sum / static_cast<double>(b.size());
+    };
+    return {{prefix + "teacher_mse", chunked_mse(teacher_)},
+            {prefix + "student_mse", chunked_mse(student_)},
             {prefix + "l2_strength", top_->log_strength().exp().item<double>()}};
   }
   std::vector<std::string> metric_names() const override {
@@ -145,6 +159,7 @@ class DistillExperiment : public mlo::run::Experiment {
   std::string default_problem() const override { return "teacher"; }
 
  private:
+  int64_t unlabeled_size_ = 0;
   mlo::Engine engine_;
   std::shared_ptr<Student> student_;
   std::shared_ptr<Teacher> teacher_;
