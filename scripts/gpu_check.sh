@@ -175,13 +175,16 @@ main_seconds=$(( $(date +%s) - main_start ))
 
 # Every row of one GPU (--ranks 0: the two-rank rows need a GPU per rank), ReLU and Swish.
 ablate_status=0
+rm -f "${report_dir}"/ablate_*.status
 for variant in relu swish; do
   config=configs/ablation/lt_cifar10_resnet50.yaml
   [ "${variant}" = swish ] && config=configs/ablation/lt_cifar10_resnet50_swish.yaml
   log "mlo ablate on CUDA, batch 100, ${config}"
+  # An earlier check's table in a reused report folder must not pass for this one's.
+  rm -rf "${report_dir}/ablation_${variant}"
   "${build}/mlo" ablate "${config}" --device cuda --ranks 0 --set data.batch_size=100 \
     --out "${report_dir}/ablation_${variant}" > "${report_dir}/ablate_${variant}.log" 2>&1 ||
-    ablate_status=$?
+    { status=$?; ablate_status=${status}; echo "${status}" > "${report_dir}/ablate_${variant}.status"; }
 done
 
 {
@@ -206,7 +209,8 @@ done
     if [ -f "${report_dir}/ablation_${variant}/ablation.md" ]; then
       sed -n '1,/^Peak:/p' "${report_dir}/ablation_${variant}/ablation.md" | grep -v '^Peak:'
     else
-      echo "FAILED (exit ${ablate_status}); the end of ablate_${variant}.log:"
+      echo "FAILED (exit $(cat "${report_dir}/ablate_${variant}.status" 2>/dev/null || echo "?"));" \
+        "the end of ablate_${variant}.log:"
       echo '```'
       tail -15 "${report_dir}/ablate_${variant}.log"
       echo '```'

@@ -6,8 +6,8 @@
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
 #include <mlo/dist/process_group.h>
-#include <mlo/run/yaml.h>
 #include <mlo/run/ablation_report.h>
+#include <mlo/run/yaml.h>
 
 #include <CLI/CLI.hpp>
 
@@ -25,12 +25,13 @@ run::AblationResult ablate_command(const std::string& config_path,
                                    const std::vector<std::string>& overrides,
                                    const AblateOptions& options) {
   std::string out_dir = options.out_dir;
-  if (out_dir.empty()) out_dir = "runs/" + run::load_run_config(config_path, overrides).name + "_ablation";
+  if (out_dir.empty())
+    out_dir = "runs/" + run::load_run_config(config_path, overrides).name + "_ablation";
   // A row on several ranks: `mlo ablate-rank` per rank under `mlo launch`'s supervision (output
   // prefixed, a failed rank ends the others), each writing its figures into a JSON file.
   const std::string problem = options.ablation.problem();
-  const run::RankRunner ranks = [&](const std::vector<std::string>& row_overrides,
-                                    int64_t nproc, int64_t iterations) {
+  const run::RankRunner ranks = [&](const std::vector<std::string>& row_overrides, int64_t nproc,
+                                    int64_t iterations) {
     namespace fs = std::filesystem;
     const fs::path dir = fs::path(out_dir) / "ranks";
     fs::remove_all(dir);
@@ -40,19 +41,20 @@ run::AblationResult ablate_command(const std::string& config_path,
     launch_options.program = options.program;
     launch_options.subcommand = "ablate-rank";
     launch_options.config = config_path;
-    launch_options.run_args = {"--iterations", std::to_string(iterations),
-                               "--result", dir.string()};
-    if (!problem.empty()) launch_options.run_args.insert(launch_options.run_args.end(),
-                                                         {"--problem", problem});
-    for (const auto& o : row_overrides) launch_options.run_args.insert(
-        launch_options.run_args.end(), {"--set", o});
+    launch_options.run_args = {"--iterations", std::to_string(iterations), "--result",
+                               dir.string()};
+    if (!problem.empty())
+      launch_options.run_args.insert(launch_options.run_args.end(), {"--problem", problem});
+    for (const auto& o : row_overrides)
+      launch_options.run_args.insert(launch_options.run_args.end(), {"--set", o});
     const int status = launch(launch_options);
     if (status == 128 + SIGINT || status == 128 + SIGTERM) {
       // Ctrl-C reached the ranks through the launcher: the user stops the ablation, not a row.
       std::cerr << "mlo ablate: interrupted" << std::endl;
       std::exit(status);
     }
-    MLO_CHECK(status == 0, "its ranks failed (exit status ", status, "; their lines above say why)");
+    MLO_CHECK(status == 0, "its ranks failed (exit status ", status,
+              "; their lines above say why)");
     std::vector<run::AblationRowResult> out;
     for (int64_t r = 0; r < nproc; ++r) {
       const fs::path file = dir / ("rank" + std::to_string(r) + ".json");
@@ -89,7 +91,8 @@ int AblateCommand::run() {
 std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
   auto c = std::make_unique<AblateCommand>();
   c->command = app.add_subcommand(
-      "ablate", "Memory ablation: peak, RSS, time and floor per memory feature (docs/memory-ablation.md)");
+      "ablate",
+      "Memory ablation: peak, RSS, time and floor per memory feature (docs/memory-ablation.md)");
   auto* a = c->command;
   a->add_option("config", c->config_path, "experiment YAML (configs/ablation/)")->required();
   a->add_option("--set", c->overrides, "override a key for every row (repeatable)");
@@ -97,7 +100,7 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
   a->add_option("--out", c->options.out_dir, "output folder (default runs/<name>_ablation)");
   a->add_option("--rows", c->rows,
                 "only these rows (baseline always): precision accumulation checkpointing "
-                "activations finite_difference all");
+                "activations finite_difference all data_parallel zero");
   a->add_option_function<int64_t>(
       "--iterations", [o = &c->options](int64_t n) { o->ablation.iterations(n); },
       "meta-iterations per row measured for memory after one warm-up (default 1)");
@@ -107,8 +110,8 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
       "measurement's times)");
   a->add_option_function<std::string>(
       "--problem", [o = &c->options](const std::string& p) { o->ablation.problem(p); },
-      "narrow precision and accumulation to this problem (default: every level; the model's "
-      "features apply to the experiment's default problem)");
+      "the main problem (default: the experiment's default problem), whose model's features "
+      "vary; naming it also narrows precision and accumulation to it (default: every level)");
   a->add_option_function<double>(
       "--budget", [o = &c->options](double b) { o->ablation.checkpoint_budget(b); },
       "checkpointing row: budget as a fraction of the no-checkpoint activation peak (0.3)");

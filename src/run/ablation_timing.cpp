@@ -68,12 +68,22 @@ TimedRounds time_interleaved(const std::string& config_path,
       Timed& t = rows[k];
       if (!t.experiment) continue;
       Engine& engine = t.experiment->engine();
-      synchronize(t.problem->device());
-      const auto start = std::chrono::steady_clock::now();
-      for (int64_t s = 0; s < t.steps; ++s) engine.step();
-      synchronize(t.problem->device());
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      double seconds = 0;
+      try {
+        synchronize(t.problem->device());
+        const auto start = std::chrono::steady_clock::now();
+        for (int64_t s = 0; s < t.steps; ++s) engine.step();
+        synchronize(t.problem->device());
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      } catch (const std::exception& e) {
+        // As in the building above: the reference's failure ends the rounds, another row's
+        // takes that row out of them (it keeps its measured time).
+        if (k == 0) throw;
+        out.errors[k] = e.what();
+        if (progress) progress("timing: " + names[k] + " left out of the rounds: " + e.what());
+        t = Timed();
+        continue;
+      }
       out.seconds[k][static_cast<std::size_t>(r)] = seconds;
       char part[96];
       std::snprintf(part, sizeof(part), " %s %.2f s;", names[k].c_str(), seconds);

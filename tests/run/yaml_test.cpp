@@ -125,7 +125,9 @@ TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
                                       {"problems.classifier.model.name=resnet32",
                                        "problems.classifier.model.activation=swish",
                                        "problems.classifier.model.efficient_activation=true"});
-  CHECK(swish.name == parse_run_config(kValid, "tiny.yaml").name);
+  const std::string resolved = mlo::run::to_yaml(swish);
+  CHECK_THAT(resolved, Contains("activation: swish"));
+  CHECK_THAT(resolved, Contains("efficient_activation: true"));
   const auto restore =
       parse_run_config(kValid, "tiny.yaml", {"problems.classifier.darts.exact_restore=false"});
   const auto* darts =
