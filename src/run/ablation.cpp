@@ -69,82 +69,6 @@ std::string multi_rank_gap(const AblationRow& row, bool cuda) {
   return "";
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-// The timing rounds (AblationOptions::rounds): every single-process row of `result` timed
-// against the baseline in the same rounds; each row's time and time ratio replaced by the
-// rounds' figures. A failure (one more experiment alive than memory allows) keeps the
-// measurement's times and says why in `timing_error`.
-void time_in_rounds(const std::string& config_path, const std::vector<std::string>& overrides,
-                    int64_t rounds, const std::function<void(const std::string&)>& progress,
-                    AblationResult& result) {
-  std::vector<AblationRowResult*> timed;
-  std::vector<std::vector<std::string>> row_overrides;
-  std::vector<std::string> names;
-  for (auto& row : result.rows) {
-    if (row.ranks > 1) continue;
-    timed.push_back(&row);
-    std::vector<std::string> all = overrides;
-    all.insert(all.end(), row.row.overrides.begin(), row.row.overrides.end());
-    row_overrides.push_back(std::move(all));
-    names.push_back(row.row.name);
-  }
-  if (timed.empty() || timed.front()->row.key != "baseline") return;
-  result.rounds = rounds;
-  detail::TimedRounds times;
-  try {
-    times = detail::time_interleaved(config_path, row_overrides, names, result.problem, rounds,
-                                     progress);
-  } catch (const std::exception& e) {
-    result.rounds = 0;
-    result.timing_error = e.what();
-    if (progress)
-      progress("timing rounds failed, times are the measurement's: " + result.timing_error);
-    return;
-  }
-  const std::vector<double>& base = times.seconds.front();
-  for (std::size_t k = 0; k < timed.size(); ++k) {
-    AblationRowResult& row = *timed[k];
-    if (!times.errors[k].empty()) {
-      // Out of the rounds: its time stays the measurement's, and the table says why.
-      result.timing_error += (result.timing_error.empty() ? "" : "; ") + row.row.name +
-                             " timed alone (not in the rounds): " + times.errors[k];
-      continue;
-    }
-    row.round_seconds = times.seconds[k];
-    row.seconds = median(row.round_seconds);
-    std::vector<double> ratios;
-    for (std::size_t r = 0; r < base.size(); ++r) ratios.push_back(row.round_seconds[r] / base[r]);
-    row.time_ratio = median(ratios);
-    row.time_ratio_low = *std::min_element(ratios.begin(), ratios.end());
-    row.time_ratio_high = *std::max_element(ratios.begin(), ratios.end());
-    if (times.plans[k] != row.plan) row.timing_plan = times.plans[k];
-  }
-}
-
-// Rows of several ranks ran in processes of their own, with the meter on: their ratio is of the
-// medians of their first `rounds` metered meta-iterations and the baseline's.
-void time_own_processes(int64_t rounds, AblationResult& result) {
-  if (result.rows.empty() || rounds < 1) return;
-  const auto& base_metered = result.rows.front().iteration_seconds;
-  if (static_cast<int64_t>(base_metered.size()) < rounds) return;
-  const double base_median =
-      median(std::vector<double>(base_metered.begin(), base_metered.begin() + rounds));
-  for (auto& row : result.rows) {
-    if (row.ranks <= 1 || static_cast<int64_t>(row.iteration_seconds.size()) < rounds) continue;
-    const std::vector<double> own(row.iteration_seconds.begin(),
-                                  row.iteration_seconds.begin() + rounds);
-    row.seconds = median(own);
-    row.time_ratio = row.seconds / base_median;
-    row.time_ratio_low = *std::min_element(own.begin(), own.end()) / base_median;
-    row.time_ratio_high = *std::max_element(own.begin(), own.end()) / base_median;
-  }
-}
-
 }  // namespace
 
 const AblationRowResult& AblationResult::row(const std::string& key) const {
@@ -422,8 +346,8 @@ AblationResult run_ablation(const std::string& config_path,
     result.rows.push_back(std::move(row));
   }
   if (options.rounds() > 0)
-    time_in_rounds(config_path, overrides, options.rounds(), progress, result);
-  time_own_processes(options.rounds(), result);
+    detail::time_in_rounds(config_path, overrides, options.rounds(), progress, result);
+  detail::time_own_processes(options.rounds(), result);
   return result;
 }
 

@@ -21,6 +21,7 @@ class Problem;
 namespace run {
 
 class Experiment;
+struct AblationResult;
 
 namespace detail {
 
@@ -64,6 +65,17 @@ TimedRounds time_interleaved(const std::string& config_path,
                              const std::vector<std::string>& names, const std::string& problem,
                              int64_t rounds,
                              const std::function<void(const std::string&)>& progress);
+
+/// The timing rounds of `run_ablation`: every single-process row of `result` timed against the
+/// baseline by `time_interleaved`; each row's time and time ratio replaced by the rounds'
+/// figures (a row left out keeps its measured ones, and `result.timing_error` says why).
+void time_in_rounds(const std::string& config_path, const std::vector<std::string>& overrides,
+                    int64_t rounds, const std::function<void(const std::string&)>& progress,
+                    AblationResult& result);
+
+/// The rows of several ranks: their time and ratio from the medians of their first `rounds`
+/// metered meta-iterations and the baseline's.
+void time_own_processes(int64_t rounds, AblationResult& result);
 
 /// One line describing a checkpointing plan ("" when `problem`'s model has none).
 std::string plan_line(const Engine& engine, const Problem& problem);
