@@ -90,10 +90,11 @@ nlohmann::json json_value(double value) {
 // metrics (the number to report) and the final validation metrics (the number to choose
 // hyperparameters by).
 std::string results_json(const std::string& experiment, const Metrics& test, const Metrics& valid,
-                         int64_t steps, bool synthetic) {
+                         int64_t steps, int64_t evaluated_step, bool synthetic) {
   nlohmann::json out;
   out["experiment"] = experiment;
   out["steps"] = steps;
+  out["evaluated_step"] = evaluated_step;
   out["synthetic"] = synthetic;
   out["test"] = nlohmann::json::object();
   out["valid"] = nlohmann::json::object();
@@ -153,19 +154,9 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   }
 
   Engine& engine = experiment.engine();
-  int64_t start = 0;
-  if (options.resume) {
-    std::string loaded;
-    start = checkpoints.load(engine, &loaded);
-    spdlog::info("resumed from {} at global step {}", loaded, start);
-  }
-  // Rank 0 only: the metrics files and the progress.
+  // Rank 0 only: the metrics files and the progress (made once the start step is known).
   std::optional<io::MetricsWriter> metrics;
   std::optional<Progress> progress;
-  if (main) {
-    metrics.emplace(out.string(), options.resume ? start : -1);
-    progress.emplace(config.engine.train_iters, start, terminal, config.engine.log_step);
-  }
 
   // Validation (and early stopping) sees only the validation set held out of the training data;
   // the test set is evaluated once, after training. The engine calls it on rank 0 only. An
@@ -195,6 +186,18 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
           return m;
         },
         valid_headline);
+  }
+  // NOTE: after the validation hook is set: loading a state initializes the engine, which
+  // checks that early stopping has its hook.
+  int64_t start = 0;
+  if (options.resume) {
+    std::string loaded;
+    start = checkpoints.load(engine, &loaded);
+    spdlog::info("resumed from {} at global step {}", loaded, start);
+  }
+  if (main) {
+    metrics.emplace(out.string(), options.resume ? start : -1);
+    progress.emplace(config.engine.train_iters, start, terminal, config.engine.log_step);
   }
   g_interrupted = false;
   bool stopped = false;
@@ -283,11 +286,20 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     restore_logging();
     return result;
   }
+  // The final state is saved (above): a resumed run goes on from the last step, and the
+  // evaluation below sees the best validation's parameters when asked to.
+  result.evaluated_step = result.steps;
+  if (const int64_t best = engine.restore_best(); best >= 0) {
+    result.evaluated_step = best;
+    spdlog::info("evaluating the parameters of global step {}, the best validation ({} {})", best,
+                 config.engine.early_stopping.metric, format_metric(*engine.best_metric()));
+  }
   if (!no_validation) result.valid = experiment.evaluate(run::EvalSet::kValid);
   result.test = experiment.evaluate(run::EvalSet::kTest);
   metrics->write(result.steps, "test", result.test);
-  write_file(out / "results.json", results_json(config.experiment, result.test, result.valid,
-                                                result.steps, experiment.synthetic()));
+  write_file(out / "results.json",
+             results_json(config.experiment, result.test, result.valid, result.steps,
+                          result.evaluated_step, experiment.synthetic()));
   std::cout << experiment.report(result.test, result.valid) << "results in " << out.string()
             << "\n";
   const std::string valid =

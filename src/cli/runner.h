@@ -35,6 +35,9 @@ struct RunResult {
   Metrics valid;             ///< final validation metrics, "valid/..." (empty when interrupted)
   int64_t steps = 0;         ///< global steps done
   bool interrupted = false;  ///< stopped by Ctrl-C or `stop_at` (state saved)
+  /// The global step whose parameters the final metrics are of: the best validation's under
+  /// `engine.early_stopping.restore_best`, else `steps`.
+  int64_t evaluated_step = 0;
   std::string out_dir;
 };
 

@@ -1,5 +1,6 @@
 #include <mlo/core/engine.h>
 
+#include "best_state.h"
 #include "schedule.h"
 
 #include <mlo/base/archive.h>
@@ -279,6 +280,11 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
   archive.write("world_size", c10::IValue(static_cast<int64_t>(world_size())));
   archive.write("partial_window", c10::IValue(partial_window()));
   archive.write("strategy", c10::IValue(std::string(dist::to_string(config_.strategy()))));
+  if (best_state_) {
+    torch::serialize::OutputArchive best;
+    best_state_->save(best);
+    archive.write("best_state", best);
+  }
   for (const auto& problem : problems_) {
     torch::serialize::OutputArchive sub;
     problem->state_dict(sub);
@@ -308,6 +314,12 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   best_metric_ = has_best ? std::optional<double>(best) : std::nullopt;
   validations_without_improvement_ = mlo::archive::read_int(archive, "without_improvement", owner);
   check_resumable(archive);
+  best_state_.reset();
+  torch::serialize::InputArchive best_state;
+  if (archive.try_read("best_state", best_state)) {
+    best_state_ = std::make_unique<detail::BestState>();
+    best_state_->load(best_state, problems_);
+  }
   for (const auto& problem : problems_) {
     torch::serialize::InputArchive sub;
     MLO_CHECK(archive.try_read("problem." + problem->name(), sub), "engine state: no state for ",
@@ -336,6 +348,10 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
       throw Error("engine state: problem '" + node->problem->name() + "': " + e.what());
     }
   }
+}
+
+int64_t Engine::restore_best() {
+  return best_state_ && best_state_->restore(problems_) ? best_state_->step() : -1;
 }
 
 void Engine::validate_and_maybe_stop() {
@@ -367,6 +383,10 @@ void Engine::validate_and_maybe_stop() {
   if (improved) {
     best_metric_ = value;
     validations_without_improvement_ = 0;
+    if (rule->restore_best()) {
+      if (!best_state_) best_state_ = std::make_unique<detail::BestState>();
+      best_state_->capture(problems_, global_step_);
+    }
     return;
   }
   if (++validations_without_improvement_ >= rule->tolerance()) {

@@ -231,7 +231,8 @@ EngineConfig make_engine_config(const EngineSettings& settings) {
                               .metric(e.metric)
                               .mode(from_string<Mode>(e.mode, "engine.early_stopping.mode"))
                               .tolerance(e.tolerance)
-                              .min_delta(e.min_delta));
+                              .min_delta(e.min_delta)
+                              .restore_best(e.restore_best));
   }
   return config;
 }

@@ -83,6 +83,7 @@ inline void visit(Fields& v, run::EngineSettings& c) {
     s("mode", c.early_stopping.mode, one_of(enum_names<Mode>()));
     s("tolerance", c.early_stopping.tolerance, at_least(1));
     s("min_delta", c.early_stopping.min_delta, non_negative());
+    s("restore_best", c.early_stopping.restore_best);
   });
   v.enumeration("strategy", c.strategy);
   v.enumeration("backend", c.backend);

@@ -10,7 +10,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -209,6 +212,65 @@ TEST_CASE("Run: validation rows come from the validation split; the test set onl
   CHECK_THAT(results, Catch::Matchers::Contains("\"valid\":{\"valid/acc\":"));
   CHECK(result.test.count("balanced_acc") == 1);
   CHECK(result.valid.count("valid/balanced_acc") == 1);
+}
+
+TEST_CASE("Run: restore_best evaluates the best validation's parameters, also after a resume",
+          "[cli][valid][resume]") {
+  // Validation every 2 steps on valid/loss (min); the final validation and the test set then
+  // see the parameters of the best of them, and the final validation metrics equal that
+  // validation's row bit for bit.
+  const std::vector<std::string> overrides = {
+      "engine.valid_step=2", "engine.early_stopping.enabled=true",
+      "engine.early_stopping.tolerance=100", "engine.early_stopping.metric=valid/loss",
+      "engine.early_stopping.mode=min", "problems.classifier.optimizer.lr=0.5"};
+  auto rows = [](const fs::path& dir) {  // step -> validation metrics, from metrics.jsonl
+    std::map<int64_t, std::map<std::string, double>> out;
+    std::stringstream lines(read(dir / "metrics.jsonl"));
+    std::string line;
+    while (std::getline(lines, line)) {
+      const auto row = nlohmann::json::parse(line);
+      if (row["source"] != "validation") continue;
+      for (const auto& [key, value] : row.items()) {
+        if (key.rfind("valid/", 0) == 0) out[row["step"].get<int64_t>()][key] = value.get<double>();
+      }
+    }
+    return out;
+  };
+  mlo::cli::RunOptions options;
+  options.progress = false;
+  const auto dir = scratch("best");
+  options.out_dir = dir.string();
+  const auto config = mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides);
+  const auto result = mlo::cli::run_experiment(config, options);
+  REQUIRE(result.steps == 12);
+  const auto validations = rows(dir);
+  REQUIRE(validations.size() == 6);
+  int64_t best = -1;
+  for (const auto& [step, m] : validations) {
+    if (best < 0 || m.at("valid/loss") < validations.at(best).at("valid/loss")) best = step;
+  }
+  INFO("best validation at step " << best);
+  REQUIRE(best < 12);  // (else the test could not tell the best from the last)
+  CHECK(result.evaluated_step == best);
+  for (const auto& [name, value] : validations.at(best)) {
+    INFO(name);
+    CHECK(result.valid.at(name) == value);
+  }
+  CHECK(nlohmann::json::parse(read(dir / "results.json"))["evaluated_step"] == best);
+
+  // Stopped after step 7 and resumed: the best state was saved with the rest.
+  const auto part_dir = scratch("best_part");
+  options.out_dir = part_dir.string();
+  options.stop_at = 7;
+  REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
+  options.stop_at = 0;
+  options.resume = true;
+  const auto resumed = mlo::cli::run_experiment(config, options);
+  CHECK(resumed.evaluated_step == best);
+  for (const auto& [name, value] : result.test) {
+    INFO("test metric " << name);
+    CHECK(resumed.test.at(name) == value);
+  }
 }
 
 TEST_CASE("Experiment: its problems are freed with it", "[cli][run]") {

@@ -262,6 +262,72 @@ TEST_CASE("Engine: a problem's log line holds its headline metrics, in their ord
   CHECK(p->metrics().size() == 15);
 }
 
+TEST_CASE("Engine: restore_best puts back the best validation's parameters, also after a resume",
+          "[core][engine]") {
+  // Validations at steps 1..4 read 1, 3, 2, 2.5 (max): the best is step 2's.
+  const std::vector<double> values = {1, 3, 2, 2.5};
+  auto params_of = [](const mlo::Problem& p) {
+    std::vector<torch::Tensor> out;
+    for (const auto& t : p.module().parameters()) out.push_back(t.detach().clone());
+    return out;
+  };
+  auto equal = [](const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!torch::equal(a[i], b[i])) return false;
+    }
+    return true;
+  };
+  auto rule = [](bool restore) {
+    return mlo::EarlyStopping().metric("acc").mode(mlo::Mode::kMax).tolerance(10).restore_best(
+        restore);
+  };
+  auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
+  size_t calls = 0;
+  std::vector<std::vector<torch::Tensor>> at_step{{}};
+  mlo::Engine engine(mlo::EngineConfig().train_iters(4).valid_step(1).early_stopping(rule(true)));
+  engine.add(p).validation([&] { return mlo::Metrics{{"acc", values.at(calls++)}}; });
+  engine.on_step([&](int64_t) {
+    at_step.push_back(params_of(*p));
+    return true;
+  });
+  engine.run();
+  REQUIRE(at_step.size() == 5);
+  REQUIRE_FALSE(equal(at_step[2], at_step[4]));  // training moved on after the best
+  const auto last = params_of(*p);
+  torch::serialize::OutputArchive archive;
+  engine.state_dict(archive);
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+
+  CHECK(engine.restore_best() == 2);
+  CHECK(equal(params_of(*p), at_step[2]));
+  CHECK(engine.global_step() == 4);  // only the parameters go back
+
+  // The saved state (taken after training, before the restore) resumes at step 4 with the last
+  // parameters and still restores step 2's.
+  auto q = mlo_test::toy("p", ProblemConfig(), nullptr);
+  mlo::Engine resumed(mlo::EngineConfig().train_iters(4).valid_step(1).early_stopping(rule(true)));
+  resumed.add(q).validation([] { return mlo::Metrics{{"acc", 0.0}}; });
+  std::istringstream in(bytes.str());
+  torch::serialize::InputArchive loaded;
+  loaded.load_from(in);
+  resumed.load_state_dict(loaded);
+  CHECK(equal(params_of(*q), last));
+  CHECK(resumed.restore_best() == 2);
+  CHECK(equal(params_of(*q), at_step[2]));
+
+  // Without restore_best nothing is kept and nothing changes.
+  auto r = mlo_test::toy("p", ProblemConfig(), nullptr);
+  calls = 0;
+  mlo::Engine plain(mlo::EngineConfig().train_iters(4).valid_step(1).early_stopping(rule(false)));
+  plain.add(r).validation([&] { return mlo::Metrics{{"acc", values.at(calls++)}}; });
+  plain.run();
+  const auto before = params_of(*r);
+  CHECK(plain.restore_best() == -1);
+  CHECK(equal(params_of(*r), before));
+}
+
 TEST_CASE("Engine: the validation line holds the named metrics and the early-stopping one",
           "[core][engine]") {
   auto p = mlo_test::toy("inner", ProblemConfig(), nullptr);

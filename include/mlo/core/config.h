@@ -106,6 +106,10 @@ struct EarlyStopping {
   TORCH_ARG(int64_t, tolerance) = 5;
   /// Smallest change that counts as an improvement.
   TORCH_ARG(double, min_delta) = 0.0;
+  /// Keep a host copy of every problem's parameters and buffers at each improvement (also in
+  /// saved states), for `Engine::restore_best` once training is over: what follows (the test
+  /// evaluation) then sees the validation-chosen model rather than the last one.
+  TORCH_ARG(bool, restore_best) = false;
 };
 
 /// Engine configuration. Example: `EngineConfig().train_iters(2000).valid_step(100)`.

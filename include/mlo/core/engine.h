@@ -18,6 +18,7 @@
 namespace mlo {
 
 namespace detail {
+class BestState;
 class Schedule;
 struct ScheduleNode;
 }  // namespace detail
@@ -98,6 +99,11 @@ class Engine {
   const Metrics& last_validation() const { return last_validation_; }
   /// The best value of the early-stopping metric seen so far.
   std::optional<double> best_metric() const { return best_metric_; }
+  /// With `EarlyStopping::restore_best`: puts back every problem's parameters and buffers of
+  /// the best validation and returns its global step; -1 (and nothing changes) when there is
+  /// none (no validation yet, or restore_best off). Call it after training and after saving
+  /// the final state (a resumed run continues from the last step, not the best).
+  int64_t restore_best();
   const EngineConfig& config() const { return config_; }
   /// Writes the engine's counters and early-stopping state, and every problem's state under its
   /// name, to `archive`.
@@ -164,6 +170,7 @@ class Engine {
   Metrics last_validation_;
   std::optional<double> best_metric_;
   int64_t validations_without_improvement_ = 0;
+  std::unique_ptr<detail::BestState> best_state_;  // with restore_best
   std::unique_ptr<memory::MemoryMeter> meter_;
   std::map<const Problem*, std::shared_ptr<const memory::LazyPlan>> checkpoint_plans_;
   int64_t last_step_peak_ = 0;

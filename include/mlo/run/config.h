@@ -88,6 +88,8 @@ struct EarlyStoppingConfig {
   std::string mode = "min";  ///< min | max
   int64_t tolerance = 5;
   double min_delta = 0.0;
+  /// Evaluate the test set with the parameters of the best validation (EarlyStopping::restore_best).
+  bool restore_best = true;
 };
 
 /// `engine:` the schedule of the whole run.
