@@ -126,6 +126,12 @@ std::string ReweightingExperiment::describe() const {
         << (settings_.reweighting.freeze_weight_inputs ? ", frozen weight inputs" : "") << ")";
   } else if (settings_.reweighting.method == "l2rw") {
     out << ", Learning to Reweight (no weight net)";
+  } else if (settings_.reweighting.method == "class_balanced") {
+    out << ", class-balanced cross-entropy (beta " << settings_.reweighting.class_balanced_beta
+        << (settings_.reweighting.normalize_weights ? ", normalized" : ", unnormalized") << ")";
+  } else if (settings_.reweighting.method == "logit_adjusted") {
+    out << ", logit-adjusted cross-entropy (tau " << settings_.reweighting.logit_adjustment_tau
+        << ")";
   } else {
     out << ", no reweighter (baseline)";
   }

@@ -12,6 +12,7 @@
 #include <mlo/run/sharding.h>
 
 #include "problems/reweighting/class_mwn.h"
+#include "problems/reweighting/class_priors.h"
 
 #include <spdlog/spdlog.h>
 #include <torch/nn/functional/loss.h>
@@ -141,6 +142,20 @@ void ReweightingExperiment::build_problems() {
     return;
   }
 
+  if (method == "class_balanced") {
+    classifier_->weighting(
+        ClassWeightOptions(
+            class_balanced_weights(train_counts_, settings_.reweighting.class_balanced_beta))
+            .normalize(settings_.reweighting.normalize_weights));
+    run::add_problems(*engine_, config_, {classifier_});
+    return;
+  }
+  if (method == "logit_adjusted") {
+    classifier_->weighting(LogitAdjustmentOptions(log_class_prior(train_counts_))
+                               .tau(settings_.reweighting.logit_adjustment_tau));
+    run::add_problems(*engine_, config_, {classifier_});
+    return;
+  }
   const auto found = config_.problems.find("reweighter");
   if (found == config_.problems.end()) {  // the baseline: plain training
     run::add_problems(*engine_, config_, {classifier_});
@@ -174,7 +189,9 @@ void ReweightingExperiment::build_problems() {
   reweighter_->data(meta_stream_);
   classifier_->weighting(WeightNetOptions(reweighter_.get())
                              .normalize(settings_.reweighting.normalize_weights)
-                             .freeze_inputs(settings_.reweighting.freeze_weight_inputs));
+                             .freeze_inputs(settings_.reweighting.freeze_weight_inputs)
+                             .max_relative_weight(settings_.reweighting.max_relative_weight)
+                             .weight_floor(settings_.reweighting.weight_floor));
   reweighter_->classifier = classifier_.get();
   run::add_problems(*engine_, config_, {classifier_, reweighter_});
 }

@@ -66,16 +66,28 @@ struct DataConfig {
 /// `reweighting:` settings of the loss.
 struct ReweightingConfig {
   /// mwn (loss -> weight net), class_mwn (loss and class frequency -> weight net; both need a
-  /// `reweighter` problem) or l2rw (Learning to Reweight: no weight net, no reweighter problem).
-  /// Without a reweighter, mwn and class_mwn mean the baseline.
+  /// `reweighter` problem), l2rw (Learning to Reweight: no weight net, no reweighter problem),
+  /// or a one-level long-tail baseline without a reweighter problem: class_balanced
+  /// (class-balanced cross-entropy) or logit_adjusted (logit adjustment; class_priors.h).
+  /// Without a reweighter, mwn and class_mwn mean the baseline (plain cross-entropy).
   std::string method = "mwn";
   /// Classifier loss sum_i w_i l_i / sum_i w_i (true) or mean_i w_i l_i (false).
   bool normalize_weights = true;
   /// The weight net reads the losses of the classifier's own step, also inside hypergradients
   /// (WeightNetOptions::freeze_inputs).
   bool freeze_weight_inputs = true;
+  /// mwn, class_mwn: bound on a sample's weight relative to the batch's mean weight
+  /// (WeightNetOptions::max_relative_weight); 0: no bound.
+  double max_relative_weight = 0.0;
+  /// mwn, class_mwn: floor under every weight (WeightNetOptions::weight_floor); 0: none.
+  double weight_floor = 0.0;
   /// l2rw: finite-difference step relative to the meta gradient's norm.
   double l2rw_alpha = 0.01;
+  /// class_balanced: beta of the effective number of samples, in [0, 1]; 1 is inverse class
+  /// frequency.
+  double class_balanced_beta = 0.999;
+  /// logit_adjusted: tau, the scale of the log prior added to the logits in training; >= 0.
+  double logit_adjustment_tau = 1.0;
 };
 
 /// The experiment. Problems: "classifier" (required) and "reweighter" (optional: without it,

@@ -59,11 +59,33 @@ Classifier& Classifier::weighting(Weighting weighting) {
   if (const auto* o = std::get_if<WeightNetOptions>(&weighting)) {
     MLO_CHECK(o->reweighter() != nullptr, "problem '", name(),
               "': WeightNetOptions needs a reweighter, got null");
+    MLO_CHECK(o->max_relative_weight() == 0 || o->max_relative_weight() >= 1, "problem '", name(),
+              "': WeightNetOptions max_relative_weight must be 0 (no bound) or >= 1, got ",
+              o->max_relative_weight());
+    MLO_CHECK(o->weight_floor() >= 0 && o->weight_floor() < 1, "problem '", name(),
+              "': WeightNetOptions weight_floor must be in [0, 1), got ", o->weight_floor());
   } else if (const auto* o = std::get_if<L2rwOptions>(&weighting)) {
     MLO_CHECK(static_cast<bool>(o->meta()), "problem '", name(),
               "': L2rwOptions needs a meta-batch function, got an empty one");
     MLO_CHECK(o->alpha() > 0, "problem '", name(), "': L2rwOptions alpha must be > 0, got ",
               o->alpha());
+  } else if (const auto* o = std::get_if<ClassWeightOptions>(&weighting)) {
+    const at::Tensor& w = o->class_weights();
+    MLO_CHECK(w.defined() && w.dim() == 1 && w.numel() > 0, "problem '", name(),
+              "': ClassWeightOptions needs a vector of class weights");
+    const at::Tensor d = w.detach().to(at::kDouble);
+    MLO_CHECK(d.isfinite().all().item<bool>() && d.ge(0).all().item<bool>() &&
+                  d.sum().item<double>() > 0,
+              "problem '", name(),
+              "': ClassWeightOptions class weights must be finite, >= 0 and not all 0, got ",
+              d);
+  } else if (const auto* o = std::get_if<LogitAdjustmentOptions>(&weighting)) {
+    const at::Tensor& p = o->log_prior();
+    MLO_CHECK(p.defined() && p.dim() == 1 && p.numel() > 0 &&
+                  p.detach().isfinite().all().item<bool>(),
+              "problem '", name(), "': LogitAdjustmentOptions needs a finite vector log prior");
+    MLO_CHECK(o->tau() >= 0 && std::isfinite(o->tau()), "problem '", name(),
+              "': LogitAdjustmentOptions tau must be >= 0, got ", o->tau());
   }
   weighting_ = std::move(weighting);
   return *this;
@@ -133,7 +155,13 @@ void Classifier::record_weights(const at::Tensor& weights, const at::Tensor& tar
   log_metric("weight_mean", mean);
   log_metric("weight_std", d.numel() > 1 ? d.std().item<double>() : 0.0);
   log_metric("weight_min", d.min().item<double>());
-  log_metric("weight_max", d.max().item<double>());
+  const double max = d.max().item<double>();
+  log_metric("weight_max", max);
+  const double sum_sq = d.pow(2).sum().item<double>();
+  if (mean > 0) log_metric("weight_peak", max / mean);
+  if (sum_sq > 0) {
+    log_metric("weight_ess", mean * mean * static_cast<double>(d.numel()) / sum_sq);
+  }
   if (num_classes <= 0 || !(mean > 0)) return;
   const at::Tensor sums = torch::zeros({num_classes}, d.options()).index_add_(0, target, d);
   const at::Tensor counts =
@@ -147,7 +175,39 @@ void Classifier::record_weights(const at::Tensor& weights, const at::Tensor& tar
 at::Tensor Classifier::training_step(const Batch& batch) {
   if (const auto* o = std::get_if<WeightNetOptions>(&weighting_)) return weight_net_loss(batch, *o);
   if (const auto* o = std::get_if<L2rwOptions>(&weighting_)) return l2rw_loss(batch, *o);
+  if (const auto* o = std::get_if<ClassWeightOptions>(&weighting_)) {
+    return class_weight_loss(batch, *o);
+  }
+  if (const auto* o = std::get_if<LogitAdjustmentOptions>(&weighting_)) {
+    return logit_adjusted_loss(batch, *o);
+  }
   return plain_loss(batch);
+}
+
+at::Tensor Classifier::class_weight_loss(const Batch& batch, const ClassWeightOptions& options) {
+  const at::Tensor out = logits(batch.data);
+  const at::Tensor losses = per_sample_cross_entropy(out, batch.target);
+  MLO_CHECK(out.size(1) == options.class_weights().size(0), "problem '", name(), "': ",
+            options.class_weights().size(0), " class weights for ", out.size(1), " logits");
+  log_metric("acc", accuracy(out.detach(), batch.target));
+  const at::Tensor w = options.class_weights()
+                           .to(losses.device(), losses.scalar_type())
+                           .index_select(0, batch.target);
+  record_weights(w, batch.target);
+  if (options.normalize()) return (w * losses).sum() / w.sum().clamp_min(1e-12);
+  return (w * losses).mean();
+}
+
+at::Tensor Classifier::logit_adjusted_loss(const Batch& batch,
+                                           const LogitAdjustmentOptions& options) {
+  const at::Tensor out = logits(batch.data);
+  MLO_CHECK(out.size(1) == options.log_prior().size(0), "problem '", name(), "': a log prior of ",
+            options.log_prior().size(0), " classes for ", out.size(1), " logits");
+  log_metric("acc", accuracy(out.detach(), batch.target));
+  const at::Tensor wide = widened(out);
+  const at::Tensor shift =
+      options.log_prior().to(wide.device(), wide.scalar_type()) * options.tau();
+  return per_sample_cross_entropy(wide + shift, batch.target).mean();
 }
 
 at::Tensor Classifier::plain_loss(const Batch& batch) {
@@ -180,6 +240,11 @@ at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options)
 
 at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOptions& options) {
   Reweighter& reweighter = *options.reweighter();
+  auto bounded = [&](at::Tensor w) {
+    if (options.weight_floor() > 0) w = options.weight_floor() + (1 - options.weight_floor()) * w;
+    if (options.max_relative_weight() <= 0) return w;
+    return torch::minimum(w, w.mean().detach() * options.max_relative_weight());
+  };
   auto weighted = [&](const at::Tensor& w, const at::Tensor& losses) {
     if (options.normalize()) return (w * losses).sum() / w.sum().clamp_min(1e-12);
     return (w * losses).mean();
@@ -196,14 +261,19 @@ at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOption
       torch::NoGradGuard no_grad;
       losses = per_sample_cross_entropy(logits(batch.data), batch.target);
     }
-    return weighted(reweighter.weights(frozen_losses(batch), batch.target), losses);
+    return weighted(bounded(reweighter.weights(frozen_losses(batch), batch.target)), losses);
   }
   const at::Tensor out = logits(batch.data);
   const at::Tensor losses = per_sample_cross_entropy(out, batch.target);
   log_metric("acc", accuracy(out.detach(), batch.target));
-  const at::Tensor w =
+  const at::Tensor raw =
       reweighter.weights(weight_inputs(batch, losses, options.freeze_inputs()), batch.target);
+  const at::Tensor w = bounded(raw);
   record_weights(w, batch.target);
+  // (of the net's own output, before a floor or a bound)
+  log_metric("weight_saturated",
+             raw.detach().lt(0.01).logical_or(raw.detach().gt(0.99)).to(at::kDouble).mean()
+                 .item<double>());
   return weighted(w, losses);
 }
 

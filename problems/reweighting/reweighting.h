@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Data reweighting (bilevel), three methods (`reweighting.method` in YAML):
+/// Data reweighting (bilevel), three methods (`reweighting.method` in YAML), and two one-level
+/// baselines (class_balanced, logit_adjusted; class_priors.h):
 ///
 ///   lower (Classifier):  min_w  sum_i w_i l_i(w) / Z        l_i = per-sample cross-entropy
 ///   upper (Reweighter):  min_phi  CE(meta set; w*(phi))     phi = the weight net's parameters
@@ -12,9 +13,11 @@
 ///   classifier computes its weights from a one-step look-ahead on a meta batch
 ///   (problems/reweighting/l2rw.h).
 ///
-/// The classifier's weighting is one of three options structs (`Weighting`): `PlainOptions`
-/// (the baseline, the plain mean loss), `WeightNetOptions` (mwn, class_mwn: the reweighter's
-/// weights) or `L2rwOptions` (l2rw: the meta batches and the look-ahead's step).
+/// The classifier's weighting is one options struct (`Weighting`): `PlainOptions` (the
+/// baseline, the plain mean loss), `WeightNetOptions` (mwn, class_mwn: the reweighter's
+/// weights), `L2rwOptions` (l2rw: the meta batches and the look-ahead's step), or one of the two
+/// one-level long-tail baselines (class_priors.h): `ClassWeightOptions` (class-balanced
+/// cross-entropy) and `LogitAdjustmentOptions` (logit adjustment).
 ///
 /// The weight net's input is the *detached* per-sample loss: the classifier's gradient is the
 /// weighted gradient, and phi enters the lower loss only through the weights. With
@@ -63,9 +66,49 @@ struct WeightNetOptions {
   /// comment); false re-reads the losses at whatever weights the loss is evaluated (DARTS then
   /// also differentiates through the weight net's input: l_i d^2 w_i/(dphi dl) (grad l_i . v)).
   TORCH_ARG(bool, freeze_inputs) = true;
+  /// Bound on a sample's weight relative to the batch's mean weight: w_i <- min(w_i, R mean_j w_j)
+  /// with the mean held constant (a bounded sample passes no gradient to the weight net). Under
+  /// normalization w_i / mean_j w_j is the sample's step relative to uniform weights, so R
+  /// bounds the largest per-sample step. 0: no bound; otherwise >= 1.
+  TORCH_ARG(double, max_relative_weight) = 0.0;
+  /// Floor under every weight: w_i <- f + (1 - f) w_i for a weight net's w_i in (0, 1), so the
+  /// largest weight is at most 1/f times the smallest (under normalization, max_i w_i / mean_j w_j
+  /// <= 1/f) while every sample keeps a gradient to the weight net. In [0, 1); 0: no floor.
+  TORCH_ARG(double, weight_floor) = 0.0;
 
  private:
   Reweighter* reweighter_;
+};
+
+/// Fixed weights by class: w_i = c_{y_i} (class-balanced cross-entropy; the weights come from
+/// `class_balanced_weights`, class_priors.h). No weight net and no upper problem.
+///
+/// ```
+/// classifier->weighting(ClassWeightOptions(class_balanced_weights(counts, 0.999)));
+/// ```
+struct ClassWeightOptions {
+  /// `class_weights`: [C], finite, >= 0, with a positive sum.
+  explicit ClassWeightOptions(at::Tensor class_weights)
+      : class_weights_(std::move(class_weights)) {}
+  /// The weight of each class.
+  TORCH_ARG(at::Tensor, class_weights);
+  /// As `WeightNetOptions::normalize`: sum_i w_i l_i / sum_i w_i (true) or mean_i w_i l_i.
+  TORCH_ARG(bool, normalize) = true;
+};
+
+/// Logit adjustment (class_priors.h): the loss is the mean of CE(f(x_i) + tau log pi, y_i), and
+/// the classifier's logits (its predictions) stay f(x). No weight net and no upper problem.
+///
+/// ```
+/// classifier->weighting(LogitAdjustmentOptions(log_class_prior(counts)).tau(1.0));
+/// ```
+struct LogitAdjustmentOptions {
+  /// `log_prior`: [C], finite (log_class_prior).
+  explicit LogitAdjustmentOptions(at::Tensor log_prior) : log_prior_(std::move(log_prior)) {}
+  /// log pi_c of each class.
+  TORCH_ARG(at::Tensor, log_prior);
+  /// The adjustment's scale; >= 0 (0: plain cross-entropy).
+  TORCH_ARG(double, tau) = 1.0;
 };
 
 /// Learning to Reweight (l2rw.h): no weight net and no upper problem; every call of the loss
@@ -84,14 +127,18 @@ struct L2rwOptions {
   TORCH_ARG(double, alpha) = 0.01;
 };
 
-/// How the classifier weights its samples: exactly one of the three modes.
-using Weighting = std::variant<PlainOptions, WeightNetOptions, L2rwOptions>;
+/// How the classifier weights its samples: exactly one of the modes.
+using Weighting = std::variant<PlainOptions, WeightNetOptions, L2rwOptions, ClassWeightOptions,
+                               LogitAdjustmentOptions>;
 
 /// Lower level: a classifier whose module is an `mlo::nn::Chain` producing logits.
 class Classifier : public Problem {
  public:
   /// A classifier named `name` weighting its samples by `weighting` (throws `mlo::Error` for a
-  /// null reweighter, an empty meta-batch function or alpha <= 0).
+  /// null reweighter, a max_relative_weight in (0, 1) or negative, a weight_floor outside [0, 1),
+  /// an empty meta-batch function, alpha <= 0, class weights that are not a
+  /// finite non-negative vector with a positive sum, a log prior that is not a finite vector or
+  /// tau < 0).
   explicit Classifier(std::string name, ProblemConfig config = ProblemConfig(),
                       Weighting weighting = PlainOptions());
   /// Replaces the weighting, checked as in the constructor; e.g. once the reweighter exists (it
@@ -102,9 +149,13 @@ class Classifier : public Problem {
   /// Number of classes, for the per-class weight metrics ("wclass/<k>"; 0: none).
   int64_t num_classes = 0;
   /// The weighted mean of per-sample cross-entropy (see `Weighting`); records "acc" and, with
-  /// weights, "weight_mean", "weight_std", "weight_min", "weight_max" and "wclass/<k>", the mean
-  /// weight of the batch's class-k samples divided by the batch mean weight (1 = no preference;
-  /// only classes in the batch).
+  /// weights, "weight_mean", "weight_std", "weight_min", "weight_max", "weight_peak" (max / mean:
+  /// under normalized weights the largest per-sample step relative to uniform weights),
+  /// "weight_ess" ((sum w)^2 / (N sum w^2), the effective sample size as a fraction of the
+  /// batch), "wclass/<k>", the mean weight of the batch's class-k samples divided by the batch
+  /// mean weight (1 = no preference; only classes in the batch), and, with a weight net,
+  /// "weight_saturated" (the fraction of the net's own outputs, before a floor or a bound,
+  /// below 0.01 or above 0.99, where its sigmoid passes less than 4% of its largest gradient).
   at::Tensor training_step(const Batch& batch) override;
   /// The default headline metrics and "weight_std" (the spread of the batch's weights).
   std::vector<std::string> headline_metrics() const override;
@@ -120,6 +171,8 @@ class Classifier : public Problem {
   at::Tensor plain_loss(const Batch& batch);
   at::Tensor weight_net_loss(const Batch& batch, const WeightNetOptions& options);
   at::Tensor l2rw_loss(const Batch& batch, const L2rwOptions& options);
+  at::Tensor class_weight_loss(const Batch& batch, const ClassWeightOptions& options);
+  at::Tensor logit_adjusted_loss(const Batch& batch, const LogitAdjustmentOptions& options);
   // The frozen weight-net input of `batch` if it is one of the latest window's (else undefined).
   at::Tensor frozen_losses(const Batch& batch) const;
   at::Tensor weight_inputs(const Batch& batch, const at::Tensor& losses, bool freeze);

@@ -15,7 +15,8 @@ namespace problems {
 namespace reweighting {
 
 const std::vector<std::string>& method_names() {
-  static const std::vector<std::string> names{"mwn", "class_mwn", "l2rw"};
+  static const std::vector<std::string> names{"mwn", "class_mwn", "l2rw", "class_balanced",
+                                              "logit_adjusted"};
   return names;
 }
 
@@ -52,6 +53,22 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
     s("freeze_weight_inputs", reweighting.freeze_weight_inputs);
     s("l2rw_alpha", reweighting.l2rw_alpha, [](const double& x) {
       return x > 0 ? std::string() : "must be > 0, got " + std::to_string(x);
+    });
+    s("max_relative_weight", reweighting.max_relative_weight, [](const double& x) {
+      return x == 0 || x >= 1 ? std::string()
+                              : "must be 0 (no bound) or >= 1, got " + std::to_string(x);
+    });
+    s("weight_floor", reweighting.weight_floor, [](const double& x) {
+      return x >= 0 && x < 1 ? std::string() : "must be in [0, 1) (0 = none), got " + std::to_string(x);
+    });
+    s("class_balanced_beta", reweighting.class_balanced_beta, [](const double& x) {
+      return x >= 0 && x <= 1 ? std::string()
+                              : "must be in [0, 1] (1 = inverse class frequency), got " +
+                                    std::to_string(x);
+    });
+    s("logit_adjustment_tau", reweighting.logit_adjustment_tau, [](const double& x) {
+      return x >= 0 ? std::string() : "must be >= 0 (0 = plain cross-entropy), got " +
+                                          std::to_string(x);
     });
   });
 }
@@ -120,9 +137,14 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
     }
   }
   const bool has_reweighter = c.problems.count("reweighter") > 0;
-  if (reweighting.method == "l2rw" && has_reweighter) {
-    c.fail("reweighting.method",
-           "l2rw (Learning to Reweight) has no weight net: remove problems.reweighter");
+  for (const auto& [method, what] :
+       {std::pair<const char*, const char*>{"l2rw", "l2rw (Learning to Reweight)"},
+        {"class_balanced", "class_balanced (class-balanced cross-entropy, one level)"},
+        {"logit_adjusted", "logit_adjusted (logit adjustment, one level)"}}) {
+    if (reweighting.method == method && has_reweighter) {
+      c.fail("reweighting.method",
+             std::string(what) + " has no weight net: remove problems.reweighter");
+    }
   }
   if (reweighting.method == "class_mwn" && !has_reweighter) {
     c.fail("reweighting.method", "class_mwn needs a 'reweighter' problem (its weight net)");

@@ -113,6 +113,58 @@ TEST_CASE("Classifier: each weighting's loss in closed form", "[problems][reweig
   CHECK(p.classifier->metrics().at("acc") == Approx(1.0 / 3).epsilon(1e-7));
 }
 
+TEST_CASE("Classifier: bounded relative weights, a weight floor and the weight net's saturation",
+          "[problems][reweighting]") {
+  // w = sigmoid(l) = (0.578, 0.667, 0.894), mean 0.713: R = 1.1 bounds the third weight at
+  // 1.1 * mean, computed before the bound.
+  const auto l = closed_form_losses();
+  const std::vector<double> w = {sigmoid(l[0]), sigmoid(l[1]), sigmoid(l[2])};
+  const double bound = 1.1 * (w[0] + w[1] + w[2]) / 3;
+  REQUIRE(w[2] > bound);
+  REQUIRE(w[1] < bound);
+  auto p = make_pair(mlo::ProblemConfig(), 0.0);
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).max_relative_weight(1.1));
+  const at::Tensor loss = p.classifier->training_step(batch());
+  const double want = (w[0] * l[0] + w[1] * l[1] + bound * l[2]) / (w[0] + w[1] + bound);
+  CHECK(loss.item<double>() == Approx(want).epsilon(1e-14));
+  const auto& m = p.classifier->metrics();
+  CHECK(m.at("weight_max") == Approx(bound).epsilon(1e-14));
+  CHECK(m.at("weight_peak") == Approx(bound / ((w[0] + w[1] + bound) / 3)).epsilon(1e-14));
+  CHECK(m.at("weight_saturated") == 0.0);
+  // The bounded sample passes no gradient to the weight net: d loss / d fc2.bias is
+  // sum_i w_i (1 - w_i) (l_i - loss) / sum w over the two free samples only.
+  loss.backward();
+  const double sum = w[0] + w[1] + bound;
+  double want_grad = 0;
+  for (size_t i = 0; i < 2; ++i) want_grad += w[i] * (1 - w[i]) * (l[i] - want) / sum;
+  // ... and the bound itself, bound = 1.1 mean(w), is held constant.
+  CHECK(p.reweighter->module_as<mlo::nn::MWNImpl>()->fc2->bias.grad().item<double>() ==
+        Approx(want_grad).epsilon(1e-12));
+  // A floor f: w' = f + (1 - f) w, so max / min <= 1 / f.
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5));
+  std::vector<double> floored;
+  for (double x : w) floored.push_back(0.5 + 0.5 * x);
+  CHECK(p.classifier->training_step(batch()).item<double>() ==
+        Approx((floored[0] * l[0] + floored[1] * l[1] + floored[2] * l[2]) /
+               (floored[0] + floored[1] + floored[2]))
+            .epsilon(1e-14));
+  CHECK(p.classifier->metrics().at("weight_min") == Approx(floored[0]).epsilon(1e-14));
+  // A net whose sigmoid sits at 1 (fc2 bias 10: every w > 0.99) is saturated on every sample.
+  {
+    torch::NoGradGuard no_grad;
+    p.reweighter->module_as<mlo::nn::MWNImpl>()->fc2->bias.fill_(10.0);
+  }
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()));
+  p.classifier->training_step(batch());
+  CHECK(p.classifier->metrics().at("weight_saturated") == 1.0);
+  CHECK_THROWS_WITH(
+      p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).max_relative_weight(0.5)),
+      Contains("max_relative_weight must be 0 (no bound) or >= 1, got 0.5"));
+  CHECK_THROWS_WITH(
+      p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).weight_floor(1.0)),
+      Contains("weight_floor must be in [0, 1), got 1"));
+}
+
 TEST_CASE("Classifier: L2RW on a linear softmax model matches its closed form",
           "[problems][reweighting]") {
   // For logits W x + c the per-sample gradient is a_i x_i^T (and a_i for c), a_i = p_i - e_y_i,
