@@ -17,13 +17,15 @@ import subprocess
 import sys
 import tempfile
 
+# (source, metric, title, where the legend goes)
 PANELS = [
-    ("validation", "valid/balanced_acc", "valid balanced acc"),
-    ("validation", "valid/rare3_acc", "valid rarest-3 acc"),
-    ("classifier", "weight_peak", "max w / mean w"),
-    ("classifier", "weight_ess", "effective sample size / N"),
-    ("classifier", "weight_saturated", "weights < 0.01 or > 0.99"),
-    ("reweighter", "meta_grad_norm", "meta-gradient norm"),
+    ("validation", "valid/balanced_acc", "valid balanced acc", "outside below maxrows 2"),
+    ("validation", "valid/rare3_acc", "valid rarest-3 acc", "outside below maxrows 2"),
+    ("classifier", "weight_peak", "max w / mean w", "outside below maxrows 2"),
+    ("classifier", "weight_ess", "effective sample size / N", "outside below maxrows 2"),
+    ("classifier", "weight_saturated", "weight net outputs < 0.01 or > 0.99",
+     "outside below maxrows 2"),
+    ("reweighter", "meta_grad_norm", "meta-gradient norm", "outside below maxrows 2"),
 ]
 
 
@@ -58,16 +60,16 @@ def main(argv):
     data = {label: series(path) for label, path in runs}
     tmp = tempfile.mkdtemp(prefix="mlo-instruments-")
     script = [
-        "set terminal pngcairo size 1500,900 font ',10'",
+        "set terminal pngcairo size 1500,1000 font ',10'",
         f"set output '{png}'",
-        "set multiplot layout 2,3",
-        "set key top left font ',9'",
+        "set multiplot layout 2,3 title \"x: global step; dashed: the classifier's learning-rate "
+        "drops\" font ',11'",
         "set grid",
-        "set xlabel 'step'",
     ]
     drops = sorted({d for _, (_, ds) in data.items() for d in ds})
-    for i, (source, metric, title) in enumerate(PANELS):
+    for i, (source, metric, title, key) in enumerate(PANELS):
         script.append(f"set title '{title}'")
+        script.append(f"set key {key} font ',9'")
         script.append("unset arrow")
         for d in drops:
             script.append(f"set arrow from {d}, graph 0 to {d}, graph 1 nohead dt 2 lw 1.5 lc rgb '#777777'")

@@ -1,53 +1,77 @@
 #!/usr/bin/env bash
-# The multi-seed table of docs/reweighting.md: baseline, Meta-Weight-Net, class-aware MWN and
-# Learning to Reweight on long-tailed Fashion-MNIST with the reference recipe (imbalance 100,
-# balanced meta set of 1000, no augmentation, small CNN, batch 100, SGD 0.05 momentum 0.9 wd 5e-4,
-# LR x0.1 at 60% and 85% of the steps, DARTS with unroll 1; weight nets: Adam, wd 1e-4).
-# Runs one process at a time (nice -n 10), each seed into $OUT/<method>/seed_<s>, keeps seeds
-# that already finished (--resume), and prints the paired comparisons against the baseline.
-#   scripts/reweight_table.sh [SEEDS] [STEPS] [METHODS...]
-#   scripts/reweight_table.sh 0-4 2000                       # the full table
-#   scripts/reweight_table.sh 0-4 2000 baseline class_mwn    # some methods only
+# The long-tail table of docs/reweighting.md: plain cross-entropy, the two one-level baselines
+# (class-balanced, logit-adjusted), Meta-Weight-Net, the class-aware weight net and Learning to
+# Reweight on long-tailed Fashion-MNIST, at several run lengths, on the reference recipe
+# (imbalance 100, balanced meta set of 1000, no augmentation, small CNN with batch norm, batch
+# 100, SGD 0.05 momentum 0.9 wd 5e-4, LR x0.1 at 60% and 85% of the steps, DARTS with unroll 1;
+# weight nets: Adam 1e-3, wd 1e-4). Every method is validated 20 times per run and evaluated with
+# the parameters of its best validation (engine.early_stopping with restore_best, never stopping
+# early). Each run goes to $OUT/<steps>/<method>/seed_<s>; finished seeds are kept (--resume).
+#   scripts/reweight_table.sh [SEEDS] [LENGTHS] [METHODS...]
+#   scripts/reweight_table.sh 0-4 500,2000,5000          # the whole table
+#   JOBS=1 scripts/reweight_table.sh 1 2000 baseline mwn  # some cells, one process at a time
+# Then: scripts/reweight_summary.py $OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${1:-0-4}
-STEPS=${2:-2000}
+LENGTHS=${2:-500,2000,5000}
 shift $(( $# > 2 ? 2 : $# ))
 METHODS=("$@")
-[ ${#METHODS[@]} -eq 0 ] && METHODS=(baseline mwn class_mwn l2rw)
+[ ${#METHODS[@]} -eq 0 ] && METHODS=(baseline class_balanced logit_adjusted mwn class_mwn l2rw)
 MLO=${MLO:-build/mlo}
-OUT=${OUT:-runs/reweight_table_${STEPS}}
-M1=$(( STEPS * 60 / 100 ))
-M2=$(( STEPS * 85 / 100 ))
-COMMON=(--no-progress --resume
-  --set engine.train_iters="$STEPS" --set engine.valid_step="$(( STEPS / 4 ))"
-  --set engine.log_step=100 --set engine.save_step=0
-  --set data.meta_size=1000 --set data.augment=false
-  --set "problems.classifier.scheduler.milestones=[$M1,$M2]")
+OUT=${OUT:-runs/reweight_table}
+JOBS=${JOBS:-2}  # runs at a time (each on one thread)
 
-run() {  # run NAME CONFIG [--set ...]
-  local name=$1 config=$2
-  shift 2
-  echo "== $name ($SEEDS, $STEPS steps) -> $OUT/$name"
-  nice -n 10 "$MLO" run "$config" "${COMMON[@]}" "$@" --seeds "$SEEDS" --out "$OUT/$name" \
-    > "$OUT/$name.log" 2>&1
-  cat "$OUT/$name/summary.md"
+run() {  # run STEPS NAME CONFIG [--set ...]
+  local steps=$1 name=$2 config=$3
+  shift 3
+  local out="$OUT/$steps/$name" start
+  mkdir -p "$OUT/$steps"
+  start=$(date +%s)
+  echo "== $name ($SEEDS, $steps steps) -> $out"
+  nice -n 10 "$MLO" run "$config" --no-progress --resume --seeds "$SEEDS" --out "$out" \
+    --set engine.train_iters="$steps" --set engine.valid_step="$(( steps / 20 ))" \
+    --set engine.log_step="$(( steps / 100 ))" --set engine.save_step=0 \
+    --set engine.early_stopping.enabled=true --set engine.early_stopping.tolerance=1000 \
+    --set engine.early_stopping.restore_best=true \
+    --set data.meta_size=1000 --set data.augment=false \
+    --set problems.classifier.model.batch_norm=true \
+    --set "problems.classifier.scheduler.milestones=[$(( steps * 60 / 100 )),$(( steps * 85 / 100 ))]" \
+    "$@" > "$out.log" 2>&1 || { echo "!! $name, $steps steps failed: $out.log" >&2; return 1; }
+  printf '%s\t%s\t%s\n' "$steps" "$name" "$(( $(date +%s) - start ))" >> "$OUT/times.tsv"
 }
 
-mkdir -p "$OUT"
+cell() {  # cell STEPS METHOD
+  case $2 in
+    baseline) run "$1" baseline configs/baseline_lt_fmnist.yaml ;;
+    # The baselines' and the methods' settings are the ones chosen on the validation split
+    # (docs/reweighting.md).
+    class_balanced) run "$1" class_balanced configs/baseline_lt_fmnist.yaml \
+                      --set reweighting.method=class_balanced ;;
+    logit_adjusted) run "$1" logit_adjusted configs/baseline_lt_fmnist.yaml \
+                      --set reweighting.method=logit_adjusted ;;
+    mwn) run "$1" mwn configs/reweight_lt_fmnist.yaml --set reweighting.method=mwn ;;
+    class_mwn) run "$1" class_mwn configs/reweight_lt_fmnist.yaml ;;
+    l2rw) run "$1" l2rw configs/l2rw_lt_fmnist.yaml ;;
+  esac
+}
+
 for method in "${METHODS[@]}"; do
   case $method in
-    baseline) run baseline configs/baseline_lt_fmnist.yaml ;;
-    # The methods' settings are the ones chosen on the validation split (docs/reweighting.md).
-    mwn) run mwn configs/reweight_lt_fmnist.yaml --set reweighting.method=mwn ;;
-    class_mwn) run class_mwn configs/reweight_lt_fmnist.yaml --set reweighting.method=class_mwn ;;
-    l2rw) run l2rw configs/l2rw_lt_fmnist.yaml ;;
-    *) echo "unknown method '$method' (baseline, mwn, class_mwn, l2rw)" >&2; exit 2 ;;
+    baseline|class_balanced|logit_adjusted|mwn|class_mwn|l2rw) ;;
+    *) echo "unknown method '$method' (baseline class_balanced logit_adjusted mwn class_mwn l2rw)" >&2
+       exit 2 ;;
   esac
 done
-for method in "${METHODS[@]}"; do
-  [ "$method" = baseline ] && continue
-  [ -d "$OUT/baseline" ] || break
-  echo "== paired: $method - baseline"
-  "$MLO" compare "$OUT/baseline" "$OUT/$method"
+mkdir -p "$OUT"
+failed=0
+IFS=, read -r -a lengths <<< "$LENGTHS"
+for steps in "${lengths[@]}"; do
+  for method in "${METHODS[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || failed=1; done
+    cell "$steps" "$method" &
+  done
 done
+while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || failed=1; done
+python3 scripts/reweight_summary.py "$OUT"
+exit $failed

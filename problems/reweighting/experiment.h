@@ -79,8 +79,10 @@ struct ReweightingConfig {
   /// mwn, class_mwn: bound on a sample's weight relative to the batch's mean weight
   /// (WeightNetOptions::max_relative_weight); 0: no bound.
   double max_relative_weight = 0.0;
-  /// mwn, class_mwn: floor under every weight (WeightNetOptions::weight_floor); 0: none.
-  double weight_floor = 0.0;
+  /// mwn, class_mwn: floor under every weight (WeightNetOptions::weight_floor); 0: none. 0.1
+  /// keeps the weight nets from sharpening until a few samples train the classifier in long
+  /// runs (chosen on the validation split, docs/reweighting.md, finding 5).
+  double weight_floor = 0.1;
   /// l2rw: finite-difference step relative to the meta gradient's norm.
   double l2rw_alpha = 0.01;
   /// class_balanced: beta of the effective number of samples, in [0, 1]; 1 is inverse class

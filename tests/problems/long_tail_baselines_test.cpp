@@ -4,6 +4,7 @@
 #include "problems/reweighting/class_priors.h"
 #include "problems/reweighting/experiment.h"
 #include "problems/reweighting/reweighting.h"
+#include "support/tiny_reweighting.h"
 
 #include <mlo/mlo.h>
 #include <mlo/nn/chain.h>
@@ -209,4 +210,28 @@ problems:
   CHECK_THROWS_WITH(mlo::run::parse_run_config(with_reweighter, "cb.yaml"),
                     Contains("reweighting.method: class_balanced (class-balanced cross-entropy, "
                              "one level) has no weight net: remove problems.reweighter"));
+}
+
+TEST_CASE("Experiment: the weight nets' floor is 0.1 unless the YAML says otherwise",
+          "[problems][reweighting][run]") {
+  auto floor_of = [](const std::vector<std::string>& overrides) {
+    const auto config =
+        mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides);
+    auto experiment = mlo::run::make_experiment(config);
+    for (const auto& p : experiment->engine().problems()) {
+      if (const auto c = std::dynamic_pointer_cast<rw::Classifier>(p)) {
+        const auto* o = std::get_if<rw::WeightNetOptions>(&c->weighting());
+        REQUIRE(o != nullptr);
+        return o->weight_floor();
+      }
+    }
+    FAIL("no classifier");
+    return -1.0;
+  };
+  CHECK(floor_of({}) == 0.1);
+  CHECK(floor_of({"reweighting.method=class_mwn"}) == 0.1);
+  CHECK(floor_of({"reweighting.weight_floor=0"}) == 0.0);
+  CHECK(floor_of({"reweighting.weight_floor=0.3"}) == 0.3);
+  CHECK_THROWS_WITH(floor_of({"reweighting.weight_floor=1"}),
+                    Contains("reweighting.weight_floor: must be in [0, 1) (0 = none), got 1"));
 }
