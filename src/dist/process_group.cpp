@@ -28,6 +28,7 @@
 #include <torch/version.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <map>
 
@@ -202,6 +203,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const Rendezvous& where,
   impl->backend = options.backend;
   if (where.world_size > 1) {
     check_backend(where, options.backend);
+    // NOTE: a write to the socket of a peer that died raises SIGPIPE, whose default action ends
+    // this process silently (exit 141) before the collective can fail with the error that names
+    // the dead peer (seen in the fault matrix's "rank killed mid-collective"). Ignored, the write
+    // fails with EPIPE and the collective throws.
+    std::signal(SIGPIPE, SIG_IGN);
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(where.master_port);
     store_options.isServer = where.rank == 0;
