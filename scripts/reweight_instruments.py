@@ -56,7 +56,8 @@ def main(argv):
     if len(argv) < 3 or any("=" not in a for a in argv[2:]):
         sys.exit(__doc__)
     png = argv[1]
-    runs = [a.split("=", 1) for a in argv[2:]]
+    # (a label's quote would end gnuplot's string)
+    runs = [[label.replace("'", "`"), path] for label, path in (a.split("=", 1) for a in argv[2:])]
     data = {label: series(path) for label, path in runs}
     tmp = tempfile.mkdtemp(prefix="mlo-instruments-")
     script = [

@@ -78,7 +78,8 @@ def main(root):
             row.append("%.0f s" % seconds if seconds else "")
             print("| " + " | ".join(row) + " |")
     if total:
-        print("\nwall time of the runs above: %.0f s (%.1f h)" % (total, total / 3600))
+        print("\nsum of the methods' times above: %.0f s (%.1f h; runs that ran at once "
+              "overlap, so the wall time is less)" % (total, total / 3600))
 
 
 if __name__ == "__main__":

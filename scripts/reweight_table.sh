@@ -50,7 +50,9 @@ cell() {  # cell STEPS METHOD
                       --set reweighting.method=class_balanced ;;
     logit_adjusted) run "$1" logit_adjusted configs/baseline_lt_fmnist.yaml \
                       --set reweighting.method=logit_adjusted ;;
-    mwn) run "$1" mwn configs/reweight_lt_fmnist.yaml --set reweighting.method=mwn ;;
+    # (the config's weight_floor 0 is class_mwn's; mwn takes the floor chosen for it)
+    mwn) run "$1" mwn configs/reweight_lt_fmnist.yaml --set reweighting.method=mwn \
+           --set reweighting.weight_floor=0.1 ;;
     class_mwn) run "$1" class_mwn configs/reweight_lt_fmnist.yaml ;;
     l2rw) run "$1" l2rw configs/l2rw_lt_fmnist.yaml ;;
   esac
@@ -64,14 +66,17 @@ for method in "${METHODS[@]}"; do
   esac
 done
 mkdir -p "$OUT"
+[ "$JOBS" -ge 1 ] || { echo "JOBS must be >= 1, got $JOBS" >&2; exit 2; }
 failed=0
+pids=()
 IFS=, read -r -a lengths <<< "$LENGTHS"
 for steps in "${lengths[@]}"; do
   for method in "${METHODS[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || failed=1; done
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do sleep 1; done
     cell "$steps" "$method" &
+    pids+=($!)
   done
 done
-while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || failed=1; done
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 python3 scripts/reweight_summary.py "$OUT"
 exit $failed

@@ -29,7 +29,7 @@ at::Tensor class_balanced_weights(const std::vector<int64_t>& counts, double bet
   double total = 0;
   for (size_t c = 0; c < counts.size(); ++c) {
     const auto n = static_cast<double>(counts[c]);
-    // E(n) = (1 - beta^n) / (1 - beta), through expm1/log1p to stay exact for beta near 1.
+    // E(n) = (1 - beta^n) / (1 - beta); -expm1(n log beta) keeps 1 - beta^n exact for beta near 1.
     const double effective = beta >= 1 ? n
                              : beta <= 0 ? 1.0
                                          : -std::expm1(n * std::log(beta)) / (1 - beta);

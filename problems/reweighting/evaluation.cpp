@@ -123,7 +123,12 @@ std::string ReweightingExperiment::describe() const {
     out << ", reweighter: " << settings_.reweighting.method
         << " (hypergradient: " << config_.problems.at("classifier").method
         << (settings_.reweighting.normalize_weights ? ", normalized" : ", unnormalized")
-        << (settings_.reweighting.freeze_weight_inputs ? ", frozen weight inputs" : "") << ")";
+        << (settings_.reweighting.freeze_weight_inputs ? ", frozen weight inputs" : "")
+        << ", weight floor " << settings_.reweighting.weight_floor;
+    if (settings_.reweighting.max_relative_weight > 0) {
+      out << ", weights <= " << settings_.reweighting.max_relative_weight << " x mean";
+    }
+    out << ")";
   } else if (settings_.reweighting.method == "l2rw") {
     out << ", Learning to Reweight (no weight net)";
   } else if (settings_.reweighting.method == "class_balanced") {

@@ -66,10 +66,11 @@ struct WeightNetOptions {
   /// comment); false re-reads the losses at whatever weights the loss is evaluated (DARTS then
   /// also differentiates through the weight net's input: l_i d^2 w_i/(dphi dl) (grad l_i . v)).
   TORCH_ARG(bool, freeze_inputs) = true;
-  /// Bound on a sample's weight relative to the batch's mean weight: w_i <- min(w_i, R mean_j w_j)
-  /// with the mean held constant (a bounded sample passes no gradient to the weight net). Under
-  /// normalization w_i / mean_j w_j is the sample's step relative to uniform weights, so R
-  /// bounds the largest per-sample step. 0: no bound; otherwise >= 1.
+  /// Cap on a sample's weight relative to the batch's mean weight before the cap:
+  /// w_i <- min(w_i, R mean_j w_j), the mean held constant (a capped sample passes no gradient to
+  /// the weight net). Capping lowers the mean, so max w / mean w after the cap can exceed R when
+  /// most weights are small (docs/reweighting.md, finding 5: 12-15 with R = 5); `weight_floor`
+  /// is the bound that holds. 0: no cap; otherwise >= 1.
   TORCH_ARG(double, max_relative_weight) = 0.0;
   /// Floor under every weight: w_i <- f + (1 - f) w_i for a weight net's w_i in (0, 1), so the
   /// largest weight is at most 1/f times the smallest (under normalization, max_i w_i / mean_j w_j

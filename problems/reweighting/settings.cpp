@@ -7,6 +7,7 @@
 #include <mlo/run/builders.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -67,8 +68,9 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
                                     std::to_string(x);
     });
     s("logit_adjustment_tau", reweighting.logit_adjustment_tau, [](const double& x) {
-      return x >= 0 ? std::string() : "must be >= 0 (0 = plain cross-entropy), got " +
-                                          std::to_string(x);
+      return x >= 0 && std::isfinite(x)
+                 ? std::string()
+                 : "must be finite and >= 0 (0 = plain cross-entropy), got " + std::to_string(x);
     });
   });
 }

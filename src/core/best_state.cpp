@@ -68,9 +68,10 @@ void BestState::load(torch::serialize::InputArchive& archive,
     for (size_t i = 0; i < live.size(); ++i) {
       MLO_CHECK(archive.try_read("best." + std::to_string(p) + "." + std::to_string(i), copies[i],
                                  /*is_buffer=*/true) &&
-                    copies[i].sizes() == live[i].sizes(),
+                    copies[i].sizes() == live[i].sizes() &&
+                    copies[i].scalar_type() == live[i].scalar_type(),
                 "engine state: the best validation's tensor ", i, " of problem '",
-                problems[p]->name(), "' is missing or has another shape (saved from a ",
+                problems[p]->name(), "' is missing or has another shape or type (saved from a ",
                 "different model?)");
     }
     tensors_.push_back(std::move(copies));

@@ -52,9 +52,14 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   best_metric_ = has_best ? std::optional<double>(best) : std::nullopt;
   validations_without_improvement_ = mlo::archive::read_int(archive, "without_improvement", owner);
   check_resumable(archive);
+  // A best state is kept only while this run asks for it: a resume with restore_best off (or
+  // without early stopping) neither restores nor keeps the saved one. Only rank 0 validates,
+  // so only it keeps one.
   best_state_.reset();
   torch::serialize::InputArchive best_state;
-  if (archive.try_read("best_state", best_state)) {
+  const bool wanted =
+      config_.early_stopping() && config_.early_stopping()->restore_best() && is_main();
+  if (wanted && archive.try_read("best_state", best_state)) {
     best_state_ = std::make_unique<detail::BestState>();
     best_state_->load(best_state, problems_);
   }
@@ -89,7 +94,8 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
 }
 
 int64_t Engine::restore_best() {
-  return best_state_ && best_state_->restore(problems_) ? best_state_->step() : -1;
+  const bool wanted = config_.early_stopping() && config_.early_stopping()->restore_best();
+  return wanted && best_state_ && best_state_->restore(problems_) ? best_state_->step() : -1;
 }
 
 }  // namespace mlo

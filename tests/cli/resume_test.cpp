@@ -258,7 +258,9 @@ TEST_CASE("Run: restore_best evaluates the best validation's parameters, also af
   }
   CHECK(nlohmann::json::parse(read(dir / "results.json"))["evaluated_step"] == best);
 
-  // Stopped after step 7 and resumed: the best state was saved with the rest.
+  // Stopped after step 7 and resumed: the best state was saved with the rest (the best must come
+  // before the stop, else the resumed run would capture it itself).
+  REQUIRE(best < 7);
   const auto part_dir = scratch("best_part");
   options.out_dir = part_dir.string();
   options.stop_at = 7;

@@ -317,6 +317,17 @@ TEST_CASE("Engine: restore_best puts back the best validation's parameters, also
   CHECK(resumed.restore_best() == 2);
   CHECK(equal(params_of(*q), at_step[2]));
 
+  // The same state resumed with restore_best off neither keeps nor restores the saved best.
+  auto q2 = mlo_test::toy("p", ProblemConfig(), nullptr);
+  mlo::Engine off(mlo::EngineConfig().train_iters(4).valid_step(1).early_stopping(rule(false)));
+  off.add(q2).validation([] { return mlo::Metrics{{"acc", 0.0}}; });
+  std::istringstream in2(bytes.str());
+  torch::serialize::InputArchive loaded2;
+  loaded2.load_from(in2);
+  off.load_state_dict(loaded2);
+  CHECK(off.restore_best() == -1);
+  CHECK(equal(params_of(*q2), last));
+
   // Without restore_best nothing is kept and nothing changes.
   auto r = mlo_test::toy("p", ProblemConfig(), nullptr);
   calls = 0;

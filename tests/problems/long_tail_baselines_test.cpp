@@ -203,7 +203,7 @@ problems:
                "frequency), got 2"));
   CHECK_THROWS_WITH(
       mlo::run::parse_run_config(yaml, "la.yaml", {"reweighting.logit_adjustment_tau=-1"}),
-      Contains("reweighting.logit_adjustment_tau: must be >= 0"));
+      Contains("reweighting.logit_adjustment_tau: must be finite and >= 0"));
   // A weight net has no place in a one-level baseline.
   const std::string with_reweighter =
       std::string(yaml) + "  reweighter:\n    model: {name: mwn}\n    optimizer: {name: adam, lr: 0.001}\n";
