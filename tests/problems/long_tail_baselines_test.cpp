@@ -117,7 +117,7 @@ TEST_CASE("Classifier: logit adjustment trains on shifted logits and predicts wi
   const auto want_grad =
       (torch::softmax(x + shift, 1) - torch::one_hot(y, 2).to(torch::kDouble)).mean(0);
   const auto chain = c->module_as<mlo::nn::ChainImpl>();
-  const auto& bias = chain->named_parameters()["fc.bias"];
+  const at::Tensor bias = chain->named_parameters()["fc.bias"];  // (a copy: the dict is a temporary)
   CHECK(torch::allclose(bias.grad(), want_grad, 1e-14, 1e-14));
   // Prediction: the logits are the model's own (here the features).
   CHECK(torch::equal(c->logits(x).detach(), x));
