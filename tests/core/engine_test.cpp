@@ -304,29 +304,33 @@ TEST_CASE("Engine: restore_best puts back the best validation's parameters, also
   CHECK(equal(params_of(*p), at_step[2]));
   CHECK(engine.global_step() == 4);  // only the parameters go back
 
+  // A fresh engine with `restore` loading that state.
+  struct Resumed {
+    std::shared_ptr<mlo_test::Toy> problem;
+    std::unique_ptr<mlo::Engine> engine;
+  };
+  auto resume = [&](bool restore) {
+    Resumed r{mlo_test::toy("p", ProblemConfig(), nullptr),
+              std::make_unique<mlo::Engine>(
+                  mlo::EngineConfig().train_iters(4).valid_step(1).early_stopping(rule(restore)))};
+    r.engine->add(r.problem).validation([] { return mlo::Metrics{{"acc", 0.0}}; });
+    std::istringstream in(bytes.str());
+    torch::serialize::InputArchive loaded;
+    loaded.load_from(in);
+    r.engine->load_state_dict(loaded);
+    return r;
+  };
   // The saved state (taken after training, before the restore) resumes at step 4 with the last
   // parameters and still restores step 2's.
-  auto q = mlo_test::toy("p", ProblemConfig(), nullptr);
-  mlo::Engine resumed(mlo::EngineConfig().train_iters(4).valid_step(1).early_stopping(rule(true)));
-  resumed.add(q).validation([] { return mlo::Metrics{{"acc", 0.0}}; });
-  std::istringstream in(bytes.str());
-  torch::serialize::InputArchive loaded;
-  loaded.load_from(in);
-  resumed.load_state_dict(loaded);
-  CHECK(equal(params_of(*q), last));
-  CHECK(resumed.restore_best() == 2);
-  CHECK(equal(params_of(*q), at_step[2]));
+  auto resumed = resume(true);
+  CHECK(equal(params_of(*resumed.problem), last));
+  CHECK(resumed.engine->restore_best() == 2);
+  CHECK(equal(params_of(*resumed.problem), at_step[2]));
 
   // The same state resumed with restore_best off neither keeps nor restores the saved best.
-  auto q2 = mlo_test::toy("p", ProblemConfig(), nullptr);
-  mlo::Engine off(mlo::EngineConfig().train_iters(4).valid_step(1).early_stopping(rule(false)));
-  off.add(q2).validation([] { return mlo::Metrics{{"acc", 0.0}}; });
-  std::istringstream in2(bytes.str());
-  torch::serialize::InputArchive loaded2;
-  loaded2.load_from(in2);
-  off.load_state_dict(loaded2);
-  CHECK(off.restore_best() == -1);
-  CHECK(equal(params_of(*q2), last));
+  auto off = resume(false);
+  CHECK(off.engine->restore_best() == -1);
+  CHECK(equal(params_of(*off.problem), last));
 
   // Without restore_best nothing is kept and nothing changes.
   auto r = mlo_test::toy("p", ProblemConfig(), nullptr);

@@ -12,6 +12,8 @@
 #include <mlo/run/yaml.h>
 #include <torch/torch.h>
 
+#include "support/three_samples.h"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -22,25 +24,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// Three samples of two features and two classes; with the identity model the logits are the
-// features.
-mlo::Batch batch() {
-  return mlo::Batch(torch::tensor({1.0, 0.0, 0.0, 0.0, 0.0, 2.0}, torch::kDouble).view({3, 2}),
-                    torch::tensor({0, 1, 0}, torch::kLong));
-}
-
-mlo::nn::Chain identity_model() {
-  mlo::nn::Chain chain;
-  torch::nn::Linear fc(2, 2);
-  {
-    torch::NoGradGuard no_grad;
-    fc->weight.copy_(torch::eye(2));
-    fc->bias.zero_();
-  }
-  chain->push_back("fc", fc);
-  chain->to(torch::kDouble);
-  return chain;
-}
+// The samples are mlo_test::three_samples(); with the identity model the logits are the features.
 
 // -log softmax(z)_y for two logits.
 double cross_entropy(double z0, double z1, int64_t y) {
@@ -49,7 +33,7 @@ double cross_entropy(double z0, double z1, int64_t y) {
 
 std::unique_ptr<rw::Classifier> classifier(rw::Weighting weighting) {
   auto c = std::make_unique<rw::Classifier>("classifier", mlo::ProblemConfig(), std::move(weighting));
-  c->module(identity_model());
+  c->module(mlo_test::identity_chain());
   c->num_classes = 2;
   return c;
 }
@@ -89,7 +73,7 @@ TEST_CASE("Classifier: class-balanced cross-entropy in closed form", "[problems]
   const double l0 = cross_entropy(1, 0, 0), l1 = cross_entropy(0, 0, 1), l2 = cross_entropy(0, 2, 0);
   auto c = classifier(rw::ClassWeightOptions(torch::tensor({2.0, 0.5}, torch::kDouble)));
   const double weighted = 2 * l0 + 0.5 * l1 + 2 * l2;
-  CHECK(c->training_step(batch()).item<double>() == Approx(weighted / 4.5).epsilon(1e-14));
+  CHECK(c->training_step(mlo_test::three_samples()).item<double>() == Approx(weighted / 4.5).epsilon(1e-14));
   const auto& m = c->metrics();
   CHECK(m.at("weight_mean") == Approx(1.5).epsilon(1e-14));
   CHECK(m.at("weight_peak") == Approx(2 / 1.5).epsilon(1e-14));
@@ -98,7 +82,7 @@ TEST_CASE("Classifier: class-balanced cross-entropy in closed form", "[problems]
   CHECK(m.at("wclass/1") == Approx(0.5 / 1.5).epsilon(1e-14));
   CHECK(m.count("weight_saturated") == 0);  // a weight net's instrument only
   c->weighting(rw::ClassWeightOptions(torch::tensor({2.0, 0.5}, torch::kDouble)).normalize(false));
-  CHECK(c->training_step(batch()).item<double>() == Approx(weighted / 3).epsilon(1e-14));
+  CHECK(c->training_step(mlo_test::three_samples()).item<double>() == Approx(weighted / 3).epsilon(1e-14));
 }
 
 TEST_CASE("Classifier: logit adjustment trains on shifted logits and predicts with plain ones",
@@ -108,11 +92,11 @@ TEST_CASE("Classifier: logit adjustment trains on shifted logits and predicts wi
   auto c = classifier(rw::LogitAdjustmentOptions(rw::log_class_prior({30, 10})).tau(2.0));
   const double want = (cross_entropy(1 + s0, s1, 0) + cross_entropy(s0, s1, 1) +
                        cross_entropy(s0, 2 + s1, 0)) / 3;
-  const at::Tensor loss = c->training_step(batch());
+  const at::Tensor loss = c->training_step(mlo_test::three_samples());
   CHECK(loss.item<double>() == Approx(want).epsilon(1e-14));
   // The gradient is that of the shifted loss: d/dbias = mean(softmax(x + s) - onehot(y)).
   loss.backward();
-  const auto x = batch().data, y = batch().target;
+  const auto x = mlo_test::three_samples().data, y = mlo_test::three_samples().target;
   const auto shift = torch::tensor({s0, s1}, torch::kDouble);
   const auto want_grad =
       (torch::softmax(x + shift, 1) - torch::one_hot(y, 2).to(torch::kDouble)).mean(0);
@@ -126,7 +110,7 @@ TEST_CASE("Classifier: logit adjustment trains on shifted logits and predicts wi
   // tau 0 is plain cross-entropy.
   c->weighting(rw::LogitAdjustmentOptions(rw::log_class_prior({30, 10})).tau(0.0));
   const double plain = (cross_entropy(1, 0, 0) + cross_entropy(0, 0, 1) + cross_entropy(0, 2, 0)) / 3;
-  CHECK(c->training_step(batch()).item<double>() == Approx(plain).epsilon(1e-14));
+  CHECK(c->training_step(mlo_test::three_samples()).item<double>() == Approx(plain).epsilon(1e-14));
 }
 
 TEST_CASE("Classifier: baseline options that cannot work are refused where they enter",
@@ -148,9 +132,9 @@ TEST_CASE("Classifier: baseline options that cannot work are refused where they 
   CHECK(std::holds_alternative<rw::PlainOptions>(c->weighting()));
   // Sizes that do not match the logits fail at the step, naming both.
   c->weighting(rw::ClassWeightOptions(torch::ones({3}, torch::kDouble)));
-  CHECK_THROWS_WITH(c->training_step(batch()), Contains("3 class weights for 2 logits"));
+  CHECK_THROWS_WITH(c->training_step(mlo_test::three_samples()), Contains("3 class weights for 2 logits"));
   c->weighting(rw::LogitAdjustmentOptions(rw::log_class_prior({1, 1, 1})));
-  CHECK_THROWS_WITH(c->training_step(batch()),
+  CHECK_THROWS_WITH(c->training_step(mlo_test::three_samples()),
                     Contains("a log prior of 3 classes for 2 logits"));
 }
 

@@ -8,6 +8,8 @@
 #include <mlo/nn/mwn.h>
 #include <torch/torch.h>
 
+#include "support/three_samples.h"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -23,10 +25,6 @@ namespace {
 const std::vector<std::vector<double>> kX = {{1.0, 0.0}, {0.0, 0.0}, {0.0, 2.0}};
 const std::vector<int64_t> kY = {0, 1, 0};
 
-mlo::Batch batch() {
-  return mlo::Batch(torch::tensor({1.0, 0.0, 0.0, 0.0, 0.0, 2.0}, torch::kDouble).view({3, 2}),
-                    torch::tensor({0, 1, 0}, torch::kLong));
-}
 
 std::vector<double> closed_form_losses() {
   std::vector<double> l;
@@ -38,19 +36,6 @@ std::vector<double> closed_form_losses() {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-// The identity linear model (logits = features), in float64.
-mlo::nn::Chain identity_model() {
-  mlo::nn::Chain chain;
-  torch::nn::Linear fc(2, 2);
-  {
-    torch::NoGradGuard no_grad;
-    fc->weight.copy_(torch::eye(2));
-    fc->bias.zero_();
-  }
-  chain->push_back("fc", fc);
-  chain->to(torch::kDouble);
-  return chain;
-}
 
 // A weight net computing w = sigmoid(relu(l)) = sigmoid(l) for l >= 0 (one hidden unit, unit
 // weights, zero biases).
@@ -72,13 +57,13 @@ struct Pair {
 Pair make_pair(const mlo::ProblemConfig& config, double lr) {
   Pair p;
   p.classifier = std::make_shared<rw::Classifier>("classifier", config);
-  p.classifier->module(identity_model())
+  p.classifier->module(mlo_test::identity_chain())
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(lr))
-      .data(std::vector<mlo::Batch>{batch()});
+      .data(std::vector<mlo::Batch>{mlo_test::three_samples()});
   p.reweighter = std::make_shared<rw::Reweighter>("reweighter");
   p.reweighter->module(sigmoid_net())
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0))
-      .data(std::vector<mlo::Batch>{batch()});
+      .data(std::vector<mlo::Batch>{mlo_test::three_samples()});
   p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()));
   p.reweighter->classifier = p.classifier.get();
   return p;
@@ -93,7 +78,7 @@ TEST_CASE("Classifier: each weighting's loss in closed form", "[problems][reweig
   const double wl = w[0] * l[0] + w[1] * l[1] + w[2] * l[2];
   const double w_sum = w[0] + w[1] + w[2];
   auto p = make_pair(mlo::ProblemConfig(), 0.0);
-  const mlo::Batch b = batch();
+  const mlo::Batch b = mlo_test::three_samples();
 
   // Weight net, normalized (the default): sum_i w_i l_i / sum_i w_i = 1.18973... .
   CHECK(p.classifier->training_step(b).item<double>() == Approx(wl / w_sum).epsilon(1e-14));
@@ -124,7 +109,7 @@ TEST_CASE("Classifier: bounded relative weights, a weight floor and the weight n
   REQUIRE(w[1] < bound);
   auto p = make_pair(mlo::ProblemConfig(), 0.0);
   p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).max_relative_weight(1.1));
-  const at::Tensor loss = p.classifier->training_step(batch());
+  const at::Tensor loss = p.classifier->training_step(mlo_test::three_samples());
   const double want = (w[0] * l[0] + w[1] * l[1] + bound * l[2]) / (w[0] + w[1] + bound);
   CHECK(loss.item<double>() == Approx(want).epsilon(1e-14));
   const auto& m = p.classifier->metrics();
@@ -144,7 +129,7 @@ TEST_CASE("Classifier: bounded relative weights, a weight floor and the weight n
   p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5));
   std::vector<double> floored;
   for (double x : w) floored.push_back(0.5 + 0.5 * x);
-  CHECK(p.classifier->training_step(batch()).item<double>() ==
+  CHECK(p.classifier->training_step(mlo_test::three_samples()).item<double>() ==
         Approx((floored[0] * l[0] + floored[1] * l[1] + floored[2] * l[2]) /
                (floored[0] + floored[1] + floored[2]))
             .epsilon(1e-14));
@@ -155,7 +140,7 @@ TEST_CASE("Classifier: bounded relative weights, a weight floor and the weight n
     p.reweighter->module_as<mlo::nn::MWNImpl>()->fc2->bias.fill_(10.0);
   }
   p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()));
-  p.classifier->training_step(batch());
+  p.classifier->training_step(mlo_test::three_samples());
   CHECK(p.classifier->metrics().at("weight_saturated") == 1.0);
   CHECK_THROWS_WITH(
       p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).max_relative_weight(0.5)),
@@ -170,7 +155,7 @@ TEST_CASE("Classifier: L2RW on a linear softmax model matches its closed form",
   // For logits W x + c the per-sample gradient is a_i x_i^T (and a_i for c), a_i = p_i - e_y_i,
   // so with v the meta gradient grad l_i . v = mean_j (a_i . a_j)(x_i . x_j + 1) over the meta
   // batch; w_i = max(that, 0) / sum.
-  const mlo::Batch train = batch();
+  const mlo::Batch train = mlo_test::three_samples();
   const mlo::Batch meta(torch::tensor({1.0, -1.0, 0.5, 0.5}, torch::kDouble).view({2, 2}),
                         torch::tensor({0, 0}, torch::kLong));
   auto onehot = [](const at::Tensor& y) {
@@ -190,7 +175,7 @@ TEST_CASE("Classifier: L2RW on a linear softmax model matches its closed form",
 
   rw::Classifier classifier("classifier", mlo::ProblemConfig(),
                             rw::L2rwOptions([&] { return meta; }).alpha(1e-5));
-  classifier.module(identity_model()).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+  classifier.module(mlo_test::identity_chain()).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
   classifier.num_classes = 2;
   INFO("closed-form weights " << weights);
   // The finite difference along v is O(alpha^2) off the directional derivative.
@@ -211,7 +196,7 @@ TEST_CASE("Classifier: options that cannot work are refused where they enter",
   CHECK_THROWS_WITH(p.classifier->weighting(rw::L2rwOptions({})),
                     Contains("L2rwOptions needs a meta-batch function"));
   CHECK_THROWS_WITH(
-      rw::Classifier("c", mlo::ProblemConfig(), rw::L2rwOptions([] { return batch(); }).alpha(0)),
+      rw::Classifier("c", mlo::ProblemConfig(), rw::L2rwOptions([] { return mlo_test::three_samples(); }).alpha(0)),
       Contains("problem 'c': L2rwOptions alpha must be > 0, got 0"));
   // The refused weighting left the previous one in place.
   CHECK(std::holds_alternative<rw::WeightNetOptions>(p.classifier->weighting()));
@@ -243,7 +228,7 @@ TEST_CASE(
   torch::Tensor l1;
   {
     torch::NoGradGuard no_grad;
-    l1 = torch::cross_entropy_loss(chain->forward(batch().data), batch().target, {},
+    l1 = torch::cross_entropy_loss(chain->forward(mlo_test::three_samples().data), mlo_test::three_samples().target, {},
                                    at::Reduction::None);
   }
   REQUIRE((l1 - torch::tensor(l, torch::kDouble)).abs().max().item<double>() > 1e-2);
@@ -253,7 +238,7 @@ TEST_CASE(
   CHECK(m.at("weight_mean") == Approx(w_sum / 3).epsilon(1e-14));  // still the step's
 
   // An evaluation of another batch reads its own losses: weights sigmoid(l_i(w1)).
-  const mlo::Batch other(batch().data.clone(), batch().target);
+  const mlo::Batch other(mlo_test::three_samples().data.clone(), mlo_test::three_samples().target);
   p.classifier->training_step(other);
   CHECK(m.at("weight_mean") == Approx(torch::sigmoid(l1).mean().item<double>()).epsilon(1e-12));
   // It froze nothing: a re-evaluation of the step's batch still reads the step's inputs.
