@@ -8,7 +8,8 @@
 #   --skip-apt       do not install packages (also: MLO_SKIP_APT=1), e.g. when building
 #                    against your own LibTorch: scripts/setup.sh --skip-apt -DCMAKE_PREFIX_PATH=/opt/libtorch
 #   --deps-only      install the packages (and with --torch2 the wheel), do not build
-#   --check-tools    also install what scripts/fuzz.sh needs (clang, libFuzzer); CI uses it
+#   --check-tools    also install what scripts/fuzz.sh needs (clang, libFuzzer) and, from PyPI
+#                    into .venv/, the tensorboard package the event-file test reads with; CI uses it
 # Environment: MLO_BUILD_DIR (default: build, or build-torch2 with --torch2), MLO_JOBS (default:
 # nproc), MLO_TORCH_SPEC (the wheel pip installs, default: torch==2.15.*).
 #
@@ -22,12 +23,15 @@ PACKAGES=(
   build-essential cmake git pkg-config
   libtorch-dev
   libyaml-cpp-dev libspdlog-dev catch2 libcli11-dev libgloo-dev zlib1g-dev nlohmann-json3-dev
+  libprotobuf-dev protobuf-compiler libboost-dev  # TensorBoard event files (Boost.CRC)
   dataset-fashion-mnist
   gnuplot-nox  # mlo ablate: the PNG chart
 )
 # For scripts/fuzz.sh (libFuzzer ships in clang's runtime package); GCC's sanitizers, used by
-# scripts/test.sh --sanitize, come with build-essential.
-CHECK_PACKAGES=(clang libclang-rt-14-dev)
+# scripts/test.sh --sanitize, come with build-essential; python3-venv for .venv/, where the
+# tensorboard package (PyPI) reads the event files back in a test.
+CHECK_PACKAGES=(clang libclang-rt-14-dev python3-venv)
+check_tools=0
 
 skip_apt="${MLO_SKIP_APT:-0}"
 deps_only=0
@@ -41,9 +45,12 @@ for arg in "$@"; do
       ;;
     --skip-apt) skip_apt=1 ;;
     --deps-only) deps_only=1 ;;
-    --check-tools) PACKAGES+=("${CHECK_PACKAGES[@]}") ;;
+    --check-tools)
+      PACKAGES+=("${CHECK_PACKAGES[@]}")
+      check_tools=1
+      ;;
     -h | --help)
-      sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) cmake_args+=("${arg}") ;;
@@ -89,6 +96,18 @@ elif ! command -v apt-get >/dev/null 2>&1; then
   exit 1
 else
   install_packages
+fi
+
+# The event-file test's reader: TensorBoard's own package, in .venv/ (ignored by git).
+if [ "${check_tools}" = "1" ]; then
+  if [ ! -x .venv/bin/python ]; then
+    log "Creating .venv/ (Python virtual environment for the tensorboard package)"
+    python3 -m venv .venv
+  fi
+  if ! .venv/bin/python -c "import tensorboard" >/dev/null 2>&1; then
+    log "Installing tensorboard from PyPI into .venv/ (the event-file test's reader)"
+    .venv/bin/pip install --progress-bar off tensorboard
+  fi
 fi
 
 # The LibTorch 2.x lane: PyPI's torch wheel in .venv/ (ignored by git), its LibTorch found

@@ -1,5 +1,6 @@
 #include "compare.h"
 
+#include "plot.h"
 #include "seeds.h"
 
 #include <CLI/CLI.hpp>
@@ -17,12 +18,20 @@ CompareCommand::CompareCommand(CLI::App& app) {
   command_->add_option("--metric", metrics_,
                        "metric to compare (repeatable; default test/balanced_acc, "
                        "test/rare3_acc, test/acc; validation: valid/balanced_acc, ...)");
+  command_->add_option("--plot", plot_,
+                       "also draw both runs' learning curves into this PNG (as mlo plot does: "
+                       "mean over seeds with a min-max band)");
 }
 
 bool CompareCommand::parsed() const { return command_->parsed(); }
 
 int CompareCommand::run() const {
   std::cout << compare_runs(a_, b_, metrics_);
+  if (!plot_.empty()) {
+    PlotOptions options;
+    options.out = plot_;
+    std::cout << "curves in " << plot_runs({a_, b_}, options) << "\n";
+  }
   return 0;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// Part of the mlo tool (src/cli): the `mlo compare RUN_A RUN_B [--metric M]...` subcommand
-// (paired per-seed differences of two multi-seed runs, seeds.h).
+// Part of the mlo tool (src/cli): the `mlo compare RUN_A RUN_B [--metric M]... [--plot FILE]`
+// subcommand (paired per-seed differences of two multi-seed runs, seeds.h; with --plot, their
+// learning curves as `mlo plot` draws them).
 
 #include <memory>
 #include <string>
@@ -26,6 +27,7 @@ class CompareCommand {
   CLI::App* command_;
   std::string a_, b_;
   std::vector<std::string> metrics_;
+  std::string plot_;
 };
 
 }  // namespace cli

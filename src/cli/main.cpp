@@ -2,7 +2,8 @@
 //   mlo run CONFIG [--set key=value]... [--out DIR] [--resume] [--stop-at STEP] [--seeds 0-4]
 //           [--raise-at STEP:SIGNAL[:RANK]]
 //   mlo launch --nproc N [--master-port P] CONFIG [mlo run options...]
-//   mlo compare RUN_A RUN_B [--metric M]...
+//   mlo compare RUN_A RUN_B [--metric M]... [--plot FILE.png]
+//   mlo plot RUN [RUN...] [--metric M]... [--out FILE.png] [--band minmax|std]
 //   mlo plan CONFIG [--budget 40%] [--strategy optimal|min_memory|...] [--problem NAME]
 //   mlo ablate CONFIG [--set key=value]... [--out DIR] [--rows ...] [--iterations N]
 //   mlo experiments
@@ -12,6 +13,7 @@
 #include "compare.h"
 #include "launch.h"
 #include "plan.h"
+#include "plot.h"
 #include "run_arguments.h"
 #include "runner.h"
 #include "seed_stats.h"
@@ -59,9 +61,11 @@ int main(int argc, char** argv) {
   auto* experiments =
       app.add_subcommand("experiments", "List the experiments this program can run");
   CompareCommand compare(app);
+  PlotCommand plot_command(app);
   LaunchCommand launch(app);
 
   CLI11_PARSE(app, argc, argv);
+  options.command_line.assign(argv, argv + argc);
   try {
     if (run_cmd->parsed()) {
       const auto config = run::load_run_config(run_args.config_path, run_args.overrides);
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
       return result.interrupted && !stopped_as_asked ? 130 : 0;
     }
     if (compare.parsed()) return compare.run();
+    if (plot_command.parsed()) return plot_command.run();
     if (launch.parsed()) return launch.run();
     if (experiments->parsed()) {
       for (const auto& name : run::experiment_names()) std::cout << name << "\n";

@@ -2,6 +2,7 @@
 
 #include "checkpoint.h"
 #include "progress.h"
+#include "run_metadata.h"
 
 #include <mlo/core/engine.h>
 #include <mlo/core/metrics.h>
@@ -86,13 +87,15 @@ nlohmann::json json_value(double value) {
   return std::isnan(value) ? "NaN" : (value > 0 ? "Infinity" : "-Infinity");
 }
 
-// {"experiment": ..., "steps": N, "synthetic": b, "test": {...}, "valid": {...}}: the test
-// metrics (the number to report) and the final validation metrics (the number to choose
-// hyperparameters by).
+// {"experiment": ..., "meta": {...}, "steps": N, "synthetic": b, "test": {...}, "valid": {...}}:
+// the test metrics (the number to report), the final validation metrics (the number to choose
+// hyperparameters by) and what produced them (run_metadata.h).
 std::string results_json(const std::string& experiment, const Metrics& test, const Metrics& valid,
-                         int64_t steps, int64_t evaluated_step, bool synthetic) {
+                         int64_t steps, int64_t evaluated_step, bool synthetic,
+                         const RunMetadata& meta) {
   nlohmann::json out;
   out["experiment"] = experiment;
+  out["meta"] = to_json(meta);
   out["steps"] = steps;
   out["evaluated_step"] = evaluated_step;
   out["synthetic"] = synthetic;
@@ -101,6 +104,16 @@ std::string results_json(const std::string& experiment, const Metrics& test, con
   for (const auto& [name, value] : test) out["test"][name] = json_value(value);
   for (const auto& [name, value] : valid) out["valid"][name] = json_value(value);
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+// `text` as a Markdown code block (every line indented by four spaces).
+std::string markdown_code(const std::string& text) {
+  std::string out = "    ";
+  for (size_t i = 0; i < text.size(); ++i) {
+    out += text[i];
+    if (text[i] == '\n' && i + 1 < text.size()) out += "    ";
+  }
+  return out;
 }
 
 // The experiment's headline metrics, each name prefixed: {"valid/acc", "valid/balanced_acc"}.
@@ -114,11 +127,19 @@ std::vector<std::string> headline_names(const run::Experiment& experiment,
 }  // namespace
 
 RunResult run_experiment(const run::RunConfig& config, const RunOptions& options) {
+  RunMetadata meta;
+  meta.started = utc_now();
+  meta.build = build_info();
+  meta.hostname = host_name();
+  meta.seed = config.seed;
+  meta.command = options.command_line;
   RunResult result;
   result.out_dir = options.out_dir.empty() ? "runs/" + config.name : options.out_dir;
   const fs::path out(result.out_dir);
   // Refuses WORLD_SIZE > 1 under strategy default before anything is written.
-  const int rank = static_cast<int>(run::launch_shard(config).rank);
+  const data::Shard shard = run::launch_shard(config);
+  const int rank = static_cast<int>(shard.rank);
+  meta.world_size = shard.world_size;
   // A GPU asked for and not there: an error, before anything is written.
   const c10::Device device = run::resolve_device(config);
   const bool main = rank == 0;
@@ -148,7 +169,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   const auto owned = run::make_experiment(config);
   run::Experiment& experiment = *owned;
   for (const auto& line : console_lines(experiment.describe())) spdlog::info("{}", line);
-  spdlog::info("device: {}", run::device_description(device));
+  meta.device = run::device_description(device);
+  spdlog::info("device: {}", meta.device);
   if (main && experiment.synthetic()) {
     spdlog::warn("this run uses SYNTHETIC data, not a real dataset");
   }
@@ -195,8 +217,13 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     start = checkpoints.load(engine, &loaded);
     spdlog::info("resumed from {} at global step {}", loaded, start);
   }
+  meta.start_step = start;
+  meta.threads = at::get_num_threads();
   if (main) {
-    metrics.emplace(out.string(), options.resume ? start : -1);
+    metrics.emplace(out.string(), options.resume ? start : -1, config.logging.tensorboard);
+    // (written at the step the run starts from: a resumed run records its own)
+    metrics->text(start, "run/config", markdown_code(resolved));
+    metrics->text(start, "run/metadata", to_markdown(meta));
     progress.emplace(config.engine.train_iters, start, terminal, config.engine.log_step);
   }
   g_interrupted = false;
@@ -297,9 +324,10 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   if (!no_validation) result.valid = experiment.evaluate(run::EvalSet::kValid);
   result.test = experiment.evaluate(run::EvalSet::kTest);
   metrics->write(result.steps, "test", result.test);
+  meta.finished = utc_now();
   write_file(out / "results.json",
              results_json(config.experiment, result.test, result.valid, result.steps,
-                          result.evaluated_step, experiment.synthetic()));
+                          result.evaluated_step, experiment.synthetic(), meta));
   std::cout << experiment.report(result.test, result.valid) << "results in " << out.string()
             << "\n";
   const std::string valid =

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlo {
 namespace cli {
@@ -28,6 +29,8 @@ struct RunOptions {
   bool log_all_ranks = false;
   /// Fault injection for tests: raise a signal on this process at the end of a step (fault.h).
   RaiseAt raise_at;
+  /// The command line that started the run, recorded in its metadata (results.json "meta").
+  std::vector<std::string> command_line;
 };
 
 struct RunResult {

@@ -2,6 +2,7 @@
 
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
+#include <mlo/base/gnuplot.h>
 #include <mlo/memory/meter.h>
 
 #include <nlohmann/json.hpp>
@@ -12,8 +13,6 @@
 #include <sstream>
 #include <string>
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace mlo {
 namespace run {
@@ -50,22 +49,6 @@ std::string csv_field(const std::string& text) {
   std::string out = "\"";
   for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
-}
-
-// Runs `program args...` and waits; returns its exit status (127 when it could not start).
-int run_program(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return 127;
-  if (pid == 0) {
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return 127;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
 nlohmann::json footprints_json(const std::vector<LevelFootprint>& footprints) {
@@ -358,18 +341,7 @@ std::string write_ablation_chart(const AblationResult& r, const std::string& png
            "title 'floor (a lower bound of the peak)', \\\n"
         << "     '' using ($0-0.3):3:(0.6):(0) with vectors nohead lw 3 lc rgb '#c0392b' notitle\n";
   });
-  const int status = run_program({"gnuplot", gp});
-  if (status == 127) {
-    std::remove(tmp.c_str());
-    return "gnuplot is not installed (apt-get install gnuplot-nox): no PNG; the script " + gp +
-           " draws it";
-  }
-  if (status != 0 || !std::filesystem::exists(tmp)) {
-    std::remove(tmp.c_str());
-    return "gnuplot failed (exit status " + std::to_string(status) + ") on " + gp;
-  }
-  std::filesystem::rename(tmp, png_path);
-  return "";
+  return run_gnuplot(gp, tmp, png_path);
 }
 
 AblationFiles write_ablation(const std::string& folder, const AblationResult& result) {

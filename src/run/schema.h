@@ -102,6 +102,7 @@ inline void visit_after_experiment(Fields& v, run::RunConfig& c, bool every_meth
   v("threads", c.threads, at_least(0));
   v("device", c.device, [](const std::string& name) { return device_name_error(name); });
   v.section("engine", [&](Fields& s) { visit(s, c.engine); });
+  v.section("logging", [&](Fields& s) { s("tensorboard", c.logging.tensorboard); });
   c.settings->visit(v);
   std::vector<std::string> names;
   for (const auto& entry : c.problems) names.push_back(entry.first);

@@ -17,7 +17,7 @@
 // or corrupted state file.
 //
 // Each interruption ends as one of:
-//   identical   the resumed run's results.json and metrics.csv are byte for byte the reference's,
+//   identical   the resumed run's results.json (less its "meta") and metrics.csv are byte for byte the reference's,
 //               and its final state files (parameters, optimizer state, counters, RNG) are bit
 //               for bit the same (tests/support/state_compare.h); the expected errors, if any,
 //               were clear (checked);
@@ -29,6 +29,7 @@
 //
 // Usage: fault_matrix --mlo build/mlo [--work DIR] [--jobs N] [--seed S] [--only TEXT] [--keep]
 // CTest runs it as cli/fault_matrix (label fault_matrix): ctest -L fault_matrix.
+#include "support/results_json.h"
 #include "support/state_compare.h"
 
 #include <mlo/build_config.h>
@@ -351,8 +352,13 @@ std::string compare_runs(const Row& row, const fs::path& reference, const fs::pa
       add(file + " is missing");
       continue;
     }
-    const std::string mine = read_file(out / file);
-    const std::string theirs = read_file(reference / file);
+    // (results.json: the results, not the metadata of the process that wrote them)
+    const bool results = file == "results.json";
+    const std::string mine = results ? mlo_test::results_without_meta(read_file(out / file))
+                                     : read_file(out / file);
+    const std::string theirs = results
+                                   ? mlo_test::results_without_meta(read_file(reference / file))
+                                   : read_file(reference / file);
     if (mine != theirs) {
       add(file + " differs from the uninterrupted run's: " + first_difference(theirs, mine));
     }

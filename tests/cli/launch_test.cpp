@@ -8,6 +8,7 @@
 //
 // NOTE: structure, exit codes and files only: whether 2 ranks match 1 process numerically is
 // the engine's test (tests/core).
+#include "support/results_json.h"
 #include "support/scratch.h"
 #include "support/subprocess.h"
 
@@ -118,8 +119,13 @@ TEST_CASE("mlo launch: 2 ranks run to the end, rank 0 alone writes, lines are pr
   CHECK(l.output.find("] results in") == l.output.rfind("] results in"));
   CHECK(l.output.find("[rank 1] results in") == std::string::npos);
   const std::set<std::string> expected{"config.yaml",   "log.txt",      "metrics.csv",
-                                       "metrics.jsonl", "results.json", "state.pt"};
+                                       "metrics.jsonl", "results.json", "state.pt", "tb"};
   CHECK(files(dir / "out") == expected);
+  CHECK(files(dir / "out" / "tb") == std::set<std::string>{"events.out.tfevents.mlo"});
+  const auto meta = nlohmann::json::parse(
+      mlo_test::read_file((dir / "out" / "results.json").string()))["meta"];
+  CHECK(meta["world_size"] == 2);
+  CHECK(meta["start_step"] == 0);
   const std::string log = mlo_test::read_file((dir / "out" / "log.txt").string());
   CHECK_THAT(log, Contains("rank 0 of 2"));
   CHECK(log.find("rank 1 of 2") == std::string::npos);
@@ -377,8 +383,10 @@ TEST_CASE(
   INFO(resumed.output);
   REQUIRE(resumed.code == 0);
   CHECK_THAT(resumed.output, Contains("at global step 6"));
-  CHECK(mlo_test::read_file((dir / "out" / "results.json").string()) ==
-        mlo_test::read_file((full_dir / "out" / "results.json").string()));
+  CHECK(mlo_test::results_without_meta(
+            mlo_test::read_file((dir / "out" / "results.json").string())) ==
+        mlo_test::results_without_meta(
+            mlo_test::read_file((full_dir / "out" / "results.json").string())));
 }
 
 TEST_CASE("mlo launch: a distributed run that ends inside an accumulation window keeps the "

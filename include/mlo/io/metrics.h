@@ -2,13 +2,16 @@
 /// \file
 /// Metrics sinks: every record goes to `metrics.csv` (long format: step,source,metric,value) and
 /// `metrics.jsonl` (one JSON object per record) in a run's output folder, every value at full
-/// precision (the shortest text that reads back exactly), flushed as written so a crash loses
-/// nothing already logged.
+/// precision (the shortest text that reads back exactly), and optionally to TensorBoard event
+/// files in `<dir>/tb/` (io/tensorboard.h); flushed as written so a crash loses nothing already
+/// logged.
 
 #include <mlo/core/problem.h>
+#include <mlo/io/tensorboard.h>
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 
 namespace mlo {
@@ -19,11 +22,18 @@ class MetricsWriter {
  public:
   /// Opens (creates) the two files in `dir`. With `resume_step` >= 0 the existing files are kept
   /// up to that global step (records written after the saved state are dropped), then appended.
-  explicit MetricsWriter(const std::string& dir, int64_t resume_step = -1);
+  /// With `tensorboard`, every record also goes to `<dir>/tb/` as scalars, tagged
+  /// `tensorboard_tag(source, name)`, kept up to `resume_step` the same way.
+  explicit MetricsWriter(const std::string& dir, int64_t resume_step = -1,
+                         bool tensorboard = false);
 
   /// Writes one record: `source` is a problem name or "validation", "test", ... Throws
   /// `mlo::Error` for a metric name that `is_metric_name` refuses (before writing anything).
   void write(int64_t step, const std::string& source, const Metrics& metrics);
+
+  /// A text for TensorBoard's Text tab (the resolved config, the run's metadata) at `step`;
+  /// nothing without TensorBoard.
+  void text(int64_t step, const std::string& tag, const std::string& markdown);
 
   /// The files being written.
   const std::string& csv_path() const { return csv_path_; }
@@ -34,7 +44,13 @@ class MetricsWriter {
   std::string jsonl_path_;
   std::ofstream csv_;
   std::ofstream jsonl_;
+  std::optional<TensorBoardWriter> tensorboard_;
 };
+
+/// A record's TensorBoard tag: `<source>/<name>` ("classifier/loss", "test/balanced_acc"),
+/// except that names which already carry their source's prefix stay as they are (validation
+/// records hold "valid/acc": its tag is "valid/acc").
+std::string tensorboard_tag(const std::string& source, const std::string& name);
 
 }  // namespace io
 }  // namespace mlo

@@ -119,6 +119,13 @@ struct EngineSettings {
   bool channels_last = false;
 };
 
+/// `logging:` what a run writes beside `metrics.csv` and `metrics.jsonl` (rank 0 only).
+struct LoggingSettings {
+  /// TensorBoard event files in `<out>/tb/`: every metrics record, the resolved config and the
+  /// run's metadata (`tensorboard --logdir <out>`).
+  bool tensorboard = true;
+};
+
 /// `dependencies:` the graph, by problem name (defaults follow the experiment).
 struct DependencyConfig {
   std::map<std::string, std::vector<std::string>> u2l;
@@ -205,6 +212,7 @@ struct RunConfig {
   /// auto | cpu | cuda | cuda:N (run/device.h): where every problem's module and batches live.
   std::string device = "auto";
   EngineSettings engine;
+  LoggingSettings logging;
   /// By name; which names an experiment accepts is its own rule (`ExperimentSettings::check`).
   std::map<std::string, ProblemSettings> problems;
   DependencyConfig dependencies;

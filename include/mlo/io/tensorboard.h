@@ -1,0 +1,45 @@
+#pragma once
+/// \file
+/// TensorBoard event files: a run's scalars and texts in the format TensorBoard reads
+/// (`tensorboard --logdir runs/`), one more metrics sink beside `metrics.csv` and
+/// `metrics.jsonl` (io/metrics.h). Records are TFRecord-framed `Event` protobuf messages with
+/// masked CRC-32C checksums, flushed as written.
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mlo {
+namespace io {
+
+/// Writes one event file, `<dir>/events.out.tfevents.mlo`.
+class TensorBoardWriter {
+ public:
+  /// Opens the event file in `dir` (created when missing). With `resume_step` < 0 the file
+  /// starts empty (a previous run's file there is replaced). With `resume_step` >= 0 the
+  /// existing file keeps its events up to that global step (what was written after the saved
+  /// state is dropped, as are texts of that very step: the resumed run writes its own), then is
+  /// appended to; each step appears once. Throws `mlo::Error` when the file cannot be written.
+  explicit TensorBoardWriter(const std::string& dir, int64_t resume_step = -1);
+
+  /// One event at `step` holding every (tag, value) as a scalar (TensorBoard's Scalars tab;
+  /// stored as 32-bit floats, as the format's scalars are).
+  void scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values);
+
+  /// A text at `step` under `tag` (TensorBoard's Text tab renders it as Markdown).
+  void text(int64_t step, const std::string& tag, const std::string& markdown);
+
+  /// The event file.
+  const std::string& path() const { return path_; }
+
+ private:
+  void append(const std::string& event);
+
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace io
+}  // namespace mlo

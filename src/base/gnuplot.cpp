@@ -1,0 +1,50 @@
+#include <mlo/base/gnuplot.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+namespace mlo {
+namespace {
+
+// Runs `program args...` and waits; returns its exit status (127 when it could not start).
+int run_program(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return 127;
+  if (pid == 0) {
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return 127;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+}  // namespace
+
+std::string run_gnuplot(const std::string& script, const std::string& drawn,
+                        const std::string& png) {
+  const int status = run_program({"gnuplot", script});
+  std::error_code ignored;
+  if (status == 127) {
+    std::filesystem::remove(drawn, ignored);
+    return "gnuplot is not installed (apt-get install gnuplot-nox): no PNG; the script " + script +
+           " draws it";
+  }
+  if (status != 0 || !std::filesystem::exists(drawn)) {
+    std::filesystem::remove(drawn, ignored);
+    return "gnuplot failed (exit status " + std::to_string(status) + ") on " + script;
+  }
+  std::error_code error;
+  std::filesystem::rename(drawn, png, error);
+  if (error) return "cannot move the chart to " + png + ": " + error.message();
+  return "";
+}
+
+}  // namespace mlo

@@ -1,0 +1,164 @@
+#include "plot.h"
+
+#include <mlo/base/atomic_file.h>
+#include <mlo/base/error.h>
+#include <mlo/base/gnuplot.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+namespace mlo {
+namespace cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A gnuplot single-quoted string: a quote inside is doubled.
+std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+// The shortest text that reads back as `value` (gnuplot reads NaN as "NaN" and skips it).
+std::string number(double value) {
+  if (!std::isfinite(value)) return "NaN";
+  char buffer[32];
+  const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, written.ptr);
+}
+
+const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                               "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+
+std::string legend(const RunCurves& run, Band band) {
+  if (run.seeds.size() == 1) return run.label;
+  return run.label + ": mean of " + std::to_string(run.seeds.size()) + " seeds, band " +
+         (band == Band::kStd ? "+-1 std" : "min-max");
+}
+
+}  // namespace
+
+std::string plot_runs(const std::vector<std::string>& folders, const PlotOptions& options) {
+  MLO_CHECK(!folders.empty(), "mlo plot: no run folder given");
+  std::vector<RunCurves> runs;
+  for (const auto& folder : folders) runs.push_back(load_run_curves(folder));
+  const std::vector<std::string> metrics =
+      options.metrics.empty() ? default_metrics(runs.front()) : options.metrics;
+  std::set<std::string> available;
+  for (const auto& run : runs) {
+    for (const auto& seed : run.seeds) {
+      for (const auto& entry : seed) available.insert(entry.first);
+    }
+  }
+  const auto list = [&] {
+    std::string names;
+    for (const auto& name : available) names += (names.empty() ? "" : ", ") + name;
+    return names;
+  };
+  MLO_CHECK(!metrics.empty(), "mlo plot: '", folders.front(),
+            "' has no training loss or validation metric to draw; choose with --metric from: ",
+            list());
+  for (const auto& metric : metrics) {
+    MLO_CHECK(available.count(metric), "mlo plot: no run logged the metric '", metric,
+              "'; the runs have: ", list());
+  }
+
+  const std::string png =
+      options.out.empty() ? (fs::path(folders.front()) / "curves.png").string() : options.out;
+  const std::string stem =
+      png.size() > 4 && png.substr(png.size() - 4) == ".png" ? png.substr(0, png.size() - 4) : png;
+  const std::string dat = stem + ".dat", gp = stem + ".gp", drawn = png + ".tmp";
+  if (fs::path(png).has_parent_path()) fs::create_directories(fs::path(png).parent_path());
+
+  // One data block per (metric, run): "step mean low high", blocks separated by two blank
+  // lines (gnuplot's `index`).
+  std::vector<std::vector<bool>> drawn_curve(metrics.size(), std::vector<bool>(runs.size()));
+  write_file_atomically(dat, [&](std::ostream& out) {
+    int block = 0;
+    for (size_t m = 0; m < metrics.size(); ++m) {
+      for (size_t r = 0; r < runs.size(); ++r, ++block) {
+        const Curve curve = make_curve(runs[r], metrics[m], options.band);
+        out << "# block " << block << ": " << metrics[m] << ", " << runs[r].label
+            << "\n# step mean low high\n";
+        for (size_t i = 0; i < curve.steps.size(); ++i) {
+          out << curve.steps[i] << ' ' << number(curve.mean[i]) << ' ' << number(curve.low[i])
+              << ' ' << number(curve.high[i]) << '\n';
+        }
+        drawn_curve[m][r] = !curve.steps.empty();
+        out << "\n\n";
+      }
+    }
+  });
+
+  const size_t columns = std::min<size_t>(metrics.size(), 2);
+  const size_t rows = (metrics.size() + columns - 1) / columns;
+  std::string title = "Learning curves:";
+  for (const auto& run : runs) title += " " + run.label;
+  write_file_atomically(gp, [&](std::ostream& out) {
+    out << "# gnuplot script written by mlo plot; `gnuplot " << gp << "` redraws the chart\n"
+        << "set terminal pngcairo size " << 720 * columns << "," << 460 * rows
+        << " noenhanced font ',10'\n"
+        << "set output " << quoted(drawn) << "\n"
+        << "set multiplot layout " << rows << "," << columns << " title " << quoted(title)
+        << " font ',12'\n"
+        << "set style fill transparent solid 0.2 noborder\n"
+        << "set grid\nset key below\nset xlabel 'global step'\n";
+    for (size_t m = 0; m < metrics.size(); ++m) {
+      out << "set title " << quoted(metrics[m]) << "\nset ylabel " << quoted(metrics[m]) << "\n";
+      std::string plots;
+      for (size_t r = 0; r < runs.size(); ++r) {
+        if (!drawn_curve[m][r]) continue;
+        const std::string color = quoted(kColors[r % (sizeof(kColors) / sizeof(kColors[0]))]);
+        const std::string index = std::to_string(m * runs.size() + r);
+        const std::string source = quoted(dat) + " index " + index;
+        if (runs[r].seeds.size() > 1) {
+          plots += (plots.empty() ? "" : ", \\\n     ") + source +
+                   " using 1:3:4 with filledcurves lc rgb " + color + " notitle";
+        }
+        plots += (plots.empty() ? "" : ", \\\n     ") + source +
+                 " using 1:2 with linespoints pt 7 ps 0.4 lw 2 lc rgb " + color + " title " +
+                 quoted(legend(runs[r], options.band));
+      }
+      out << "plot " << plots << "\n";
+    }
+    out << "unset multiplot\n";
+  });
+  const std::string error = run_gnuplot(gp, drawn, png);
+  MLO_CHECK(error.empty(), "mlo plot: ", error);
+  return png;
+}
+
+PlotCommand::PlotCommand(CLI::App& app) {
+  command_ = app.add_subcommand(
+      "plot", "Learning curves of runs as a PNG (gnuplot): one panel per metric, runs overlaid");
+  command_->add_option("runs", runs_,
+                       "run folders (metrics.csv), or folders of mlo run --seeds (drawn as "
+                       "the mean over seeds with a band)")
+      ->required();
+  command_->add_option("--metric", options_.metrics,
+                       "metric to draw, named as in TensorBoard: classifier/loss, "
+                       "valid/balanced_acc, test/acc (repeatable; default: each problem's loss "
+                       "and the validation metrics)");
+  command_->add_option("--out", options_.out, "the PNG (default: <first run>/curves.png)");
+  command_->add_option("--band", band_, "the band of a --seeds folder: minmax or std")
+      ->check(CLI::IsMember({"minmax", "std"}));
+}
+
+bool PlotCommand::parsed() const { return command_->parsed(); }
+
+int PlotCommand::run() const {
+  PlotOptions options = options_;
+  options.band = band_ == "std" ? Band::kStd : Band::kMinMax;
+  std::cout << "curves in " << plot_runs(runs_, options) << "\n";
+  return 0;
+}
+
+}  // namespace cli
+}  // namespace mlo
