@@ -1,13 +1,27 @@
 # Script mode (cmake -P), run at every build: writes the checkout's commit into OUT, a header,
-# rewriting it only when the text changes (configure_file), so an unchanged commit rebuilds
-# nothing. Inputs: SOURCE_DIR, OUT. Outside a git checkout (a release tarball) the commit is
-# "unknown"; uncommitted changes to tracked files add "-dirty".
+# rewriting it only when the text changes, so that an unchanged commit rebuilds
+# nothing. Inputs: SOURCE_DIR, OUT. Outside a git checkout of SOURCE_DIR itself (a release
+# tarball) the commit is "unknown"; uncommitted changes to tracked files add "-dirty".
+cmake_minimum_required(VERSION 3.18)
 set(commit "unknown")
 find_package(Git QUIET)
 if(GIT_FOUND)
-  execute_process(COMMAND ${GIT_EXECUTABLE} -C ${SOURCE_DIR} rev-parse HEAD
-    OUTPUT_VARIABLE head OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE failed ERROR_QUIET)
-  if(NOT failed AND head)
+  execute_process(COMMAND ${GIT_EXECUTABLE} -C ${SOURCE_DIR} rev-parse --show-toplevel HEAD
+    OUTPUT_VARIABLE lines OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE failed ERROR_QUIET)
+  string(REPLACE "\n" ";" lines "${lines}")
+  list(LENGTH lines count)
+  set(head "")
+  if(NOT failed AND count EQUAL 2)
+    list(GET lines 0 top)
+    list(GET lines 1 head)
+    # (a source tree unpacked inside some other checkout is not that checkout's commit)
+    file(REAL_PATH "${top}" top)
+    file(REAL_PATH "${SOURCE_DIR}" source)
+    if(NOT top STREQUAL source)
+      set(head "")
+    endif()
+  endif()
+  if(head)
     set(commit "${head}")
     execute_process(COMMAND ${GIT_EXECUTABLE} -C ${SOURCE_DIR} status --porcelain
       --untracked-files=no
@@ -17,6 +31,12 @@ if(GIT_FOUND)
     endif()
   endif()
 endif()
-set(MLO_GIT_COMMIT "${commit}")
-file(WRITE ${OUT}.in "#pragma once\n// Generated at build time by cmake/git_commit.cmake.\n#define MLO_GIT_COMMIT \"@MLO_GIT_COMMIT@\"\n")
-configure_file(${OUT}.in ${OUT} @ONLY)
+set(content "#pragma once\n// Generated at build time by cmake/git_commit.cmake.\n")
+string(APPEND content "#define MLO_GIT_COMMIT \"${commit}\"\n")
+set(previous "")
+if(EXISTS "${OUT}")
+  file(READ "${OUT}" previous)
+endif()
+if(NOT previous STREQUAL content)
+  file(WRITE "${OUT}" "${content}")
+endif()

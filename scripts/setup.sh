@@ -11,7 +11,8 @@
 #   --check-tools    also install what scripts/fuzz.sh needs (clang, libFuzzer) and, from PyPI
 #                    into .venv/, the tensorboard package the event-file test reads with; CI uses it
 # Environment: MLO_BUILD_DIR (default: build, or build-torch2 with --torch2), MLO_JOBS (default:
-# nproc), MLO_TORCH_SPEC (the wheel pip installs, default: torch==2.15.*).
+# nproc), MLO_TORCH_SPEC (the wheel pip installs, default: torch==2.15.*), MLO_TENSORBOARD_SPEC
+# (with --check-tools, default: tensorboard==2.21.*).
 #
 # Safe to run again: packages already installed are not fetched again, and the build is incremental.
 set -euo pipefail
@@ -50,7 +51,7 @@ for arg in "$@"; do
       check_tools=1
       ;;
     -h | --help)
-      sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) cmake_args+=("${arg}") ;;
@@ -100,13 +101,14 @@ fi
 
 # The event-file test's reader: TensorBoard's own package, in .venv/ (ignored by git).
 if [ "${check_tools}" = "1" ]; then
+  tensorboard_spec="${MLO_TENSORBOARD_SPEC:-tensorboard==2.21.*}"
   if [ ! -x .venv/bin/python ]; then
     log "Creating .venv/ (Python virtual environment for the tensorboard package)"
     python3 -m venv .venv
   fi
   if ! .venv/bin/python -c "import tensorboard" >/dev/null 2>&1; then
-    log "Installing tensorboard from PyPI into .venv/ (the event-file test's reader)"
-    .venv/bin/pip install --progress-bar off tensorboard
+    log "Installing ${tensorboard_spec} from PyPI into .venv/ (the event-file test's reader)"
+    .venv/bin/pip install --progress-bar off "${tensorboard_spec}"
   fi
 fi
 

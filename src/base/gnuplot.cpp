@@ -30,7 +30,9 @@ int run_program(const std::vector<std::string>& argv) {
 
 std::string run_gnuplot(const std::string& script, const std::string& drawn,
                         const std::string& png) {
-  const int status = run_program({"gnuplot", script});
+  std::string quoted = "'";
+  for (const char c : drawn) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+  const int status = run_program({"gnuplot", "-e", "outfile = " + quoted + "'", script});
   std::error_code ignored;
   if (status == 127) {
     std::filesystem::remove(drawn, ignored);
@@ -43,7 +45,10 @@ std::string run_gnuplot(const std::string& script, const std::string& drawn,
   }
   std::error_code error;
   std::filesystem::rename(drawn, png, error);
-  if (error) return "cannot move the chart to " + png + ": " + error.message();
+  if (error) {
+    std::filesystem::remove(drawn, ignored);
+    return "cannot move the chart to " + png + ": " + error.message();
+  }
   return "";
 }
 

@@ -1,5 +1,7 @@
 #include "curves.h"
 
+#include "seeds.h"
+
 #include <mlo/base/error.h>
 #include <mlo/io/metrics.h>
 
@@ -8,7 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <set>
 
 namespace mlo {
 namespace cli {
@@ -17,8 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 bool is_seed_folder(const fs::path& path) {
-  static const std::regex seed("seed_[0-9]+");
-  return fs::is_directory(path) && std::regex_match(path.filename().string(), seed) &&
+  return fs::is_directory(path) && seed_of_folder(path.filename().string()) >= 0 &&
          fs::exists(path / "metrics.csv");
 }
 
@@ -60,6 +61,7 @@ RunCurves load_run_curves(const std::string& folder) {
   if (run.label.empty()) run.label = fs::absolute(path).lexically_normal().parent_path().filename();
   if (fs::exists(path / "metrics.csv")) {
     run.seeds.push_back(read_run_metrics(folder));
+    run.seed_names.emplace_back();
     return run;
   }
   MLO_CHECK(fs::is_directory(path), "'", folder, "' is not a run folder (no such folder)");
@@ -69,35 +71,49 @@ RunCurves load_run_curves(const std::string& folder) {
   }
   MLO_CHECK(!seeds.empty(), "'", folder, "' holds neither metrics.csv (a run) nor ",
             "seed_<s>/metrics.csv (a run of mlo run --seeds)");
-  std::sort(seeds.begin(), seeds.end());
-  for (const auto& seed : seeds) run.seeds.push_back(read_run_metrics(seed.string()));
+  std::sort(seeds.begin(), seeds.end(), [](const fs::path& a, const fs::path& b) {
+    return seed_of_folder(a.filename().string()) < seed_of_folder(b.filename().string());
+  });
+  for (const auto& seed : seeds) {
+    run.seeds.push_back(read_run_metrics(seed.string()));
+    run.seed_names.push_back(seed.filename().string());
+  }
   return run;
 }
 
-std::vector<std::string> default_metrics(const RunCurves& run) {
-  std::vector<std::string> losses, validation;
-  if (run.seeds.empty()) return {};
-  for (const auto& [tag, values] : run.seeds.front()) {
-    const size_t slash = tag.find('/');
-    const std::string source = tag.substr(0, slash), name = tag.substr(slash + 1);
-    if (source == "valid") {
-      if (name.find('/') == std::string::npos) validation.push_back(tag);
-    } else if (source != "test" && source != "validation" && name == "loss") {
-      losses.push_back(tag);
+std::vector<std::string> default_metrics(const std::vector<RunCurves>& runs) {
+  std::set<std::string> losses, validation;
+  for (const auto& run : runs) {
+    for (const auto& seed : run.seeds) {
+      for (const auto& entry : seed) {
+        const std::string& tag = entry.first;
+        const size_t slash = tag.find('/');
+        const std::string source = tag.substr(0, slash), name = tag.substr(slash + 1);
+        if (source == "valid") {
+          if (name.find('/') == std::string::npos) validation.insert(tag);
+        } else if (source != "test" && source != "validation" && name == "loss") {
+          losses.insert(tag);
+        }
+      }
     }
   }
-  losses.insert(losses.end(), validation.begin(), validation.end());
-  return losses;
+  std::vector<std::string> out(losses.begin(), losses.end());
+  out.insert(out.end(), validation.begin(), validation.end());
+  return out;
 }
 
 Curve make_curve(const RunCurves& run, const std::string& metric, Band band) {
   Curve curve;
   std::vector<const std::map<int64_t, double>*> seeds;
-  for (const auto& seed : run.seeds) {
-    const auto found = seed.find(metric);
-    if (found == seed.end()) return curve;
-    seeds.push_back(&found->second);
+  for (size_t s = 0; s < run.seeds.size(); ++s) {
+    const auto found = run.seeds[s].find(metric);
+    if (found == run.seeds[s].end()) {
+      curve.missing.push_back(run.seed_names.at(s));
+    } else {
+      seeds.push_back(&found->second);
+    }
   }
+  curve.seeds = static_cast<int>(seeds.size());
   if (seeds.empty()) return curve;
   for (const auto& [step, first] : *seeds.front()) {
     std::vector<double> values;

@@ -23,6 +23,7 @@ struct RunCurves {
   std::string label;               ///< the legend's name: the folder's name
   std::string folder;
   std::vector<RunMetrics> seeds;   ///< one entry for a plain run
+  std::vector<std::string> seed_names;  ///< "seed_3", ... ("" for a plain run)
 };
 
 /// A run folder (with metrics.csv) or a `--seeds` folder (with seed_<s>/metrics.csv). Throws
@@ -31,21 +32,24 @@ RunCurves load_run_curves(const std::string& folder);
 
 /// What `mlo plot` draws when no --metric is given: each problem's training loss
 /// ("<problem>/loss") and each validation metric without a per-class part ("valid/acc",
-/// "valid/balanced_acc", "valid/loss", ...), in that order, as found in `run`'s first seed.
-std::vector<std::string> default_metrics(const RunCurves& run);
+/// "valid/balanced_acc", "valid/loss", ...), in that order, as found in any seed of any run.
+std::vector<std::string> default_metrics(const std::vector<RunCurves>& runs);
 
 enum class Band { kMinMax, kStd };
 
-/// One metric of one run, over the steps every seed logged it at.
+/// One metric of one run, over the steps every seed that logged it logged it at.
 struct Curve {
+  int seeds = 0;                       ///< the seeds it is over
+  std::vector<std::string> missing;    ///< the seeds of the run that never logged the metric
   std::vector<int64_t> steps;
   std::vector<double> mean;  ///< the value, for one seed
   std::vector<double> low;   ///< min over seeds, or mean - std (sample std); = mean for one seed
   std::vector<double> high;  ///< max over seeds, or mean + std
 };
 
-/// The curve of `metric` in `run`; empty when no seed logged it. Steps that some seed lacks are
-/// left out (the band is over the same seeds at every step).
+/// The curve of `metric` in `run`, over the seeds that logged it (a seed still running, or one
+/// without that metric, is left out and named in `missing`); empty when none did. Steps that
+/// some of those seeds lack are left out (the band is over the same seeds at every step).
 Curve make_curve(const RunCurves& run, const std::string& metric, Band band);
 
 }  // namespace cli

@@ -37,10 +37,15 @@ std::string number(double value) {
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
                                "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
-std::string legend(const RunCurves& run, Band band) {
+std::string legend(const RunCurves& run, const Curve& curve, Band band) {
   if (run.seeds.size() == 1) return run.label;
-  return run.label + ": mean of " + std::to_string(run.seeds.size()) + " seeds, band " +
+  return run.label + ": mean of " + std::to_string(curve.seeds) + " seeds, band " +
          (band == Band::kStd ? "+-1 std" : "min-max");
+}
+
+bool drawable(const Curve& curve) {
+  return std::any_of(curve.mean.begin(), curve.mean.end(),
+                     [](double v) { return std::isfinite(v); });
 }
 
 }  // namespace
@@ -49,8 +54,6 @@ std::string plot_runs(const std::vector<std::string>& folders, const PlotOptions
   MLO_CHECK(!folders.empty(), "mlo plot: no run folder given");
   std::vector<RunCurves> runs;
   for (const auto& folder : folders) runs.push_back(load_run_curves(folder));
-  const std::vector<std::string> metrics =
-      options.metrics.empty() ? default_metrics(runs.front()) : options.metrics;
   std::set<std::string> available;
   for (const auto& run : runs) {
     for (const auto& seed : run.seeds) {
@@ -62,77 +65,108 @@ std::string plot_runs(const std::vector<std::string>& folders, const PlotOptions
     for (const auto& name : available) names += (names.empty() ? "" : ", ") + name;
     return names;
   };
-  MLO_CHECK(!metrics.empty(), "mlo plot: '", folders.front(),
-            "' has no training loss or validation metric to draw; choose with --metric from: ",
-            list());
+  MLO_CHECK(!available.empty(), "mlo plot: the metrics.csv of ", folders.size() == 1 ? "" : "every ",
+            "run given has no records yet");
+  const std::vector<std::string> metrics =
+      options.metrics.empty() ? default_metrics(runs) : options.metrics;
+  MLO_CHECK(!metrics.empty(),
+            "mlo plot: the runs have no training loss or validation metric to draw; choose with "
+            "--metric from: ", list());
   for (const auto& metric : metrics) {
     MLO_CHECK(available.count(metric), "mlo plot: no run logged the metric '", metric,
               "'; the runs have: ", list());
   }
 
-  const std::string png =
-      options.out.empty() ? (fs::path(folders.front()) / "curves.png").string() : options.out;
-  const std::string stem =
-      png.size() > 4 && png.substr(png.size() - 4) == ".png" ? png.substr(0, png.size() - 4) : png;
-  const std::string dat = stem + ".dat", gp = stem + ".gp", drawn = png + ".tmp";
-  if (fs::path(png).has_parent_path()) fs::create_directories(fs::path(png).parent_path());
+  const fs::path png = fs::absolute(
+      options.out.empty() ? fs::path(folders.front()) / "curves.png" : fs::path(options.out));
+  MLO_CHECK(!fs::is_directory(png) && png.has_filename(), "mlo plot: --out '", options.out,
+            "' is a folder; give the PNG's file name");
+  const std::string stem = png.extension() == ".png" ? (png.parent_path() / png.stem()).string()
+                                                     : png.string();
+  const std::string dat = stem + ".dat", gp = stem + ".gp", drawn = png.string() + ".tmp";
+  fs::create_directories(png.parent_path());
 
-  // One data block per (metric, run): "step mean low high", blocks separated by two blank
-  // lines (gnuplot's `index`).
-  std::vector<std::vector<bool>> drawn_curve(metrics.size(), std::vector<bool>(runs.size()));
+  // The curves with a finite value, each one data block ("step mean low high"), blocks
+  // separated by two blank lines and numbered for gnuplot's `index` in the order written.
+  struct Drawn {
+    size_t run;
+    int index;
+    Curve curve;
+  };
+  std::vector<std::vector<Drawn>> panels(metrics.size());
+  int blocks = 0;
+  for (size_t m = 0; m < metrics.size(); ++m) {
+    for (size_t r = 0; r < runs.size(); ++r) {
+      Curve curve = make_curve(runs[r], metrics[m], options.band);
+      if (!curve.missing.empty() && curve.seeds > 0) {
+        std::string names;
+        for (const auto& name : curve.missing) names += (names.empty() ? "" : ", ") + name;
+        std::cerr << "mlo plot: " << metrics[m] << " of " << runs[r].label << ": over "
+                  << curve.seeds << " seeds; " << names << " logged none (yet)\n";
+      }
+      if (!drawable(curve)) continue;
+      panels[m].push_back({r, blocks++, std::move(curve)});
+    }
+    if (panels[m].empty()) {
+      std::cerr << "mlo plot: no run has a finite value of " << metrics[m]
+                << ": its panel is left out\n";
+    }
+  }
+  std::vector<size_t> shown;
+  for (size_t m = 0; m < metrics.size(); ++m) {
+    if (!panels[m].empty()) shown.push_back(m);
+  }
+  MLO_CHECK(!shown.empty(), "mlo plot: no run has a finite value of any metric asked for");
   write_file_atomically(dat, [&](std::ostream& out) {
-    int block = 0;
-    for (size_t m = 0; m < metrics.size(); ++m) {
-      for (size_t r = 0; r < runs.size(); ++r, ++block) {
-        const Curve curve = make_curve(runs[r], metrics[m], options.band);
-        out << "# block " << block << ": " << metrics[m] << ", " << runs[r].label
+    for (const size_t m : shown) {
+      for (const auto& d : panels[m]) {
+        out << "# block " << d.index << ": " << metrics[m] << ", " << runs[d.run].label
             << "\n# step mean low high\n";
-        for (size_t i = 0; i < curve.steps.size(); ++i) {
-          out << curve.steps[i] << ' ' << number(curve.mean[i]) << ' ' << number(curve.low[i])
-              << ' ' << number(curve.high[i]) << '\n';
+        for (size_t i = 0; i < d.curve.steps.size(); ++i) {
+          out << d.curve.steps[i] << ' ' << number(d.curve.mean[i]) << ' '
+              << number(d.curve.low[i]) << ' ' << number(d.curve.high[i]) << '\n';
         }
-        drawn_curve[m][r] = !curve.steps.empty();
         out << "\n\n";
       }
     }
   });
 
-  const size_t columns = std::min<size_t>(metrics.size(), 2);
-  const size_t rows = (metrics.size() + columns - 1) / columns;
+  const size_t columns = std::min<size_t>(shown.size(), 2);
+  const size_t rows = (shown.size() + columns - 1) / columns;
   std::string title = "Learning curves:";
   for (const auto& run : runs) title += " " + run.label;
   write_file_atomically(gp, [&](std::ostream& out) {
     out << "# gnuplot script written by mlo plot; `gnuplot " << gp << "` redraws the chart\n"
+        << "if (!exists(\"outfile\")) outfile = " << quoted(png.string()) << "\n"
         << "set terminal pngcairo size " << 720 * columns << "," << 460 * rows
         << " noenhanced font ',10'\n"
-        << "set output " << quoted(drawn) << "\n"
+        << "set output outfile\n"
         << "set multiplot layout " << rows << "," << columns << " title " << quoted(title)
         << " font ',12'\n"
         << "set style fill transparent solid 0.2 noborder\n"
         << "set grid\nset key below\nset xlabel 'global step'\n";
-    for (size_t m = 0; m < metrics.size(); ++m) {
+    for (const size_t m : shown) {
       out << "set title " << quoted(metrics[m]) << "\nset ylabel " << quoted(metrics[m]) << "\n";
       std::string plots;
-      for (size_t r = 0; r < runs.size(); ++r) {
-        if (!drawn_curve[m][r]) continue;
-        const std::string color = quoted(kColors[r % (sizeof(kColors) / sizeof(kColors[0]))]);
-        const std::string index = std::to_string(m * runs.size() + r);
-        const std::string source = quoted(dat) + " index " + index;
-        if (runs[r].seeds.size() > 1) {
+      for (const auto& d : panels[m]) {
+        const std::string color =
+            quoted(kColors[d.run % (sizeof(kColors) / sizeof(kColors[0]))]);
+        const std::string source = quoted(dat) + " index " + std::to_string(d.index);
+        if (runs[d.run].seeds.size() > 1) {
           plots += (plots.empty() ? "" : ", \\\n     ") + source +
                    " using 1:3:4 with filledcurves lc rgb " + color + " notitle";
         }
         plots += (plots.empty() ? "" : ", \\\n     ") + source +
                  " using 1:2 with linespoints pt 7 ps 0.4 lw 2 lc rgb " + color + " title " +
-                 quoted(legend(runs[r], options.band));
+                 quoted(legend(runs[d.run], d.curve, options.band));
       }
       out << "plot " << plots << "\n";
     }
     out << "unset multiplot\n";
   });
-  const std::string error = run_gnuplot(gp, drawn, png);
+  const std::string error = run_gnuplot(gp, drawn, png.string());
   MLO_CHECK(error.empty(), "mlo plot: ", error);
-  return png;
+  return png.string();
 }
 
 PlotCommand::PlotCommand(CLI::App& app) {

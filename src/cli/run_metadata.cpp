@@ -24,10 +24,17 @@ std::string shell_quoted(const std::string& argument) {
   return quoted + "'";
 }
 
-// A Markdown table cell: pipes escaped, so a value cannot break the table.
+// A Markdown table cell: pipes escaped, line breaks as spaces and backticks as quotes, so that
+// a value cannot break the table or the code span around the command.
 std::string cell(const std::string& text) {
   std::string out;
-  for (const char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  for (const char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else {
+      out += c == '\n' || c == '\r' ? ' ' : c == '`' ? '\'' : c;
+    }
+  }
   return out;
 }
 
@@ -82,8 +89,9 @@ std::string to_markdown(const RunMetadata& meta) {
       << "| world size | " << meta.world_size << " |\n"
       << "| seed | " << meta.seed << " |\n"
       << "| from step | " << meta.start_step << " |\n"
-      << "| started | " << cell(meta.started) << " |\n"
-      << "| command | `" << cell(command) << "` |\n";
+      << "| started | " << cell(meta.started) << " |\n";
+  if (!meta.finished.empty()) out << "| finished | " << cell(meta.finished) << " |\n";
+  out << "| command | `" << cell(command) << "` |\n";
   return out.str();
 }
 

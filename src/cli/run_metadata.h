@@ -2,7 +2,9 @@
 // Part of the mlo tool (src/cli): what produced a run's results — the build (mlo's version and
 // commit, LibTorch's version), the machine (host, device, threads, world size), the seed, when
 // it ran and the command line. `mlo run` records it in results.json ("meta") and in the
-// TensorBoard text "run/metadata".
+// TensorBoard text "run/metadata" (at the step a run starts from, and with its end time at the
+// last step). Under `mlo launch` the command is the `mlo run ...` line the launcher started
+// each rank with.
 #include <mlo/base/build_info.h>
 
 #include <nlohmann/json_fwd.hpp>
@@ -37,7 +39,7 @@ std::string host_name();
 /// `mlo_version`, `git_commit`, `libtorch`, `cuda_build`).
 nlohmann::json to_json(const RunMetadata& meta);
 
-/// The metadata as a Markdown table (for TensorBoard's Text tab).
+/// The metadata as a Markdown table (for TensorBoard's Text tab; `finished` only once set).
 std::string to_markdown(const RunMetadata& meta);
 
 }  // namespace cli

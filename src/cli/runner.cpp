@@ -325,6 +325,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   result.test = experiment.evaluate(run::EvalSet::kTest);
   metrics->write(result.steps, "test", result.test);
   meta.finished = utc_now();
+  metrics->text(result.steps, "run/metadata", to_markdown(meta));
   write_file(out / "results.json",
              results_json(config.experiment, result.test, result.valid, result.steps,
                           result.evaluated_step, experiment.synthetic(), meta));

@@ -39,6 +39,18 @@ const std::vector<std::string>& summary_metrics() {
   return names;
 }
 
+int64_t seed_of_folder(const std::string& name) {
+  if (name.rfind("seed_", 0) != 0) return -1;
+  // seed_<digits> only: "seed_03" or "seed_3abc" would collide with seed_3.
+  const std::string digits = name.substr(5);
+  if (digits.empty() || digits.size() > 18 ||
+      digits.find_first_not_of("0123456789") != std::string::npos ||
+      (digits.size() > 1 && digits[0] == '0')) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
 std::map<std::string, std::map<int64_t, double>> read_seed_results(
     const std::string& dir, const std::vector<int64_t>& only) {
   std::map<std::string, std::map<int64_t, double>> out;
@@ -48,14 +60,8 @@ std::map<std::string, std::map<int64_t, double>> read_seed_results(
     if (!entry.is_directory() || name.rfind("seed_", 0) != 0) continue;
     const fs::path results = entry.path() / "results.json";
     if (!fs::exists(results)) continue;
-    // seed_<digits> only: "seed_03" or "seed_3abc" would collide with seed_3.
-    const std::string digits = name.substr(5);
-    if (digits.empty() || digits.size() > 18 ||
-        digits.find_first_not_of("0123456789") != std::string::npos ||
-        (digits.size() > 1 && digits[0] == '0')) {
-      continue;
-    }
-    const int64_t seed = std::stoll(digits);
+    const int64_t seed = seed_of_folder(name);
+    if (seed < 0) continue;
     if (!only.empty() && std::find(only.begin(), only.end(), seed) == only.end()) continue;
     std::ifstream in(results);
     const nlohmann::json json = nlohmann::json::parse(in);

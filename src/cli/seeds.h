@@ -18,6 +18,10 @@ namespace cli {
 /// (the numbers to report) and the final validation metrics (the numbers to choose by).
 const std::vector<std::string>& summary_metrics();
 
+/// The seed a `--seeds` run folder is named for: `seed_<s>` with `s` in plain digits (no
+/// leading zero, so "seed_03" cannot collide with "seed_3"); -1 for any other name.
+int64_t seed_of_folder(const std::string& name);
+
 /// metric ("test/balanced_acc", "valid/balanced_acc", ...) -> seed -> value, read from every
 /// `<dir>/seed_<s>/results.json` (only the seeds in `only`, when given). A diverged run's
 /// metric (written as "NaN" or "Infinity") is read as that value, never dropped, so a summary

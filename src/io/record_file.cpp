@@ -1,7 +1,5 @@
 #include "record_file.h"
 
-#include <mlo/base/error.h>
-
 #include <boost/crc.hpp>
 
 #include <fstream>
@@ -47,29 +45,34 @@ void write_record(std::ostream& out, const std::string& data) {
   out.write(footer, sizeof(footer));
 }
 
-std::vector<std::string> read_records(const std::string& path) {
+std::vector<std::string> read_records(const std::string& path, std::string* damage) {
   std::vector<std::string> records;
+  if (damage) damage->clear();
   std::ifstream in(path, std::ios::binary);
   if (!in.good()) return records;
-  const auto corrupt = [&](uint64_t offset, const char* what) {
-    throw Error("TensorBoard event file '" + path + "': the record at byte " +
-                std::to_string(offset) + " is corrupt (" + what + ")");
+  const auto damaged = [&](uint64_t offset, const char* which) {
+    if (damage) {
+      *damage = "the record at byte " + std::to_string(offset) + " is damaged (" + which +
+                " checksum)";
+    }
+    return records;
   };
   uint64_t offset = 0;
   while (true) {
     char header[12];
     in.read(header, sizeof(header));
     if (in.gcount() < static_cast<std::streamsize>(sizeof(header))) break;  // end, or cut short
-    if (get_le(header + 8, 4) != masked_crc32c(header, 8)) corrupt(offset, "length checksum");
+    if (get_le(header + 8, 4) != masked_crc32c(header, 8)) return damaged(offset, "length");
     const uint64_t length = get_le(header, 8);
+    if (length > (uint64_t{1} << 32)) return damaged(offset, "length");  // no event is 4 GiB
     std::string data(length, '\0');
     in.read(data.data(), static_cast<std::streamsize>(length));
-    char footer[4];
     if (static_cast<uint64_t>(in.gcount()) < length) break;
+    char footer[4];
     in.read(footer, sizeof(footer));
     if (in.gcount() < static_cast<std::streamsize>(sizeof(footer))) break;
     if (get_le(footer, 4) != masked_crc32c(data.data(), data.size())) {
-      corrupt(offset, "data checksum");
+      return damaged(offset, "data");
     }
     records.push_back(std::move(data));
     offset += sizeof(header) + length + sizeof(footer);

@@ -23,10 +23,11 @@ uint32_t masked_crc32c(const void* data, size_t size);
 /// Appends one record holding `data` to `out`.
 void write_record(std::ostream& out, const std::string& data);
 
-/// The records of the file at `path`, in order ({} when it does not exist). A last record cut
-/// short (a crash while it was written) ends the list; a checksum that does not match throws
-/// `mlo::Error` naming the file and the record's offset.
-std::vector<std::string> read_records(const std::string& path);
+/// The records of the file at `path`, in order ({} when it does not exist), up to the first
+/// that is cut short (a crash while it was written) or damaged (a checksum that does not
+/// match, e.g. a zero-filled tail after a power loss). For a damaged one, `damage` (when given)
+/// is set to "the record at byte <offset> is damaged (<which> checksum)"; else it is cleared.
+std::vector<std::string> read_records(const std::string& path, std::string* damage = nullptr);
 
 }  // namespace io
 }  // namespace mlo

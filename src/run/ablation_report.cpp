@@ -322,8 +322,9 @@ std::string write_ablation_chart(const AblationResult& r, const std::string& png
   const std::string tmp = png_path + ".tmp";
   write_file_atomically(gp, [&](std::ostream& out) {
     out << "# gnuplot script written by mlo ablate; `gnuplot " << gp << "` redraws the chart\n"
+        << "if (!exists(\"outfile\")) outfile = '" << png_path << "'\n"
         << "set terminal pngcairo size 1100,620 noenhanced font ',11'\n"
-        << "set output '" << tmp << "'\n"
+        << "set output outfile\n"
         << "set title 'Memory ablation: " << r.experiment << ", batch " << r.batch << ", "
         << r.device << " (" << (r.synthetic ? "SYNTHETIC data" : "real data") << ")'\n"
         << "set ylabel 'peak per meta-iteration (MiB, exact meter)'\n"

@@ -668,7 +668,10 @@ Result full_disk(const Context& c, const Row& row) {
   const auto before = snapshot(out);
   const int64_t state_bytes = static_cast<int64_t>(fs::file_size(out / state));
   int64_t others = 0;  // the largest file the run appends to
-  for (const std::string f : {"log.txt", "metrics.csv", "metrics.jsonl"}) {
+  // (the TensorBoard event file is rewritten whole when the run resumes)
+  for (const std::string f :
+       {"log.txt", "metrics.csv", "metrics.jsonl", "tb/events.out.tfevents.mlo"}) {
+    if (!fs::exists(out / f)) continue;
     others = std::max<int64_t>(others, static_cast<int64_t>(fs::file_size(out / f)));
   }
   const int64_t limit = state_bytes / 2;

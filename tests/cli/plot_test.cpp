@@ -50,7 +50,7 @@ TEST_CASE("plot: a run's metrics.csv read back under TensorBoard's tags", "[cli]
   CHECK(run.label == "a");
   CHECK(run.seeds.size() == 1);
   // each problem's loss, then the validation metrics without a per-class part
-  CHECK(mlo::cli::default_metrics(run) ==
+  CHECK(mlo::cli::default_metrics({run}) ==
         std::vector<std::string>{"classifier/loss", "reweighter/loss", "valid/acc"});
 
   // A malformed line names the file and the line.
@@ -85,6 +85,19 @@ TEST_CASE("plot: a --seeds folder is its mean with a min-max or +-std band", "[c
   CHECK_THAT(mlo::cli::make_curve(run, "valid/acc", mlo::cli::Band::kMinMax).mean,
              Catch::Matchers::Approx(std::vector<double>{0.3, 0.6}));
   CHECK(mlo::cli::make_curve(run, "absent/metric", mlo::cli::Band::kMinMax).steps.empty());
+
+  // A seed still running (its metrics.csv has only the header): the curves are over the others,
+  // and say which seed they leave out.
+  fs::create_directories(dir.path / "b" / "seed_3");
+  std::ofstream(dir.path / "b" / "seed_3" / "metrics.csv") << "step,source,metric,value\n";
+  fs::create_directories(dir.path / "b" / "seed_04");  // not a seed folder: seed_4 is
+  std::ofstream(dir.path / "b" / "seed_04" / "metrics.csv") << "step,source,metric,value\n";
+  const auto four = mlo::cli::load_run_curves((dir.path / "b").string());
+  CHECK(four.seed_names == std::vector<std::string>{"seed_0", "seed_1", "seed_2", "seed_3"});
+  const auto three = mlo::cli::make_curve(four, "classifier/loss", mlo::cli::Band::kMinMax);
+  CHECK(three.seeds == 3);
+  CHECK(three.missing == std::vector<std::string>{"seed_3"});
+  CHECK(three.mean == minmax.mean);
 }
 
 TEST_CASE("plot: the PNG, its script and data; an unknown metric lists the known ones",
@@ -118,4 +131,43 @@ TEST_CASE("plot: the PNG, its script and data; an unknown metric lists the known
   CHECK_THAT(script, Contains("set multiplot layout 2,2"));
   CHECK_THAT(script, Contains("b: mean of 2 seeds, band min-max"));
   CHECK_THAT(script, Contains("filledcurves"));
+  // the script redraws the PNG by itself, into the same file
+  CHECK_THAT(script, Contains("if (!exists(\"outfile\")) outfile = '" + png + "'"));
+}
+
+TEST_CASE("plot: a run without a metric leaves no hole in the data blocks", "[cli][plot]") {
+  // Run c has no reweighter and a test/acc that is NaN: its blocks are not written, so every
+  // later curve still reads its own block (gnuplot's `index` skips no empty block).
+  mlo_test::TempDir dir("plot_missing");
+  write_run(dir.path / "a", 1.0);
+  fs::create_directories(dir.path / "c");
+  std::ofstream(dir.path / "c" / "metrics.csv")
+      << "step,source,metric,value\n1,classifier,loss,5\n2,classifier,loss,6\n"
+         "2,validation,valid/acc,0.7\n4,test,acc,NaN\n";
+  if (!has_gnuplot()) {
+    WARN("gnuplot is not installed: the PNG is not drawn (apt-get install gnuplot-nox)");
+    return;
+  }
+  mlo::cli::PlotOptions options;
+  options.out = (dir.path / "curves.png").string();
+  // the defaults come from every run: the reweighter's loss though c has none
+  mlo::cli::plot_runs({(dir.path / "c").string(), (dir.path / "a").string()}, options);
+  const std::string data = mlo_test::read_text(dir.path / "curves.dat");
+  const std::string script = mlo_test::read_text(dir.path / "curves.gp");
+  // blocks: 0 classifier/loss c, 1 classifier/loss a, 2 reweighter/loss a, 3 valid/acc c,
+  // 4 valid/acc a
+  CHECK_THAT(data, Contains("# block 2: reweighter/loss, a\n# step mean low high\n1 2 2 2\n"));
+  CHECK_THAT(data, Contains("# block 3: valid/acc, c\n# step mean low high\n2 0.7 0.7 0.7\n"));
+  CHECK_THAT(script, Contains("index 2 using 1:2 with linespoints pt 7 ps 0.4 lw 2 lc rgb "
+                              "'#d62728' title 'a'"));
+  CHECK(script.find("index 5") == std::string::npos);
+  // test/acc: NaN only, so nothing to draw: refused clearly rather than a gnuplot error
+  options.metrics = {"test/acc"};
+  CHECK_THROWS_WITH(
+      mlo::cli::plot_runs({(dir.path / "c").string(), (dir.path / "a").string()}, options),
+      Contains("no run has a finite value of any metric asked for"));
+  options.metrics.clear();
+  options.out = dir.path.string();
+  CHECK_THROWS_WITH(mlo::cli::plot_runs({(dir.path / "a").string()}, options),
+                    Contains("is a folder"));
 }

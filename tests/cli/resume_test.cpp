@@ -3,10 +3,13 @@
 #include "support/scratch.h"
 #include "runner.h"
 
+#include <mlo/base/build_info.h>
+#include <mlo/build_config.h>
 #include <mlo/io/state.h>
 #include <mlo/run/yaml.h>
 #include <mlo/run/experiment.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <catch2/catch.hpp>
 
@@ -15,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -287,4 +291,39 @@ TEST_CASE("Experiment: its problems are freed with it", "[cli][run]") {
   }
   REQUIRE(classifier.expired());
   REQUIRE(reweighter.expired());
+}
+
+TEST_CASE("Run: results.json records what produced it, also after a resume", "[cli][resume]") {
+  const auto dir = scratch("meta");
+  mlo::cli::RunOptions options;
+  options.progress = false;
+  options.out_dir = dir.string();
+  options.command_line = {"mlo", "run", "tiny.yaml", "--set", "a=it's"};
+  options.stop_at = 5;
+  const auto config = mlo::run::parse_run_config(kTiny, "tiny.yaml");
+  REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
+  CHECK_FALSE(fs::exists(dir / "results.json"));
+  options.stop_at = 0;
+  options.resume = true;
+  mlo::cli::run_experiment(config, options);
+  const auto meta = nlohmann::json::parse(read(dir / "results.json")).at("meta");
+  INFO(meta.dump(1));
+  const mlo::BuildInfo build = mlo::build_info();
+  CHECK(meta.at("mlo_version") == build.version);
+  CHECK(std::regex_match(build.version, std::regex("[0-9]+\\.[0-9]+\\.[0-9]+")));
+  CHECK(meta.at("git_commit") == build.git_commit);
+  CHECK(std::regex_match(build.git_commit, std::regex("[0-9a-f]{40}(-dirty)?|unknown")));
+  CHECK(meta.at("libtorch") == TORCH_VERSION);
+  CHECK(meta.at("cuda_build") == (MLO_WITH_CUDA != 0));
+  CHECK(meta.at("device") == "cpu");
+  CHECK(meta.at("threads") == 1);  // kTiny: threads 1
+  CHECK(meta.at("world_size") == 1);
+  CHECK(meta.at("seed") == 3);
+  CHECK(meta.at("start_step") == 5);  // the resumed process's own start
+  const std::regex iso("20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]Z");
+  CHECK(std::regex_match(meta.at("started").get<std::string>(), iso));
+  CHECK(std::regex_match(meta.at("finished").get<std::string>(), iso));
+  CHECK(meta.at("started").get<std::string>() <= meta.at("finished").get<std::string>());
+  CHECK(meta.at("command") == options.command_line);
+  CHECK_FALSE(meta.at("hostname").get<std::string>().empty());
 }

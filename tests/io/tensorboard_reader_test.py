@@ -3,8 +3,9 @@
 
 Reads <out>/tb/ with the `tensorboard` package's EventAccumulator (the loader TensorBoard's
 server uses; it checks every record's CRC-32C) and checks every tag, step and value against
-metrics.jsonl, the texts (resolved config, run metadata), and that a run stopped and resumed
-holds each (tag, step) once, with the uninterrupted run's values.
+metrics.jsonl, the texts (resolved config, run metadata), and that a run stopped and resumed,
+or killed and resumed from an older state, holds each (tag, step) once, with the uninterrupted
+run's values.
 
   tensorboard_reader_test.py --mlo build/mlo
 Exits 77 (skipped) when the tensorboard package is missing (scripts/setup.sh --check-tools
@@ -112,10 +113,10 @@ def compare(accumulator, expected, what):
     return len(tags), compared
 
 
-def run(mlo, config, out, *extra):
+def run(mlo, config, out, *extra, killed=False):
     command = [mlo, "run", config, "--out", out, "--no-progress", *extra]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
+    if done.returncode != (-9 if killed else 0):
         print(done.stdout, done.stderr, file=sys.stderr)
         sys.exit(f"{' '.join(command)} failed with exit code {done.returncode}")
 
@@ -145,11 +146,14 @@ def main():
         check([step for step, _ in config_texts] == [0], f"run/config steps: {config_texts}")
         check("experiment: reweighting" in config_texts[0][1], "run/config lacks the config")
         metadata = texts(accumulator, "run/metadata")
-        check(len(metadata) == 1 and "| seed | 3 |" in metadata[0][1]
+        check(len(metadata) == 2 and "| seed | 3 |" in metadata[0][1]
               and "| world size | 1 |" in metadata[0][1], f"run/metadata: {metadata}")
         with open(os.path.join(full, "results.json")) as f:
             meta = json.load(f)["meta"]
         check(meta["git_commit"] in metadata[0][1], "run/metadata lacks the commit")
+        check([step for step, _ in metadata] == [0, 12], f"run/metadata steps: {metadata}")
+        check(f"| finished | {meta['finished']} |" in metadata[1][1],
+              "the last run/metadata lacks results.json's end time")
         print(f"texts: run/config at steps {[s for s, _ in config_texts]}, run/metadata at "
               f"steps {[s for s, _ in metadata]}")
 
@@ -163,7 +167,25 @@ def main():
         print(f"stopped at 6 and resumed: {tags} scalar tags, {values} values, each step once, "
               f"equal to the uninterrupted run's")
         steps = [step for step, _ in texts(resumed, "run/metadata")]
-        check(steps == [0, 6], f"resumed run/metadata steps: {steps}")
+        check(steps == [0, 6, 12], f"resumed run/metadata steps: {steps}")
+        finished = texts(resumed, "run/metadata")[-1][1]
+        check("| finished | " in finished and "| from step | 6 |" in finished,
+              f"the last run/metadata lacks the end time or the start step: {finished}")
+
+        # Killed after step 7 (a crash: the last state is step 4's), resumed: the events of
+        # steps 5 to 7 written before the crash are dropped, then written again once.
+        crashed = os.path.join(work, "crashed")
+        run(args.mlo, config, crashed, "--raise-at", "7:KILL", killed=True)
+        before = load(crashed)
+        check(max(event.step for event in before.Scalars("classifier/loss")) == 7,
+              "the killed run did not log step 7")
+        run(args.mlo, config, crashed, "--resume")
+        after = load(crashed)
+        tags, values = compare(after, expected, "killed and resumed run")
+        steps = [step for step, _ in texts(after, "run/metadata")]
+        check(steps == [0, 4, 12], f"killed and resumed run/metadata steps: {steps}")
+        print(f"killed after step 7 (state of step 4) and resumed: {tags} scalar tags, {values} "
+              f"values, each step once, equal to the uninterrupted run's")
 
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,6 +1,6 @@
 // TensorBoard event files, the parts a reader cannot show: the records' CRC-32C against the
-// published check values, the framing read back (a record cut short by a crash is dropped, a
-// damaged one is an error naming the file and offset), and what a resumed writer keeps. That
+// published check values, the framing read back (a record cut short by a crash, or damaged,
+// ends what is read, naming the offset), and which steps a resumed writer keeps. That
 // TensorBoard itself reads the files, every tag, step and value, is tensorboard_reader_test.py.
 #include "support/scratch.h"
 
@@ -8,6 +8,8 @@
 #include <mlo/io/metrics.h>
 #include <mlo/io/tensorboard.h>
 #include <src/io/record_file.h>
+
+#include "tensorboard_event.pb.h"  // generated from src/io/tensorboard_event.proto
 
 #include <catch2/catch.hpp>
 
@@ -22,6 +24,22 @@ using Catch::Matchers::Contains;
 namespace {
 
 size_t file_size(const std::string& path) { return fs::file_size(path); }
+
+// The events of an event file as "step:kind" ("0:version", "3:scalar", "0:text"), in order.
+std::vector<std::string> events(const std::string& path) {
+  std::vector<std::string> out;
+  for (const auto& record : mlo::io::read_records(path)) {
+    mlo::io::tensorboard::Event event;
+    REQUIRE(event.ParseFromString(record));
+    const bool text = event.has_summary() && event.summary().value_size() > 0 &&
+                      event.summary().value(0).has_tensor();
+    out.push_back(std::to_string(event.step()) + ":" +
+                  (event.has_file_version() ? "version" : text ? "text" : "scalar"));
+  }
+  return out;
+}
+
+using Events = std::vector<std::string>;
 
 }  // namespace
 
@@ -65,20 +83,31 @@ TEST_CASE("records: read back; a record cut short is dropped; a damaged one is r
   fs::resize_file(path, 12 + 5 + 4 + 7);  // the second record's header cut short
   CHECK(mlo::io::read_records(path).size() == 1);
 
-  // One byte of the second record's data changed: its checksum names the file and its offset.
+  // One byte of the second record's data changed: reading stops before it, naming its offset.
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     mlo::io::write_record(out, "first");
     mlo::io::write_record(out, "second");
+    mlo::io::write_record(out, "third");
   }
   {
     std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
     io.seekp(12 + 5 + 4 + 12 + 2);
     io.put('X');
   }
-  CHECK_THROWS_WITH(mlo::io::read_records(path),
-                    Contains(path) && Contains("byte 21") && Contains("data checksum"));
-  CHECK(mlo::io::read_records((dir.path / "absent").string()).empty());
+  std::string damage;
+  CHECK(mlo::io::read_records(path, &damage) == std::vector<std::string>{"first"});
+  CHECK(damage == "the record at byte 21 is damaged (data checksum)");
+  // A zero-filled tail (a power loss after the size grew): the length's checksum fails.
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    mlo::io::write_record(out, "first");
+    out << std::string(40, '\0');
+  }
+  CHECK(mlo::io::read_records(path, &damage).size() == 1);
+  CHECK(damage == "the record at byte 21 is damaged (length checksum)");
+  CHECK(mlo::io::read_records((dir.path / "absent").string(), &damage).empty());
+  CHECK(damage.empty());
 }
 
 TEST_CASE("TensorBoardWriter: a resumed writer keeps the events up to the saved step",
@@ -92,26 +121,56 @@ TEST_CASE("TensorBoardWriter: a resumed writer keeps the events up to the saved 
     writer.text(0, "run/config", "a: 1");
     for (int step = 1; step <= 6; ++step) writer.scalars(step, {{"p/loss", 1.0 / step}});
   }
-  // the file's version, the text, six scalar events
-  CHECK(mlo::io::read_records(path).size() == 1 + 1 + 6);
+  CHECK(events(path) ==
+        Events{"0:version", "0:text", "1:scalar", "2:scalar", "3:scalar", "4:scalar", "5:scalar",
+               "6:scalar"});
   {
+    // resumed from a state of step 4: 5 and 6 go; the resumed run writes its text at 4
     mlo::io::TensorBoardWriter resumed(tb, 4);
-    // kept: version, text at 0, steps 1..4; the resumed run writes its text at step 4
-    CHECK(mlo::io::read_records(path).size() == 1 + 1 + 4);
+    CHECK(events(path) ==
+          Events{"0:version", "0:text", "1:scalar", "2:scalar", "3:scalar", "4:scalar"});
     resumed.text(4, "run/config", "a: 2");
     resumed.scalars(5, {{"p/loss", 0.2}});
   }
-  CHECK(mlo::io::read_records(path).size() == 1 + 1 + 4 + 1 + 1);
+  CHECK(events(path) == Events{"0:version", "0:text", "1:scalar", "2:scalar", "3:scalar",
+                               "4:scalar", "4:text", "5:scalar"});
   {
-    // resumed again from the same step: its own text replaces the previous resume's
+    // resumed again from the same step: the previous resume's text at 4 goes too
     mlo::io::TensorBoardWriter again(tb, 4);
-    CHECK(mlo::io::read_records(path).size() == 1 + 1 + 4);
+    CHECK(events(path) ==
+          Events{"0:version", "0:text", "1:scalar", "2:scalar", "3:scalar", "4:scalar"});
+  }
+  // no temporary file is left where TensorBoard would read it
+  for (const auto& entry : fs::directory_iterator(tb)) {
+    CHECK(entry.path().filename() == "events.out.tfevents.mlo");
+  }
+  {
+    // a damaged record (a power loss): what precedes it is kept, the rest dropped
+    std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(-3, std::ios::end);
+    io.put('X');
+  }
+  {
+    mlo::io::TensorBoardWriter damaged(tb, 10);
+    CHECK(events(path) == Events{"0:version", "0:text", "1:scalar", "2:scalar", "3:scalar"});
   }
   {
     // a fresh run in the same folder starts an empty file (its version only)
     mlo::io::TensorBoardWriter fresh(tb);
-    CHECK(mlo::io::read_records(path).size() == 1);
+    CHECK(events(path) == Events{"0:version"});
   }
+  fs::remove(path);
+  {
+    // resumed without a file (TensorBoard was off before): a new one
+    mlo::io::TensorBoardWriter missing(tb, 3);
+    missing.scalars(4, {{std::string("p/\xff\xfe") + "x", 1.0}});
+  }
+  const auto records = mlo::io::read_records(path);
+  REQUIRE(records.size() == 2);
+  mlo::io::tensorboard::Event event;
+  REQUIRE(event.ParseFromString(records[1]));  // a tag that was not UTF-8 still parses
+  CHECK(event.summary().value(0).tag() == "p/\xEF\xBF\xBD\xEF\xBF\xBDx");
+  CHECK(event.summary().value(0).simple_value() == 1.0f);
 }
 
 TEST_CASE("MetricsWriter: TensorBoard tags", "[io][tensorboard]") {

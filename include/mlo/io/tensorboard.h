@@ -21,11 +21,15 @@ class TensorBoardWriter {
   /// starts empty (a previous run's file there is replaced). With `resume_step` >= 0 the
   /// existing file keeps its events up to that global step (what was written after the saved
   /// state is dropped, as are texts of that very step: the resumed run writes its own), then is
-  /// appended to; each step appears once. Throws `mlo::Error` when the file cannot be written.
+  /// appended to; each step appears once. A damaged record (a crash, a power loss) ends what is
+  /// kept, with a warning; a missing file starts anew. The file is rewritten atomically, through
+  /// a temporary name TensorBoard does not read. (A `tensorboard` server that was reading the
+  /// file may need a restart after a resume.) Throws `mlo::Error` when it cannot be written.
   explicit TensorBoardWriter(const std::string& dir, int64_t resume_step = -1);
 
   /// One event at `step` holding every (tag, value) as a scalar (TensorBoard's Scalars tab;
-  /// stored as 32-bit floats, as the format's scalars are).
+  /// stored as 32-bit floats, as the format's scalars are). A byte of a tag that is not valid
+  /// UTF-8 becomes U+FFFD, as in metrics.jsonl.
   void scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values);
 
   /// A text at `step` under `tag` (TensorBoard's Text tab renders it as Markdown).
