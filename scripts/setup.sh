@@ -8,8 +8,9 @@
 #   --skip-apt       do not install packages (also: MLO_SKIP_APT=1), e.g. when building
 #                    against your own LibTorch: scripts/setup.sh --skip-apt -DCMAKE_PREFIX_PATH=/opt/libtorch
 #   --deps-only      install the packages (and with --torch2 the wheel), do not build
-#   --check-tools    also install what scripts/fuzz.sh needs (clang, libFuzzer) and, from PyPI
-#                    into .venv/, the tensorboard package the event-file test reads with; CI uses it
+#   --check-tools    also install what scripts/fuzz.sh needs (clang, libFuzzer), doxygen (the API
+#                    reference) and, from PyPI into .venv/, the tensorboard package the event-file
+#                    test reads with; CI uses it
 # Environment: MLO_BUILD_DIR (default: build, or build-torch2 with --torch2), MLO_JOBS (default:
 # nproc), MLO_TORCH_SPEC (the wheel pip installs, default: torch==2.15.*), MLO_TENSORBOARD_SPEC
 # (with --check-tools, default: tensorboard==2.21.*).
@@ -25,13 +26,15 @@ PACKAGES=(
   libtorch-dev
   libyaml-cpp-dev libspdlog-dev catch2 libcli11-dev libgloo-dev zlib1g-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler libboost-dev  # TensorBoard event files (Boost.CRC)
+  libcurl4-openssl-dev libssl-dev libarchive-dev  # data.download: HTTP, MD5, tar archives
   dataset-fashion-mnist
   gnuplot-nox  # mlo ablate: the PNG chart
 )
 # For scripts/fuzz.sh (libFuzzer ships in clang's runtime package); GCC's sanitizers, used by
 # scripts/test.sh --sanitize, come with build-essential; python3-venv for .venv/, where the
-# tensorboard package (PyPI) reads the event files back in a test.
-CHECK_PACKAGES=(clang libclang-rt-14-dev python3-venv)
+# tensorboard package (PyPI) reads the event files back in a test; doxygen for the API
+# reference (`cmake --build build --target docs`, built by CI with warnings as errors).
+CHECK_PACKAGES=(clang libclang-rt-14-dev python3-venv doxygen)
 check_tools=0
 
 skip_apt="${MLO_SKIP_APT:-0}"
@@ -51,7 +54,7 @@ for arg in "$@"; do
       check_tools=1
       ;;
     -h | --help)
-      sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) cmake_args+=("${arg}") ;;

@@ -3,6 +3,7 @@
 /// Umbrella header of the data area: dataset readers, long-tailed split, transforms, streams.
 
 #include <mlo/data/cifar10.h>
+#include <mlo/data/download.h>
 #include <mlo/data/fashion_mnist.h>
 #include <mlo/data/long_tail.h>
 #include <mlo/data/sampler.h>

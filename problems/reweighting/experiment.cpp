@@ -63,16 +63,20 @@ ReweightingExperiment::ReweightingExperiment(const run::RunConfig& config)
 void ReweightingExperiment::load_data() {
   const DataConfig& d = settings_.data;
   std::string dataset = d.dataset;
-  if (d.synthetic_fallback && !data::dataset_present(dataset, d.root)) {
+  std::string root = d.root;
+  if (!d.download && d.synthetic_fallback && !data::dataset_present(dataset, d.root)) {
     spdlog::warn(
         "{} files not found under '{}': using SYNTHETIC data instead "
-        "(data.synthetic_fallback is on)",
+        "(data.synthetic_fallback is on; data.download: true would fetch them)",
         dataset, data::dataset_root(dataset, d.root));
     dataset = "synthetic";
+  } else {
+    // Missing files: fetched when data.download is on, else an error saying how to get them.
+    root = data::prepare_dataset(dataset, d.root, d.download);
   }
   dataset_ = dataset;
   data::DatasetRequest request;
-  request.root = d.root;
+  request.root = root;
   request.seed = static_cast<uint64_t>(config_.seed);
   request.synthetic_per_class = d.synthetic_size;
   request.synthetic_test_per_class = d.synthetic_test_size;

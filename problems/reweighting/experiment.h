@@ -57,7 +57,12 @@ struct DataConfig {
   /// graph, never needs more memory than a training step.
   int64_t test_batch_size = 0;
   bool augment = true;
-  /// When the dataset's files are missing, use synthetic data instead (loudly) rather than fail.
+  /// When the dataset's files are missing, fetch them from the dataset's official address into
+  /// `root` (or the dataset's download folder), checking the published checksums
+  /// (mlo/data/download.h).
+  bool download = false;
+  /// When the dataset's files are missing and `download` is off, use synthetic data instead
+  /// (loudly) rather than fail.
   bool synthetic_fallback = false;
   int64_t synthetic_size = 5000;      ///< synthetic: training images per class
   int64_t synthetic_test_size = 200;  ///< synthetic: test images per class

@@ -44,6 +44,7 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
     s("meta_batch_size", c.meta_batch_size, at_least(0));
     s("test_batch_size", c.test_batch_size, at_least(0));
     s("augment", c.augment);
+    s("download", c.download);
     s("synthetic_fallback", c.synthetic_fallback);
     s("synthetic_size", c.synthetic_size, at_least(1));
     s("synthetic_test_size", c.synthetic_test_size, at_least(1));

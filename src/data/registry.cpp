@@ -21,6 +21,36 @@ std::map<std::string, DatasetEntry>& registry() {
 }
 
 constexpr const char* kCifarRoot = "data/cifar-10-batches-bin";
+constexpr const char* kFashionDownloadRoot = "data/fashion-mnist";
+
+// The datasets' official addresses and published MD5s (CIFAR-10: the dataset's page; Fashion-MNIST:
+// the table in its repository's README).
+constexpr const char* kCifarUrl = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
+constexpr const char* kCifarMd5 = "c32a1d4ab5d03f1284b67883e8d87530";
+constexpr const char* kFashionUrl = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/";
+
+DownloadSource fashion_mnist_source() {
+  DownloadSource source;
+  const std::pair<const char*, const char*> files[] = {
+      {"train-images-idx3-ubyte.gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d"},
+      {"train-labels-idx1-ubyte.gz", "25c81989df183df01b3e8a0aad5dffbe"},
+      {"t10k-images-idx3-ubyte.gz", "bef4ecab320f06d8554ea6380940ec79"},
+      {"t10k-labels-idx1-ubyte.gz", "bb300cfdad3c16e7a12a480ee83cd310"}};
+  for (const auto& file : files) {
+    source.files.push_back({std::string(kFashionUrl) + file.first, file.second, false});
+    source.expected.emplace_back(file.first);
+  }
+  return source;
+}
+
+DownloadSource cifar10_source() {
+  DownloadSource source;
+  source.files.push_back({kCifarUrl, kCifarMd5, /*unpack=*/true});
+  source.folder = "cifar-10-batches-bin";
+  for (int i = 1; i <= 5; ++i) source.expected.push_back("data_batch_" + std::to_string(i) + ".bin");
+  source.expected.emplace_back("test_batch.bin");
+  return source;
+}
 
 DatasetEntry fashion_mnist() {
   DatasetEntry e;
@@ -36,6 +66,10 @@ DatasetEntry fashion_mnist() {
   };
   e.transform = [](bool train) { return TransformOptions::fashion_mnist(train); };
   e.class_names = FashionMnist::class_names();
+  e.source = fashion_mnist_source();
+  e.download_root = kFashionDownloadRoot;
+  e.how_to_get = "on Debian, apt-get install dataset-fashion-mnist (into " +
+                 std::string(FashionMnistOptions::kDefaultRoot) + ")";
   return e;
 }
 
@@ -55,6 +89,8 @@ DatasetEntry cifar10() {
   };
   e.transform = [](bool train) { return TransformOptions::cifar10(train); };
   e.class_names = Cifar10::class_names();
+  e.source = cifar10_source();
+  e.how_to_get = std::string("by hand: download ") + kCifarUrl + " and unpack it there";
   return e;
 }
 
@@ -109,12 +145,48 @@ const DatasetEntry& dataset_entry(const std::string& name) {
 }
 
 std::string dataset_root(const std::string& name, const std::string& root) {
-  return root.empty() ? dataset_entry(name).default_root : root;
+  if (!root.empty()) return root;
+  const DatasetEntry& entry = dataset_entry(name);
+  if (!entry.download_root.empty() && entry.present && !entry.present(entry.default_root) &&
+      entry.present(entry.download_root)) {
+    return entry.download_root;
+  }
+  return entry.default_root;
 }
 
 bool dataset_present(const std::string& name, const std::string& root) {
   const DatasetEntry& entry = dataset_entry(name);
   return !entry.present || entry.present(dataset_root(name, root));
+}
+
+std::string prepare_dataset(const std::string& name, const std::string& root, bool download,
+                            const DownloadOptions& options) {
+  const DatasetEntry& entry = dataset_entry(name);
+  const std::string folder = dataset_root(name, root);
+  if (!entry.present || entry.present(folder)) return folder;
+  const std::string target =
+      root.empty() && !entry.download_root.empty() ? entry.download_root : folder;
+  std::string files;
+  for (const auto& file : entry.source.expected) files += (files.empty() ? "" : " ") + file;
+  if (!download) {
+    std::string message = "dataset '" + name + "': its files are not in '" + folder + "'";
+    if (target != folder) message += " (nor in '" + target + "')";
+    if (!files.empty()) message += " (expected: " + files + ")";
+    if (!entry.source.files.empty()) {
+      message += ". To fetch them into '" + target +
+                 "', set data.download: true in the config (or add --set data.download=true to "
+                 "mlo run)";
+    }
+    if (!entry.how_to_get.empty()) message += "; " + entry.how_to_get;
+    message += "; or set data.root to the folder that holds them";
+    throw Error(message);
+  }
+  MLO_CHECK(!entry.source.files.empty(), "dataset '", name, "' cannot be downloaded (its entry ",
+            "publishes no files), and its files are not in '", folder, "'");
+  data::download(entry.source, target, options);
+  MLO_CHECK(entry.present(target), "dataset '", name, "': downloaded into '", target,
+            "', but its files are still not found there");
+  return target;
 }
 
 ImageDataset load_dataset(const std::string& name, DatasetRequest request) {

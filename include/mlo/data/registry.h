@@ -2,14 +2,16 @@
 /// \file
 /// Image-classification datasets by name, for any experiment and a user's program: each entry
 /// loads its train and test splits into memory, says where its files are by default and whether
-/// they are present, and gives its normalization. Built in: `fashion_mnist`, `cifar10`,
-/// `synthetic` (CIFAR-shaped, seeded). A program adds its own with `register_dataset`.
+/// they are present, where its files are published (for downloads) and gives its normalization.
+/// Built in: `fashion_mnist`, `cifar10`, `synthetic` (CIFAR-shaped, seeded). A program adds its
+/// own with `register_dataset`.
 ///
 /// ```
 /// auto data = mlo::data::load_dataset("cifar10", mlo::data::DatasetRequest());
 /// auto transform = mlo::data::make_transform(mlo::data::dataset_transform("cifar10", true));
 /// ```
 
+#include <mlo/data/download.h>
 #include <mlo/data/transforms.h>
 
 #include <ATen/core/Tensor.h>
@@ -60,6 +62,17 @@ struct DatasetEntry {
   /// The class names by label, known before loading (configs check class metrics against
   /// them); empty when only loading tells.
   std::vector<std::string> class_names;
+  /// Its published files and their checksums, for `prepare_dataset(..., download=true)`; no
+  /// files: it cannot be downloaded.
+  DownloadSource source;
+  /// Where a download goes when the request names no root and `default_root` lacks the files;
+  /// "" = `default_root`. Looked in too: `dataset_root` resolves an empty root to it when the
+  /// files are there and not in `default_root` (Fashion-MNIST's default is Debian's package
+  /// folder, which a download does not write).
+  std::string download_root;
+  /// How to get the files by hand, for the error that says they are missing ("apt-get install
+  /// dataset-fashion-mnist", an address to download from).
+  std::string how_to_get;
 };
 
 /// Registers `entry` as `name` (a later registration replaces an earlier one); returns true.
@@ -68,10 +81,21 @@ bool register_dataset(const std::string& name, DatasetEntry entry);
 std::vector<std::string> dataset_names();
 /// The entry of `name`; throws `mlo::Error` listing the registered names for an unknown one.
 const DatasetEntry& dataset_entry(const std::string& name);
-/// `root`, or the dataset's default folder when it is empty.
+/// `root`, or when it is empty the dataset's default folder (its `download_root` instead when
+/// the files are there and not in the default folder).
 std::string dataset_root(const std::string& name, const std::string& root);
 /// Whether the files of `name` are under `dataset_root(name, root)`.
 bool dataset_present(const std::string& name, const std::string& root);
+/// The folder that holds the files of `name`, fetching them first when they are missing and
+/// `download` is set.
+///
+/// `root` is resolved with `dataset_root`; a download goes into `root`, or into the entry's
+/// `download_root` when `root` is empty (see `download` for what it checks and that it leaves
+/// nothing half-written). Without `download`, missing files are an `mlo::Error` that says where
+/// they were looked for, the key that fetches them (`data.download: true`) and the entry's
+/// `how_to_get`. Generated datasets are always ready.
+std::string prepare_dataset(const std::string& name, const std::string& root, bool download,
+                            const DownloadOptions& options = DownloadOptions());
 /// Loads `name` (`request.root` resolved with `dataset_root`).
 ImageDataset load_dataset(const std::string& name, DatasetRequest request);
 /// The transform options of `name` for training or evaluation.
