@@ -44,14 +44,15 @@ struct UpdateSettings {
   /// Adam/AdamW: the AMSGrad variant (the maximum of the second moments so far).
   bool amsgrad = false;
   /// \var dampening
-  /// SGD: dampening, the momentum buffer's update adds (1 - dampening) times the gradient.
+  /// \brief SGD: dampening; the momentum buffer's update adds (1 - dampening) times the
+  /// gradient.
   /// \var weight_decay
-  /// SGD and Adam: L2 penalty, weight_decay * w added to the gradient; AdamW: decoupled decay,
-  /// w scaled by (1 - lr * weight_decay) before the update.
+  /// \brief SGD and Adam: L2 penalty, weight_decay * w added to the gradient; AdamW: decoupled
+  /// decay, w scaled by (1 - lr * weight_decay) before the update.
   /// \var beta2
-  /// Adam/AdamW: decay rate of the second moment.
+  /// \brief Adam/AdamW: decay rate of the second moment.
   /// \var eps
-  /// Adam/AdamW: term added to the denominator.
+  /// \brief Adam/AdamW: term added to the denominator.
 };
 
 /// Parameters and their optimizer state, one entry per parameter (undefined where a piece of

@@ -86,7 +86,7 @@ struct Segment {
     return begin == other.begin && end == other.end && checkpointed == other.checkpointed;
   }
   /// \var end
-  /// One past the last block of the segment.
+  /// \brief One past the last block of the segment.
 };
 
 /// Predicted cost of a training step (forward, backward) under a plan.
