@@ -16,19 +16,24 @@ class InputArchive;
 namespace mlo {
 namespace archive {
 
-/// The value saved under `key`; throws `mlo::Error` "`owner`: saved state has no ... `key`"
-/// when it is missing or of another type. `owner` names what is being restored
-/// ("problem 'inner'", "data stream", ...).
+/// The value saved under `key`; throws `mlo::Error` naming `owner` and `key` when it is missing
+/// or of another type. `owner` names what is being restored ("problem 'inner'",
+/// "data stream", ...).
 int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key,
                  const std::string& owner);
+/// As `read_int`, for a `double`.
 double read_double(torch::serialize::InputArchive& archive, const std::string& key,
                    const std::string& owner);
+/// As `read_int`, for a `bool`.
 bool read_bool(torch::serialize::InputArchive& archive, const std::string& key,
                const std::string& owner);
+/// As `read_int`, for a string.
 std::string read_string(torch::serialize::InputArchive& archive, const std::string& key,
                         const std::string& owner);
+/// As `read_int`, for a list of integers.
 std::vector<int64_t> read_ints(torch::serialize::InputArchive& archive, const std::string& key,
                                const std::string& owner);
+/// As `read_int`, for a list of `double`s.
 std::vector<double> read_doubles(torch::serialize::InputArchive& archive, const std::string& key,
                                  const std::string& owner);
 

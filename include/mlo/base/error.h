@@ -27,7 +27,8 @@ class InternalError : public std::logic_error {
 }  // namespace mlo
 
 /// Throws `mlo::Error` with the concatenated message when `cond` is false.
-/// Example: `MLO_CHECK(steps > 0, "problem '", name, "': unroll_steps must be > 0, got ", steps);`
+/// Example:
+/// ``MLO_CHECK(steps > 0, "problem '", name, "': unroll_steps must be > 0, got ", steps);``
 #define MLO_CHECK(cond, ...)                       \
   do {                                             \
     if (!(cond)) {                                 \

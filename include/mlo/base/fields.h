@@ -2,9 +2,9 @@
 /// \file
 /// `Fields`: one description of a configuration section's keys, used both to read it from
 /// YAML (with validation) and to write it back (the resolved `config.yaml`). The generic keys
-/// (engine, optimizers, ...) are described in run/, each method's by its options type; an experiment describes its own
-/// sections and per-problem keys the same way (`ExperimentSettings::visit`), so its errors read
-/// like every other one:
+/// (engine, optimizers, ...) are described in run/, each method's by its options type; an
+/// experiment describes its own sections and per-problem keys the same way
+/// (`ExperimentSettings::visit`), so its errors read like every other one:
 ///
 ///   configs/x.yaml:12:9: problems.classifier.model.name: must be one of cnn, resnet32; got 'vgg'
 ///
@@ -53,12 +53,17 @@ class Fields {
   /// A scalar key (or a list of integers, or a map from names to lists of names).
   virtual void operator()(const char* key, int64_t& value,
                           const Check<int64_t>& check = nullptr) = 0;
+  /// A floating-point key; `check`, when given, validates the value.
   virtual void operator()(const char* key, double& value,
                           const Check<double>& check = nullptr) = 0;
+  /// A boolean key.
   virtual void operator()(const char* key, bool& value) = 0;
+  /// A string key; `check`, when given, validates the value (e.g. `one_of`).
   virtual void operator()(const char* key, std::string& value,
                           const Check<std::string>& check = nullptr) = 0;
+  /// A list of integers.
   virtual void operator()(const char* key, std::vector<int64_t>& value) = 0;
+  /// A map from names to lists of names.
   virtual void operator()(const char* key,
                           std::map<std::string, std::vector<std::string>>& value) = 0;
 

@@ -8,10 +8,10 @@
 
 namespace mlo {
 
-/// Runs `gnuplot -e "outfile = '<drawn>'" script` and renames `drawn` to `png`. The script
+/// Runs ``gnuplot -e "outfile = '<drawn>'" script`` and renames `drawn` to `png`. The script
 /// must `set output outfile`, and may default it to `png` for a user who runs it by hand:
-/// `if (!exists("outfile")) outfile = '<png>'`. Returns "" on success, else why there is no new
-/// PNG (gnuplot missing: the package to install; gnuplot failing: its exit status and the
+/// ``if (!exists("outfile")) outfile = '<png>'``. Returns "" on success, else why there is no
+/// new PNG (gnuplot missing: the package to install; gnuplot failing: its exit status and the
 /// script; the rename failing), with `drawn` removed; an older PNG at `png` is not touched.
 std::string run_gnuplot(const std::string& script, const std::string& drawn,
                         const std::string& png);

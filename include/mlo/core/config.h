@@ -27,7 +27,9 @@ enum class Mode { kMin, kMax };
 /// The one name table of each enum above (see base/enum_names.h for the helpers).
 template <>
 struct EnumNames<Mode> {
+  /// What the values are, for errors ("unknown mode 'x'").
   static constexpr const char* kWhat = "mode";
+  /// Each value with its name, in declaration order.
   static constexpr std::pair<Mode, const char*> kTable[] = {{Mode::kMin, "min"},
                                                             {Mode::kMax, "max"}};
 };
@@ -101,6 +103,7 @@ struct ProblemConfig {
 struct EarlyStopping {
   /// Name of the metric returned by the validation hook.
   TORCH_ARG(std::string, metric) = "loss";
+  /// Whether a smaller (`kMin`, the default) or a larger (`kMax`) `metric` is better.
   TORCH_ARG(Mode, mode) = Mode::kMin;
   /// Number of validations without improvement after which training stops.
   TORCH_ARG(int64_t, tolerance) = 5;

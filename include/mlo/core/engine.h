@@ -31,6 +31,7 @@ struct CheckpointPlan;
 struct LazyPlan;
 }  // namespace memory
 
+/// How problems are held: shared by the engine and the program that made them.
 using ProblemPtr = std::shared_ptr<Problem>;
 
 /// Both edge maps of the dependency graph, for the one-call constructor:
@@ -55,7 +56,10 @@ struct Dependencies {
 /// ```
 class Engine {
  public:
+  /// An engine with no problems yet; add them with `add` and the edges with `u2l`/`l2u`/`link`.
   explicit Engine(EngineConfig config = EngineConfig());
+  /// The one-call form: `add`s every problem in order, then every `u2l` and `l2u` edge of
+  /// `dependencies`.
   Engine(EngineConfig config, std::vector<ProblemPtr> problems, const Dependencies& dependencies);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -93,7 +97,9 @@ class Engine {
   /// One global step: steps every leaf once (and whatever becomes ready above them).
   void step();
 
+  /// Global steps taken so far (restored by `load_state_dict`).
   int64_t global_step() const { return global_step_; }
+  /// Whether early stopping ended the run (restored by `load_state_dict`).
   bool stopped_early() const { return stopped_early_; }
   /// The latest validation metrics (empty before the first validation).
   const Metrics& last_validation() const { return last_validation_; }
@@ -104,6 +110,7 @@ class Engine {
   /// none (no validation yet, or restore_best off). Call it after training and after saving
   /// the final state (a resumed run continues from the last step, not the best).
   int64_t restore_best();
+  /// The configuration the engine was built with.
   const EngineConfig& config() const { return config_; }
   /// Writes the engine's counters and early-stopping state, and every problem's state under its
   /// name, to `archive`.
@@ -122,14 +129,17 @@ class Engine {
   /// "mem_peak_mb/<problem>" (latest local step of each) and "mem_peak_mb/iteration" (latest
   /// global step); empty unless `track_memory` is on. Merged into the validation metrics.
   Metrics memory_metrics() const;
+  /// The dependency graph of the added problems and edges.
   const Graph& graph() const { return graph_; }
-  /// This process's rank and the number of ranks (0 and 1 without a distributed strategy).
+  /// This process's rank: its rank in the process group, 0 without one.
   int rank() const;
+  /// The number of ranks: the process group's size, 1 without one.
   int world_size() const;
   /// Rank 0: the rank that validates, decides, logs and saves (true in one process).
   bool is_main() const { return rank() == 0; }
   /// The process group (after initialization, under a distributed strategy), else null.
   dist::ProcessGroup* group() const { return group_.get(); }
+  /// The problems, in the order they were added.
   const std::vector<ProblemPtr>& problems() const { return problems_; }
   /// Whether a state saved now can be resumed exactly. False only for a `distributed` run on
   /// several ranks while a data-parallel level is inside an accumulation window: rank 0 saves

@@ -31,6 +31,7 @@ class Graph {
   /// a `u2l` edge with no `l2u` path back up, a problem in no edge (when there are several).
   void validate() const;
 
+  /// The added problems, in the order they were added.
   const std::vector<Problem*>& problems() const { return problems_; }
   /// Problems with no problem below them (no incoming `l2u` edge): the engine steps these.
   std::vector<Problem*> leaves() const;

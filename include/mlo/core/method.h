@@ -54,6 +54,7 @@ struct MethodContext {
   bool middle = false;
   /// The engine's strategy, and whether this level takes part in it (`data_parallel`).
   dist::Strategy strategy = dist::Strategy::kDefault;
+  /// Whether this level takes part in the strategy (`ProblemConfig::data_parallel`).
   bool data_parallel = false;
 };
 
@@ -90,7 +91,9 @@ class Hypergradient {
 /// A cross-field rule an options value breaks: the key (inside the method's section, e.g.
 /// "budget_bytes") and what is wrong.
 struct OptionError {
+  /// The key inside the method's section ("budget_bytes").
   std::string key;
+  /// What is wrong with it.
   std::string what;
 };
 
@@ -130,7 +133,9 @@ class MethodOptions {
 template <typename Derived>
 class MethodOptionsFor : public MethodOptions {
  public:
+  /// `Derived::kName`.
   std::string name() const override { return Derived::kName; }
+  /// A copy of this object as a `Derived`.
   std::shared_ptr<MethodOptions> clone() const override {
     return std::make_shared<Derived>(static_cast<const Derived&>(*this));
   }

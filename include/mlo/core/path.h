@@ -22,8 +22,11 @@ class Problem;
 /// One hop of a path: `method` (the one `curr`'s config selects) turns a vector over `curr`'s
 /// trainable parameters into one over `prev`'s.
 struct Hop {
+  /// The lower problem of the hop, whose vector the method receives.
   Problem* curr = nullptr;
+  /// The problem the hop leads to, over whose trainable parameters the method returns a vector.
   Problem* prev = nullptr;
+  /// `curr`'s hypergradient method (not owned).
   Hypergradient* method = nullptr;
 };
 
@@ -42,6 +45,7 @@ class Path {
   Problem& first() const { return *hops_.front().curr; }
   /// U: the problem the path returns to (whose parameters the result is over).
   Problem& last() const { return *hops_.back().prev; }
+  /// The hops, from `first()` to `last()`.
   const std::vector<Hop>& hops() const { return hops_; }
 
   /// Sends `v` (one tensor per trainable parameter of `first()`) along every hop; returns one

@@ -131,6 +131,7 @@ class Problem {
 
   /// Sets the module whose trainable parameters this problem optimizes.
   Problem& module(std::shared_ptr<torch::nn::Module> module);
+  /// Sets the module from a LibTorch holder: `module(torch::nn::Linear(20, 1))`.
   template <typename Impl>
   Problem& module(const torch::nn::ModuleHolder<Impl>& holder) {
     return module(std::static_pointer_cast<torch::nn::Module>(holder.ptr()));
@@ -155,8 +156,11 @@ class Problem {
 
   // ---- Access. ------------------------------------------------------------------------------
 
+  /// The name given at construction.
   const std::string& name() const { return name_; }
+  /// The configuration given at construction.
   const ProblemConfig& config() const { return config_; }
+  /// Whether a module was set.
   bool has_module() const { return module_ != nullptr; }
   /// The module; throws `mlo::Error` naming the problem when none was set.
   torch::nn::Module& module() const;
@@ -167,6 +171,7 @@ class Problem {
     MLO_CHECK(typed, "problem '", name_, "': the module is not of the requested type");
     return typed;
   }
+  /// Whether an optimizer was set.
   bool has_optimizer() const { return optimizer_ != nullptr; }
   /// The optimizer; throws `mlo::Error` naming the problem when none was set.
   torch::optim::Optimizer& optimizer() const;
@@ -232,7 +237,9 @@ class Problem {
 
   /// Training mode: steps count, and the module is in train mode.
   void train(bool on = true);
+  /// Evaluation mode: `train(false)`.
   void eval() { train(false); }
+  /// Whether the problem is in training mode (true from construction until `train(false)`).
   bool is_training() const { return training_; }
   /// Where the module's parameters live (the first one's device; CPU without a module or
   /// parameters), fixed at engine initialization (`resolve`). Every batch the problem draws is

@@ -22,11 +22,15 @@ namespace mlo {
 
 /// One mini-batch: inputs and targets (either may be undefined, e.g. for a problem without data).
 struct Batch {
+  /// An empty batch: both tensors undefined.
   Batch() = default;
+  /// A batch of `data` with `target` (undefined when not given).
   Batch(at::Tensor data, at::Tensor target = {})
       : data(std::move(data)), target(std::move(target)) {}
 
+  /// The inputs; samples along the first dimension.
   at::Tensor data;
+  /// The targets (labels), or undefined.
   at::Tensor target;
 
   /// Number of samples (first dimension of `data`), 0 when there is no data.
@@ -52,6 +56,7 @@ class BatchStream {
 /// Cycles through a fixed list of batches, in order. Example: `VectorStream({full_batch})`.
 class VectorStream : public BatchStream {
  public:
+  /// Cycles through `batches`; throws `mlo::Error` when it is empty.
   explicit VectorStream(std::vector<Batch> batches);
   Batch next() override;
   void save(torch::serialize::OutputArchive& archive) const override;
@@ -65,6 +70,7 @@ class VectorStream : public BatchStream {
 /// Calls a function for every batch (a generator, a DataLoader iterator wrapper, ...).
 class FunctionStream : public BatchStream {
  public:
+  /// Calls `fn` for each batch; throws `mlo::Error` when it is empty.
   explicit FunctionStream(std::function<Batch()> fn);
   Batch next() override;
 

@@ -20,6 +20,7 @@ namespace data {
 struct Cifar10Options {
   /// `root` holds the binary batches, directly or in its `cifar-10-batches-bin` subfolder.
   explicit Cifar10Options(std::string root) : root_(std::move(root)) {}
+  /// The folder given at construction.
   TORCH_ARG(std::string, root);
   /// Train: `data_batch_1.bin` .. `data_batch_5.bin` (50000 images); test: `test_batch.bin`
   /// (10000).
@@ -43,13 +44,18 @@ struct Cifar10Options {
 /// ```
 class Cifar10 : public torch::data::datasets::Dataset<Cifar10> {
  public:
+  /// Classes, labelled 0..9.
   static constexpr int64_t kNumClasses = 10;
+  /// Bytes of one record: 1 label byte and 3072 pixel bytes.
   static constexpr int64_t kRecordBytes = 1 + 3 * 32 * 32;
 
+  /// Reads every file of the split into memory; throws `mlo::Error` for a missing file
+  /// (saying where to download the data) or a malformed one.
   explicit Cifar10(Cifar10Options options);
 
   /// Image `index` (3 x 32 x 32, stored dtype) and its label (int64 scalar).
   torch::data::Example<> get(size_t index) override;
+  /// The number of images (always known).
   torch::optional<size_t> size() const override;
 
   /// All images, N x 3 x 32 x 32.

@@ -21,6 +21,7 @@ struct FashionMnistOptions {
   /// Folder Debian's `dataset-fashion-mnist` package installs the files into.
   static constexpr const char* kDefaultRoot = "/usr/share/datasets/fashion-mnist";
 
+  /// Reads from `root` (by default `kDefaultRoot`).
   explicit FashionMnistOptions(std::string root = kDefaultRoot) : root_(std::move(root)) {}
   /// Folder holding `train-images-idx3-ubyte.gz`, `train-labels-idx1-ubyte.gz`,
   /// `t10k-images-idx3-ubyte.gz` and `t10k-labels-idx1-ubyte.gz` (uncompressed copies without
@@ -45,14 +46,20 @@ struct FashionMnistOptions {
 /// Example: `mlo::data::FashionMnist test(mlo::data::FashionMnistOptions().split(Split::kTest));`
 class FashionMnist : public torch::data::datasets::Dataset<FashionMnist> {
  public:
+  /// Classes, labelled 0..9.
   static constexpr int64_t kNumClasses = 10;
+  /// The magic number that starts an IDX image file.
   static constexpr int32_t kImagesMagic = 2051;
+  /// The magic number that starts an IDX label file.
   static constexpr int32_t kLabelsMagic = 2049;
 
+  /// Reads the split's image and label files into memory; throws `mlo::Error` for a missing
+  /// file (saying where to get the data), a malformed one, or counts that do not match.
   explicit FashionMnist(FashionMnistOptions options = FashionMnistOptions());
 
   /// Image `index` (1 x 28 x 28, stored dtype) and its label (int64 scalar).
   torch::data::Example<> get(size_t index) override;
+  /// The number of images (always known).
   torch::optional<size_t> size() const override;
 
   /// All images, N x 1 x 28 x 28.

@@ -15,6 +15,7 @@ namespace data {
 /// Parameters of the long-tailed split.
 /// Example: `LongTailOptions(/*num_classes=*/10, /*imbalance=*/100, /*meta_size=*/1000).seed(1)`.
 struct LongTailOptions {
+  /// The three parameters without a default; `long_tail_split` checks their values.
   LongTailOptions(int64_t num_classes, double imbalance, int64_t meta_size)
       : num_classes_(num_classes), imbalance_(imbalance), meta_size_(meta_size) {}
   /// C: labels are 0 .. C-1.

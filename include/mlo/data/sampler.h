@@ -26,6 +26,8 @@ namespace data {
 /// ```
 class SeededSampler : public torch::data::samplers::Sampler<> {
  public:
+  /// Samples `size` indices per epoch, in an order drawn from `seed` (in order without
+  /// `shuffle`); no epoch starts until the first `reset` or `next`.
   explicit SeededSampler(size_t size, uint64_t seed = 0, bool shuffle = true);
 
   /// Starts the next epoch; `new_size` changes the number of samples.
@@ -41,7 +43,9 @@ class SeededSampler : public torch::data::samplers::Sampler<> {
   int64_t epoch() const { return epoch_; }
   /// Samples already returned in this epoch.
   size_t offset() const { return offset_; }
+  /// Indices per epoch.
   size_t size() const { return size_; }
+  /// The seed the orders are drawn from.
   uint64_t seed() const { return seed_; }
   /// Moves to `epoch` at `offset` (what `load` does).
   void set_position(int64_t epoch, size_t offset);

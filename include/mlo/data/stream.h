@@ -20,7 +20,9 @@ namespace data {
 /// `world_size` takes the contiguous slice [rank * B / world_size, (rank + 1) * B / world_size)
 /// of every global batch of B samples. The default (0 of 1) is the whole batch.
 struct Shard {
+  /// This process's rank, 0 .. `world_size` - 1.
   int64_t rank = 0;
+  /// The number of ranks the batches are split over (>= 1).
   int64_t world_size = 1;
 };
 
@@ -37,7 +39,9 @@ Batch shard_batch(const Batch& batch, const Shard& shard);
 /// Example: `LoaderOptions(/*batch_size=*/100).seed(1).drop_last(true)`; under data parallelism
 /// `.shard({rank, world_size})`.
 struct LoaderOptions {
+  /// Batches of `batch_size` samples, other options at their defaults.
   explicit LoaderOptions(int64_t batch_size) : batch_size_(batch_size) {}
+  /// Samples per (global) batch, >= 1 (the stream's constructor checks it).
   TORCH_ARG(int64_t, batch_size);
   /// Seeds the order of every epoch and the randomness of the transform.
   TORCH_ARG(uint64_t, seed) = 0;
@@ -102,6 +106,7 @@ class LoaderStream : public BatchStream {
   int64_t local_batch_size() const { return options_.batch_size() / options_.shard().world_size; }
   /// Number of samples.
   int64_t size() const { return images_.size(0); }
+  /// The options the stream was built with.
   const LoaderOptions& options() const { return options_; }
 
  private:

@@ -23,6 +23,7 @@ class Subset : public torch::data::datasets::Dataset<Subset> {
 
   /// Image `index` of the subset and its label.
   torch::data::Example<> get(size_t index) override;
+  /// The number of selected samples (always known).
   torch::optional<size_t> size() const override;
 
   /// The selected images, in the order of `indices`.
@@ -31,6 +32,7 @@ class Subset : public torch::data::datasets::Dataset<Subset> {
   const torch::Tensor& targets() const { return targets_; }
   /// Positions of the selected samples in the source dataset.
   const torch::Tensor& indices() const { return indices_; }
+  /// The name given at construction (the source's, for logs).
   const std::string& name() const { return name_; }
 
  private:

@@ -20,7 +20,9 @@ struct SyntheticOptions {
   /// `size` images, spread evenly over the classes (the first `size % num_classes` classes get
   /// one more). Ignored when `class_counts` is set.
   explicit SyntheticOptions(int64_t size = 50000) : size_(size) {}
+  /// Number of images, >= 0 (ignored when `class_counts` is set).
   TORCH_ARG(int64_t, size);
+  /// Number of classes, >= 1 (ignored when `class_counts` is set).
   TORCH_ARG(int64_t, num_classes) = 10;
   /// Images per class (its length sets the number of classes); empty: balanced over `size`.
   TORCH_ARG(std::vector<int64_t>, class_counts) = {};
@@ -46,16 +48,20 @@ struct SyntheticOptions {
 /// Example: `mlo::data::SyntheticCifar data(mlo::data::SyntheticOptions(1000).seed(1));`
 class SyntheticCifar : public torch::data::datasets::Dataset<SyntheticCifar> {
  public:
+  /// Draws every image and label at once; throws `mlo::Error` on a negative size or count,
+  /// fewer than 1 class, or a shape that is not 3 positive sizes.
   explicit SyntheticCifar(SyntheticOptions options = SyntheticOptions());
 
   /// Image `index` (uint8, 3 x 32 x 32) and its label (int64 scalar).
   torch::data::Example<> get(size_t index) override;
+  /// The number of images (always known).
   torch::optional<size_t> size() const override;
 
   /// All images, N x 3 x 32 x 32, uint8.
   const torch::Tensor& images() const { return images_; }
   /// All labels, int64, size N.
   const torch::Tensor& targets() const { return targets_; }
+  /// Number of classes (`class_counts`' length when it is set).
   int64_t num_classes() const { return num_classes_; }
   /// "synthetic", for logs and reports.
   const char* name() const { return "synthetic"; }

@@ -51,11 +51,14 @@ struct TransformOptions {
 
   /// Random crop to `crop` x `crop` after `padding` pixels of reflect padding (0: no crop).
   TORCH_ARG(int64_t, crop) = 0;
+  /// Pixels of reflect padding on each side before the crop (used only when `crop` > 0).
   TORCH_ARG(int64_t, padding) = 0;
   /// Random horizontal flip with probability 0.5.
   TORCH_ARG(bool, flip) = false;
   /// Per-channel normalization (empty: none).
   TORCH_ARG(std::vector<double>, mean) = {};
+  /// Per-channel standard deviations, each > 0: images become (x - mean) / std. `mean` and
+  /// `std` need one value per channel once either is set.
   TORCH_ARG(std::vector<double>, std) = {};
 };
 

@@ -29,10 +29,16 @@ namespace dist {
 
 /// Who this process is and where rank 0's store listens.
 struct Rendezvous {
+  /// This process's rank, 0 .. `world_size` - 1 (RANK).
   int rank = 0;
+  /// The number of processes (WORLD_SIZE).
   int world_size = 1;
+  /// This process's rank on its machine (LOCAL_RANK; `from_env` defaults it to `rank`). Under a
+  /// launcher, a run on `device: cuda` takes GPU LOCAL_RANK.
   int local_rank = 0;
+  /// Address of rank 0's TCPStore (MASTER_ADDR).
   std::string master_addr = "127.0.0.1";
+  /// Port of rank 0's TCPStore (MASTER_PORT).
   int master_port = 29500;
 
   /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (the variables torchrun and
@@ -43,6 +49,8 @@ struct Rendezvous {
 
 /// How to connect and how long any collective may wait.
 struct GroupOptions {
+  /// The collective backend; `connect` throws `mlo::Error` when this build or machine cannot
+  /// run it.
   Backend backend = Backend::kGloo;
   /// Upper bound on the rendezvous and on each collective; past it the collective throws.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
@@ -58,7 +66,9 @@ class ProcessGroup {
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
+  /// This process's rank in the group.
   int rank() const { return rank_; }
+  /// The number of ranks.
   int size() const { return size_; }
 
   /// Replaces each tensor by its mean over the ranks. The tensors are packed into one flat

@@ -23,15 +23,22 @@ enum class Strategy {
 
 }  // namespace dist
 
+/// The names of `dist::Backend` in configs and logs: "gloo", "nccl".
 template <>
 struct EnumNames<dist::Backend> {
+  /// What the values are, for errors ("unknown distributed backend 'x'").
   static constexpr const char* kWhat = "distributed backend";
+  /// Each value with its name, in declaration order.
   static constexpr std::pair<dist::Backend, const char*> kTable[] = {
       {dist::Backend::kGloo, "gloo"}, {dist::Backend::kNccl, "nccl"}};
 };
+/// The names of `dist::Strategy` in configs and logs: "default", "distributed", "zero1",
+/// "zero2".
 template <>
 struct EnumNames<dist::Strategy> {
+  /// What the values are, for errors ("unknown strategy 'x'").
   static constexpr const char* kWhat = "strategy";
+  /// Each value with its name, in declaration order.
   static constexpr std::pair<dist::Strategy, const char*> kTable[] = {
       {dist::Strategy::kDefault, "default"},
       {dist::Strategy::kDistributed, "distributed"},
@@ -40,7 +47,9 @@ struct EnumNames<dist::Strategy> {
 };
 
 namespace dist {
+/// Name of a backend as written in configs and logs ("gloo", "nccl").
 inline const char* to_string(Backend backend) { return mlo::detail::enum_name(backend); }
+/// Name of a strategy as written in configs and logs ("default", "zero1", ...).
 inline const char* to_string(Strategy strategy) { return mlo::detail::enum_name(strategy); }
 }  // namespace dist
 

@@ -25,6 +25,7 @@ namespace hypergrad {
 
 /// One instruction of a reversal schedule.
 struct ReverseAction {
+  /// What an action does; `index` names the state or step it acts on.
   enum class Kind {
     kRestore,  ///< working state := stored state `index`
     kAdvance,  ///< working state x_index -> x_{index+1} (a plain forward step, no graph)
@@ -33,7 +34,9 @@ struct ReverseAction {
     kReverse,  ///< reverse step `index` (working state is x_{index-1}): adjoint of x_index
                ///< becomes adjoint of x_{index-1}
   };
+  /// What to do.
   Kind kind;
+  /// The state or step it acts on (see each `Kind`).
   int64_t index;
 };
 

@@ -17,8 +17,11 @@ namespace mlo {
 /// Conjugate gradient: `iterations` CG steps on (alpha H) x = alpha v; the solution is H^{-1} v
 /// for every alpha > 0 (alpha only rescales the system).
 struct CGOptions : MethodOptionsFor<CGOptions> {
+  /// The name configs select it by.
   static constexpr const char* kName = "cg";
+  /// CG steps (K >= 1), one Hessian-vector product each.
   TORCH_ARG(int64_t, iterations) = 1;
+  /// Scale of the system (> 0); leaves the solution unchanged.
   TORCH_ARG(double, alpha) = 1.0;
 
  public:  // (TORCH_ARG leaves the struct in a private section)

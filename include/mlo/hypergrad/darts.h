@@ -16,6 +16,7 @@ namespace mlo {
 
 /// DARTS: eps = alpha / ||v||; result (grad_lambda L(w - eps v) - grad_lambda L(w + eps v)) / 2eps.
 struct DartsOptions : MethodOptionsFor<DartsOptions> {
+  /// The name configs select it by.
   static constexpr const char* kName = "darts";
   /// Perturbation size, relative to ||v||.
   TORCH_ARG(double, alpha) = 0.01;

@@ -30,19 +30,35 @@ enum class UpdateRule { kSGD, kAdam, kAdamW };
 
 /// One parameter's optimizer settings (those of its parameter group).
 struct UpdateSettings {
+  /// The optimizer's update rule (the same for every parameter).
   UpdateRule rule = UpdateRule::kSGD;
   /// False for a parameter in no parameter group: the optimizer never changes it.
   bool optimized = false;
   size_t group = 0;  ///< index of its parameter group
+  /// SGD: momentum factor (0: no momentum buffer).
   double momentum = 0, dampening = 0, weight_decay = 0;
+  /// SGD: Nesterov momentum.
   bool nesterov = false;
+  /// Adam/AdamW: decay rate of the first moment.
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Adam/AdamW: the AMSGrad variant (the maximum of the second moments so far).
   bool amsgrad = false;
+  /// \var dampening
+  /// \brief SGD: dampening; the momentum buffer's update adds (1 - dampening) times the
+  /// gradient.
+  /// \var weight_decay
+  /// \brief SGD and Adam: L2 penalty, weight_decay * w added to the gradient; AdamW: decoupled
+  /// decay, w scaled by (1 - lr * weight_decay) before the update.
+  /// \var beta2
+  /// \brief Adam/AdamW: decay rate of the second moment.
+  /// \var eps
+  /// \brief Adam/AdamW: term added to the denominator.
 };
 
 /// Parameters and their optimizer state, one entry per parameter (undefined where a piece of
 /// state does not exist: SGD without momentum, or before the first step).
 struct OptimizerState {
+  /// The parameters.
   std::vector<at::Tensor> params;
   std::vector<at::Tensor> momentum;        ///< SGD momentum buffers
   std::vector<at::Tensor> exp_avg;         ///< Adam/AdamW first moments
@@ -78,7 +94,9 @@ class DifferentiableOptimizer {
   DifferentiableOptimizer(const torch::optim::Optimizer& optimizer,
                           const std::vector<at::Tensor>& params, const std::string& owner);
 
+  /// The settings of each parameter, in the order of the constructor's `params`.
   const std::vector<UpdateSettings>& settings() const { return settings_; }
+  /// The optimizer's update rule.
   UpdateRule rule() const { return rule_; }
 
   /// The current learning rate of each parameter (its group's; 0 for one in no group).

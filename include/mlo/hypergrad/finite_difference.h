@@ -14,6 +14,7 @@ namespace hypergrad {
 /// Puts the saved parameter values back when it goes out of scope, also during unwinding.
 class RestoreOnExit {
  public:
+  /// Will copy `saved[i]` into `params[i]`; both lists are held by reference and must outlive it.
   RestoreOnExit(const TensorList& params, const TensorList& saved)
       : params_(params), saved_(saved) {}
   ~RestoreOnExit() {
@@ -34,6 +35,7 @@ class RestoreOnExit {
 /// restore of `central_difference(..., exact_restore = false)`, which keeps no copy of w.
 class StepBackOnExit {
  public:
+  /// Starts at offset 0 (w as it is); both lists are held by reference and must outlive it.
   StepBackOnExit(const TensorList& w, const TensorList& d) : w_(w), d_(d) {}
   ~StepBackOnExit() { move(-offset_); }
   StepBackOnExit(const StepBackOnExit&) = delete;

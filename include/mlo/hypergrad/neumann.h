@@ -17,8 +17,11 @@ namespace mlo {
 /// Neumann series: H^{-1} v ~ alpha * sum_{k=0..K} (I - alpha H)^k v, K = iterations.
 /// Converges when 0 < alpha < 2 / lambda_max(H).
 struct NeumannOptions : MethodOptionsFor<NeumannOptions> {
+  /// The name configs select it by.
   static constexpr const char* kName = "neumann";
+  /// K >= 0: the series has K + 1 terms, one Hessian-vector product per iteration.
   TORCH_ARG(int64_t, iterations) = 1;
+  /// Step of the series (> 0); it converges for alpha < 2 / lambda_max(H).
   TORCH_ARG(double, alpha) = 1.0;
 
  public:  // (TORCH_ARG leaves the struct in a private section)

@@ -18,6 +18,7 @@ namespace mlo {
 /// SAMA: eps = alpha / ||J v||; result (grad_lambda L(w - eps J v) - grad_lambda L(w + eps J v))
 /// / 2eps, J = the lower optimizer's Jacobian of its update with respect to the gradient.
 struct SamaOptions : MethodOptionsFor<SamaOptions> {
+  /// The name configs select it by.
   static constexpr const char* kName = "sama";
   /// Perturbation size, relative to ||J v||.
   TORCH_ARG(double, alpha) = 0.01;

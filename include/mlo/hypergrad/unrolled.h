@@ -30,15 +30,19 @@ enum class UnrollCheckpointing {
   kBinomial,  ///< revolve-style snapshots: O(log K) states, O(K log K) recomputed steps
 };
 
+/// The names of `UnrollCheckpointing` in configs and logs: "none", "binomial".
 template <>
 struct EnumNames<UnrollCheckpointing> {
+  /// What the values are, for errors ("unknown unrolled checkpointing 'x'").
   static constexpr const char* kWhat = "unrolled checkpointing";
+  /// Each value with its name, in declaration order.
   static constexpr std::pair<UnrollCheckpointing, const char*> kTable[] = {
       {UnrollCheckpointing::kNone, "none"}, {UnrollCheckpointing::kBinomial, "binomial"}};
 };
 
 /// Options of `unrolled`.
 struct UnrolledOptions : MethodOptionsFor<UnrolledOptions> {
+  /// The name configs select it by.
   static constexpr const char* kName = "unrolled";
   /// `kNone` or `kBinomial`.
   TORCH_ARG(UnrollCheckpointing, checkpointing) = UnrollCheckpointing::kNone;
@@ -115,6 +119,7 @@ class Unrolled : public Hypergradient {
     int64_t max_stored = 0;   ///< most inner states stored at once (with the start)
     int64_t state_bytes = 0;  ///< bytes of one inner state
   };
+  /// The `Stats` of the latest `apply` (all zero before the first).
   const Stats& last_stats() const { return stats_; }
   /// Inner steps recorded since the latest unroll start.
   int64_t recorded_steps() const;

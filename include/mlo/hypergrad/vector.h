@@ -20,6 +20,7 @@
 
 namespace mlo {
 namespace hypergrad {
+/// A list of tensors; in hypergradients, one per trainable parameter of a problem (a vector).
 using TensorList = std::vector<at::Tensor>;
 
 // ---- Vector arithmetic. ---------------------------------------------------------------------

@@ -35,8 +35,9 @@ class MetricsWriter {
   /// nothing without TensorBoard.
   void text(int64_t step, const std::string& tag, const std::string& markdown);
 
-  /// The files being written.
+  /// The CSV file being written: `<dir>/metrics.csv`.
   const std::string& csv_path() const { return csv_path_; }
+  /// The JSON-lines file being written: `<dir>/metrics.jsonl`.
   const std::string& jsonl_path() const { return jsonl_path_; }
 
  private:

@@ -25,6 +25,7 @@ struct Footprint {
   int64_t parameters = 0;       ///< every parameter of the module (trainable or not)
   int64_t gradients = 0;        ///< defined `.grad()` tensors
   int64_t optimizer_state = 0;  ///< momentum buffers, Adam moments, ...
+  /// The sum of the three.
   int64_t total() const { return parameters + gradients + optimizer_state; }
 };
 

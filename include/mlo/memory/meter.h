@@ -69,6 +69,8 @@ class MemoryMeter {
   /// LIFO order.
   class Active {
    public:
+    /// Starts metering this thread's allocations into `meter` (CPU meters; a CUDA meter counts
+    /// every allocation anyway and needs none).
     explicit Active(MemoryMeter& meter);
     ~Active();
     Active(const Active&) = delete;
@@ -84,6 +86,7 @@ class MemoryMeter {
     /// Costs nothing (no string copies) when `meter` is null.
     Scope(MemoryMeter* meter, const std::string& owner, const char* phase);
     ~Scope();
+    /// Takes over `other`'s open scope; `other` no longer closes it.
     Scope(Scope&& other) noexcept;
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
@@ -98,6 +101,7 @@ class MemoryMeter {
   static Scope scope(MemoryMeter* meter, const std::string& owner, const char* phase) {
     return Scope(meter, owner, phase);
   }
+  /// A scope of this meter, attributed to (owner, phase).
   Scope scope(const std::string& owner, const std::string& phase) {
     return Scope(this, owner, phase.c_str());
   }
@@ -113,6 +117,7 @@ class MemoryMeter {
   void reset_peak();
   /// Clears the per-scope statistics and resets the peak.
   void reset();
+  /// The device metered.
   const c10::Device& device() const { return device_; }
 
   /// Per (owner, phase) statistics, ordered by owner then phase name.

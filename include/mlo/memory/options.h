@@ -19,15 +19,22 @@ enum class Precision { kFP32, kBF16, kFP16 };
 /// Activation checkpointing strategy of a level's model.
 enum class Checkpointing { kNone, kUniform, kSqrt, kOptimal, kMinMemory };
 
+/// The names of `Precision` in configs and logs: "fp32", "bf16", "fp16".
 template <>
 struct EnumNames<Precision> {
+  /// What the values are, for errors ("unknown precision 'x'").
   static constexpr const char* kWhat = "precision";
+  /// Each value with its name, in declaration order.
   static constexpr std::pair<Precision, const char*> kTable[] = {
       {Precision::kFP32, "fp32"}, {Precision::kBF16, "bf16"}, {Precision::kFP16, "fp16"}};
 };
+/// The names of `Checkpointing` in configs and logs: "none", "uniform", "sqrt", "optimal",
+/// "min_memory".
 template <>
 struct EnumNames<Checkpointing> {
+  /// What the values are, for errors ("unknown checkpointing strategy 'x'").
   static constexpr const char* kWhat = "checkpointing strategy";
+  /// Each value with its name, in declaration order.
   static constexpr std::pair<Checkpointing, const char*> kTable[] = {
       {Checkpointing::kNone, "none"},
       {Checkpointing::kUniform, "uniform"},
@@ -36,16 +43,20 @@ struct EnumNames<Checkpointing> {
       {Checkpointing::kMinMemory, "min_memory"}};
 };
 
-/// Name of a precision or strategy as written in configs and logs ("bf16", "min_memory").
+/// Name of a precision as written in configs and logs ("bf16").
 inline const char* to_string(Precision precision) { return detail::enum_name(precision); }
+/// Name of a checkpointing strategy as written in configs and logs ("min_memory").
 inline const char* to_string(Checkpointing checkpointing) {
   return detail::enum_name(checkpointing);
 }
 
 /// Dynamic loss scaling (fp16 turns it on by default; any precision may ask for it).
 struct LossScaling {
+  /// The scale at the start (> 0).
   TORCH_ARG(double, init_scale) = 65536.0;
+  /// Factor (> 1) the scale is multiplied by after `growth_interval` clean steps.
   TORCH_ARG(double, growth_factor) = 2.0;
+  /// Factor, in (0, 1), the scale is multiplied by after a step with inf/nan gradients.
   TORCH_ARG(double, backoff_factor) = 0.5;
   /// Clean optimizer steps in a row before the scale grows.
   TORCH_ARG(int64_t, growth_interval) = 2000;
@@ -78,8 +89,11 @@ struct CostModel {
 /// where it enters (engine initialization, `mlo plan`, the YAML reader).
 /// Example: `CheckpointingOptions(Checkpointing::kMinMemory).max_overhead(0.3)`.
 struct CheckpointingOptions {
+  /// `strategy` with its parameters at their defaults; implicit, so a plain `Checkpointing`
+  /// converts.
   /* implicit */ CheckpointingOptions(Checkpointing strategy = Checkpointing::kNone)
       : strategy_(strategy) {}
+  /// The strategy; `kNone` turns checkpointing off.
   TORCH_ARG(Checkpointing, strategy);
   /// kUniform: number of segments (all checkpointed but the last).
   TORCH_ARG(int64_t, segments) = 4;
@@ -91,6 +105,7 @@ struct CheckpointingOptions {
   TORCH_ARG(double, max_overhead) = 0.3;
   /// The planner's cost model and profiling (defaults suit training steps).
   TORCH_ARG(memory::CostModel, cost_model) = memory::CostModel();
+  /// How the planner profiles the chain before it plans (`profile_chain`).
   TORCH_ARG(memory::ProfileOptions, profile) = memory::ProfileOptions();
 };
 

@@ -31,6 +31,7 @@ namespace memory {
 
 /// What the planner measured for one block (bytes are tensor-storage bytes, exact on CPU).
 struct BlockProfile {
+  /// The block's name in the chain (`ChainImpl::block_name`).
   std::string name;
   int64_t input_bytes = 0;   ///< the block's input
   int64_t output_bytes = 0;  ///< its output
@@ -43,14 +44,21 @@ struct BlockProfile {
   int64_t backward_peak = 0;
   int64_t input_grad_bytes = 0;  ///< 0 when the input needs no gradient
   int64_t param_grad_bytes = 0;  ///< gradients of its parameters that require grad
+  /// Time of a forward with grad, in seconds (wall clock, or process CPU time with
+  /// `ProfileOptions::process_cpu_time`; the fastest of the `repeats` passes).
   double forward_seconds = 0;
+  /// Time of a forward without grad, in seconds (measured as `forward_seconds`).
   double nograd_seconds = 0;
+  /// Time of the block's backward, in seconds (measured as `forward_seconds`; 0 when
+  /// nothing in it needs a gradient).
   double backward_seconds = 0;
 };
 
 /// Profile of a whole chain on one sample input.
 struct ChainProfile {
+  /// One profile per block, in chain order.
   std::vector<BlockProfile> blocks;
+  /// The number of blocks.
   std::size_t size() const { return blocks.size(); }
 };
 
@@ -68,16 +76,23 @@ ChainProfile profile_chain(nn::ChainImpl& chain, const torch::Tensor& sample,
 
 /// Blocks [begin, end), stored or checkpointed.
 struct Segment {
+  /// The first block of the segment.
   std::size_t begin = 0, end = 0;
+  /// Whether the segment is checkpointed (its forward runs without grad and is recomputed in
+  /// backward) rather than stored.
   bool checkpointed = false;
+  /// Same blocks, same choice.
   bool operator==(const Segment& other) const {
     return begin == other.begin && end == other.end && checkpointed == other.checkpointed;
   }
+  /// \var end
+  /// \brief One past the last block of the segment.
 };
 
 /// Predicted cost of a training step (forward, backward) under a plan.
 struct PlanCost {
   int64_t peak_bytes = 0;  ///< peak above the memory at the start of the step
+  /// Predicted time of the step, in seconds (from the profile's timings).
   double seconds = 0;
 };
 
@@ -101,7 +116,9 @@ std::vector<Segment> solve_min_memory(const ChainProfile& profile, double max_se
 
 /// A checkpointing plan with its predictions.
 struct CheckpointPlan {
+  /// The strategy the plan was made for.
   Checkpointing strategy = Checkpointing::kNone;
+  /// The segments, tiling the chain's blocks in order.
   std::vector<Segment> segments;
   PlanCost predicted;  ///< under this plan
   PlanCost baseline;   ///< with nothing checkpointed
@@ -112,8 +129,9 @@ struct CheckpointPlan {
   bool is_checkpointed(std::size_t i) const;
   /// Number of checkpointed segments.
   std::size_t num_checkpointed() const;
-  /// predicted.peak / baseline.peak and predicted.seconds / baseline.seconds - 1.
+  /// predicted.peak / baseline.peak (1 when the baseline peak is 0).
   double memory_ratio() const;
+  /// predicted.seconds / baseline.seconds - 1 (0 when the baseline time is 0).
   double time_overhead() const;
   /// One line per block ("layer1.0  checkpoint (segment 1: blocks 1-3)"), then the predictions.
   std::string to_string() const;
@@ -150,6 +168,7 @@ void apply_plan(nn::ChainImpl& chain, const CheckpointPlan& plan);
 
 /// Filled by the executor `configure_checkpointing` installs, at the chain's first forward.
 struct LazyPlan {
+  /// The plan once made (at the chain's first forward); nullopt before.
   std::optional<CheckpointPlan> plan;
 };
 

@@ -31,6 +31,7 @@ bool precision_supported(Precision precision, c10::DeviceType device);
 /// empty weight-cast cache (see `CastCacheOff`), and the outermost one clears it when it ends.
 class AutocastGuard {
  public:
+  /// Enters autocast to `precision` (bf16 or fp16) on `device`; fp32 does nothing.
   AutocastGuard(Precision precision, c10::DeviceType device);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
@@ -80,7 +81,9 @@ class CastCacheOff {
 /// in a row it is multiplied by `growth_factor`.
 class LossScaler {
  public:
+  /// Starts at `init_scale`; throws `mlo::Error` for an option out of its range.
   explicit LossScaler(const LossScaling& options);
+  /// The current scale.
   double scale() const { return scale_; }
   /// `loss * scale()`.
   at::Tensor scale(const at::Tensor& loss) const;
@@ -100,6 +103,7 @@ class LossScaler {
 
   /// The scale, the steps since the last overflow and the skip count, for resume.
   void save(torch::serialize::OutputArchive& archive) const;
+  /// Restores what `save` wrote.
   void load(torch::serialize::InputArchive& archive);
 
  private:

@@ -42,9 +42,10 @@ enum class Activation {
 /// Example: `auto y = mlo::nn::activate(bn(conv(x)), mlo::nn::Activation::kSwish, true);`
 torch::Tensor activate(torch::Tensor x, Activation activation, bool memory_efficient);
 
-/// "relu" or "swish" (the YAML spelling), and back; `parse_activation` throws `mlo::Error`
-/// naming the known ones for anything else.
+/// "relu" or "swish": the YAML spelling of `activation`.
 const char* activation_name(Activation activation);
+/// The activation spelled `name` ("relu" or "swish"); throws `mlo::Error` naming the known ones
+/// for anything else.
 Activation parse_activation(const std::string& name);
 
 /// Which implementation `Swish` runs.
@@ -56,7 +57,9 @@ enum class SwishBackend {
 
 /// Options of `Swish`. Example: `SwishOptions().beta(1.5).backend(SwishBackend::kCustom)`.
 struct SwishOptions {
+  /// beta in x * sigmoid(beta * x); 1 is SiLU.
   TORCH_ARG(double, beta) = 1.0;
+  /// The implementation; `kAuto` picks the one that keeps less for backward.
   TORCH_ARG(SwishBackend, backend) = SwishBackend::kAuto;
 };
 
@@ -68,13 +71,18 @@ struct SwishOptions {
 /// ```
 class SwishImpl : public torch::nn::Cloneable<SwishImpl> {
  public:
+  /// Swish with `options`, its backend resolved at once (`backend()`).
   explicit SwishImpl(const SwishOptions& options = SwishOptions());
+  /// x * sigmoid(beta * x), elementwise, through `backend()`.
   torch::Tensor forward(const torch::Tensor& x);
+  /// Resolves the backend from `options` again (`kAuto` by `resolve_swish_backend`).
   void reset() override;
+  /// Prints `mlo::nn::Swish(beta=..., backend=custom|torch)`.
   void pretty_print(std::ostream& stream) const override;
   /// The backend in use (kAuto resolved at construction).
   SwishBackend backend() const { return backend_; }
 
+  /// The options it was built with.
   SwishOptions options;
 
  private:
@@ -104,8 +112,12 @@ SwishBackend resolve_swish_backend(double beta);
 class InplaceReLUImpl : public torch::nn::Cloneable<InplaceReLUImpl> {
  public:
   InplaceReLUImpl() = default;
+  /// max(x, 0), written into `x` itself; a leaf that requires grad (under grad mode) gets the
+  /// out-of-place `relu`.
   torch::Tensor forward(const torch::Tensor& x);
+  /// Nothing to reset: the module has no parameters or submodules.
   void reset() override {}
+  /// Prints `mlo::nn::InplaceReLU()`.
   void pretty_print(std::ostream& stream) const override;
 };
 TORCH_MODULE(InplaceReLU);

@@ -56,6 +56,8 @@ class ChainImpl : public torch::nn::Cloneable<ChainImpl> {
   /// `name`. Throws `mlo::Error` for an empty or duplicate name, an empty name component, or a
   /// dotted name whose group is not the group of the previous block.
   ChainImpl& push_back(const std::string& name, torch::nn::AnyModule block);
+  /// `push_back` for any module holder or `std::shared_ptr` to a module, wrapped in an
+  /// `AnyModule`.
   template <typename ModuleType>
   ChainImpl& push_back(const std::string& name, ModuleType&& block) {
     return push_back(name, torch::nn::AnyModule(std::forward<ModuleType>(block)));
@@ -73,11 +75,13 @@ class ChainImpl : public torch::nn::Cloneable<ChainImpl> {
 
   /// Number of blocks.
   std::size_t size() const noexcept { return blocks_.size(); }
+  /// Whether the chain has no blocks.
   bool is_empty() const noexcept { return blocks_.empty(); }
 
   /// Block `i`, callable as `block(i).forward(x)`; `block(i).ptr()` is the module, whose
   /// `parameters()` and `buffers()` are the block's. Throws `mlo::Error` if i >= size().
   torch::nn::AnyModule& block(std::size_t i);
+  /// Block `i`, read-only; throws `mlo::Error` if i >= size().
   const torch::nn::AnyModule& block(std::size_t i) const;
 
   /// Block `i` as a module (same as `block(i).ptr()`).
@@ -101,6 +105,7 @@ class ChainImpl : public torch::nn::Cloneable<ChainImpl> {
   void set_executor(ChainExecutor executor) { executor_ = std::move(executor); }
   /// Restores the plain `forward`.
   void clear_executor() { executor_ = nullptr; }
+  /// Whether an executor is installed (`set_executor`).
   bool has_executor() const noexcept { return static_cast<bool>(executor_); }
 
   /// Deep copy: every block cloned (blocks must be `Cloneable`), same names, same executor.

@@ -29,14 +29,23 @@ class ConvPoolImpl : public torch::nn::Cloneable<ConvPoolImpl> {
   /// Throws `mlo::Error` for non-positive channels.
   ConvPoolImpl(int64_t in_channels, int64_t out_channels, bool batch_norm = false);
 
+  /// relu(max_pool2d(conv(x), 2)), with `bn` after `conv` when it is set: [N, in, H, W] to
+  /// [N, out, H / 2, W / 2] (rounded down).
   torch::Tensor forward(const torch::Tensor& x);
+  /// (Re)creates and registers `conv`, and `bn` with `batch_norm`.
   void reset() override;
+  /// Prints `mlo::nn::ConvPool(in, out)`, with `, batch_norm` when it is on.
   void pretty_print(std::ostream& stream) const override;
 
+  /// Input channels.
   int64_t in_channels, out_channels;
+  /// Whether a `BatchNorm2d` follows the convolution.
   bool batch_norm;
+  /// The 3x3 convolution (with bias, padding 1).
   torch::nn::Conv2d conv{nullptr};
   torch::nn::BatchNorm2d bn{nullptr};  ///< null without batch_norm
+  /// \var out_channels
+  /// \brief Output channels.
 };
 TORCH_MODULE(ConvPool);
 
@@ -49,12 +58,19 @@ class FlattenLinearImpl : public torch::nn::Cloneable<FlattenLinearImpl> {
   /// Throws `mlo::Error` for non-positive sizes.
   FlattenLinearImpl(int64_t in_features, int64_t out_features);
 
+  /// relu(fc(x flattened from dimension 1)): [N, ...] to [N, out_features].
   torch::Tensor forward(const torch::Tensor& x);
+  /// (Re)creates and registers `fc`.
   void reset() override;
+  /// Prints `mlo::nn::FlattenLinear(in, out)`.
   void pretty_print(std::ostream& stream) const override;
 
+  /// Input features: the product of the input's non-batch dimensions.
   int64_t in_features, out_features;
+  /// The linear layer (with bias).
   torch::nn::Linear fc{nullptr};
+  /// \var out_features
+  /// \brief Output features.
 };
 TORCH_MODULE(FlattenLinear);
 
@@ -62,13 +78,17 @@ TORCH_MODULE(FlattenLinear);
 /// parameters): [N, 1, 28, 28] -> conv 32 -> [N, 32, 14, 14] -> conv 64 -> [N, 64, 7, 7]
 /// -> 128 -> 10. Example: `CNNOptions().in_channels(3).image_size(32)` for CIFAR-shaped input.
 struct CNNOptions {
+  /// Channels of the input images.
   TORCH_ARG(int64_t, in_channels) = 1;
   /// Height and width of the (square) input; must be divisible by 4.
   TORCH_ARG(int64_t, image_size) = 28;
+  /// Output channels of "conv1".
   TORCH_ARG(int64_t, conv1_channels) = 32;
+  /// Output channels of "conv2".
   TORCH_ARG(int64_t, conv2_channels) = 64;
   /// Width of the hidden fully connected layer.
   TORCH_ARG(int64_t, hidden) = 128;
+  /// Outputs of "head": the logits.
   TORCH_ARG(int64_t, num_classes) = 10;
   /// Batch norm after each convolution (as the Meta-Weight-Net reference CNN has).
   TORCH_ARG(bool, batch_norm) = false;

@@ -19,6 +19,7 @@ namespace nn {
 
 /// Options of `MWN`. Example: `MWNOptions(100)` (the paper's width), `MWNOptions().hidden(50)`.
 struct MWNOptions {
+  /// A hidden layer of `hidden` units; implicit, so a width converts.
   /* implicit */ MWNOptions(int64_t hidden = 100) : hidden_(hidden) {}
   /// Width of the hidden layer.
   TORCH_ARG(int64_t, hidden);
@@ -42,11 +43,17 @@ class MWNImpl : public torch::nn::Cloneable<MWNImpl> {
 
   /// Throws `mlo::Error` unless `losses` is [N, 1].
   torch::Tensor forward(const torch::Tensor& losses);
+  /// (Re)creates and registers `fc1` and `fc2` from `options`.
   void reset() override;
+  /// Prints `mlo::nn::MWN(hidden=H)`.
   void pretty_print(std::ostream& stream) const override;
 
+  /// The options it was built with.
   MWNOptions options;
+  /// Linear(1, hidden): the first layer.
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  /// \var fc2
+  /// \brief Linear(hidden, 1): the output layer, before the sigmoid.
 };
 TORCH_MODULE(MWN);
 

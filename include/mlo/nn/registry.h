@@ -1,10 +1,11 @@
 #pragma once
 /// \file
 /// Models by name, for any experiment and a user's program: `ModelSpec` holds the generic model
-/// keys (YAML `model: {name, hidden, batch_norm, activation, efficient_activation, memory_format}`), `make_model`
-/// builds the named model for an input shape. Built in: `cnn`, `resnet32`, `resnet50` (image
-/// classifiers, `mlo::nn::Chain`s) and `mwn` (the Meta-Weight-Net, loss -> weight). A program
-/// adds its own with `register_model`.
+/// keys (YAML
+/// `model: {name, hidden, batch_norm, activation, efficient_activation, memory_format}`),
+/// `make_model` builds the named model for an input shape. Built in: `cnn`, `resnet32`,
+/// `resnet50` (image classifiers, `mlo::nn::Chain`s) and `mwn` (the Meta-Weight-Net, loss ->
+/// weight). A program adds its own with `register_model`.
 ///
 /// ```
 /// auto model = mlo::nn::make_model(mlo::nn::ModelSpec{"resnet32"}, {3, 32, 10});
@@ -23,6 +24,7 @@ namespace nn {
 
 /// The generic model keys; each model reads those that apply to it.
 struct ModelSpec {
+  /// The registered model to build (`model_names()`).
   std::string name = "cnn";
   /// mwn: hidden width.
   int64_t hidden = 100;
@@ -43,11 +45,15 @@ struct ModelSpec {
 
 /// The input a model is built for.
 struct ModelInput {
+  /// Channels of the input images.
   int64_t channels = 3;
+  /// Height and width of the (square) input images.
   int64_t image_size = 32;
+  /// Number of classes: the classifier's outputs.
   int64_t num_classes = 10;
 };
 
+/// Builds a model from the generic keys and the input it is for.
 using ModelFactory =
     std::function<std::shared_ptr<torch::nn::Module>(const ModelSpec&, const ModelInput&)>;
 

@@ -33,12 +33,16 @@ enum class Shortcut {
 
 /// Options of `BasicBlock`. Example: `BasicBlockOptions(16, 32).stride(2)`.
 struct BasicBlockOptions {
+  /// A block from `in_channels` to `out_channels`, other options at their defaults.
   BasicBlockOptions(int64_t in_channels, int64_t out_channels)
       : in_channels_(in_channels), out_channels_(out_channels) {}
+  /// Channels of the block's input.
   TORCH_ARG(int64_t, in_channels);
+  /// Channels of the block's output (and of both convolutions).
   TORCH_ARG(int64_t, out_channels);
   /// Stride of the first 3x3 convolution (and of the shortcut).
   TORCH_ARG(int64_t, stride) = 1;
+  /// The shortcut when the stride or the width changes.
   TORCH_ARG(Shortcut, shortcut) = Shortcut::kProjection;
   /// The activation after each batch norm and after the residual sum.
   TORCH_ARG(Activation, activation) = Activation::kReLU;
@@ -49,8 +53,9 @@ struct BasicBlockOptions {
   TORCH_ARG(bool, efficient_activation) = false;
 };
 
-/// act(bn2(conv2(act(bn1(conv1(x))))) + shortcut(x)) (act: ReLU by default), 3x3 convolutions without bias,
-/// Kaiming-normal initialization (fan-out, ReLU gain), batch-norm weight 1 and bias 0.
+/// act(bn2(conv2(act(bn1(conv1(x))))) + shortcut(x)) (act: ReLU by default), 3x3 convolutions
+/// without bias, Kaiming-normal initialization (fan-out, ReLU gain), batch-norm weight 1 and
+/// bias 0.
 /// Input [N, in, H, W], output [N, out, H/stride, W/stride].
 ///
 /// ```
@@ -63,24 +68,38 @@ class BasicBlockImpl : public torch::nn::Cloneable<BasicBlockImpl> {
   /// would have to shrink the channels.
   explicit BasicBlockImpl(const BasicBlockOptions& options);
 
+  /// The block on `x`: [N, in, H, W] to [N, out, H/stride, W/stride].
   torch::Tensor forward(const torch::Tensor& x);
+  /// (Re)creates and registers the layers from `options`, Kaiming-initialized.
   void reset() override;
+  /// Prints `mlo::nn::BasicBlock(in, out, stride=S)` and the options that differ from the
+  /// defaults.
   void pretty_print(std::ostream& stream) const override;
 
+  /// The options it was built with.
   BasicBlockOptions options;
+  /// The first 3x3 convolution, in -> out channels, with the block's stride.
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  /// The batch norm after `conv1`.
   torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   /// Defined only for a projection shortcut.
   torch::nn::Conv2d shortcut_conv{nullptr};
+  /// The batch norm after `shortcut_conv`; defined only for a projection shortcut.
   torch::nn::BatchNorm2d shortcut_bn{nullptr};
+  /// \var conv2
+  /// \brief The second 3x3 convolution, out -> out channels.
+  /// \var bn2
+  /// \brief The batch norm after `conv2`.
 };
 TORCH_MODULE(BasicBlock);
 
 /// Options of `Bottleneck`: the block outputs `expansion * planes` channels.
 /// Example: `BottleneckOptions(256, 128).stride(2)` (256 -> 512 channels, half the resolution).
 struct BottleneckOptions {
+  /// A block from `in_channels` with inner width `planes`, other options at their defaults.
   BottleneckOptions(int64_t in_channels, int64_t planes)
       : in_channels_(in_channels), planes_(planes) {}
+  /// Channels of the block's input.
   TORCH_ARG(int64_t, in_channels);
   /// Width of the inner 1x1 and 3x3 convolutions.
   TORCH_ARG(int64_t, planes);
@@ -88,6 +107,7 @@ struct BottleneckOptions {
   TORCH_ARG(int64_t, expansion) = 4;
   /// Stride of the 3x3 convolution (as in torchvision's "ResNet v1.5") and of the shortcut.
   TORCH_ARG(int64_t, stride) = 1;
+  /// The shortcut when the stride or the width changes.
   TORCH_ARG(Shortcut, shortcut) = Shortcut::kProjection;
   /// See `BasicBlockOptions::activation`.
   TORCH_ARG(Activation, activation) = Activation::kReLU;
@@ -108,16 +128,32 @@ class BottleneckImpl : public torch::nn::Cloneable<BottleneckImpl> {
   /// Throws `mlo::Error` for non-positive sizes or an impossible zero-pad shortcut.
   explicit BottleneckImpl(const BottleneckOptions& options);
 
+  /// The block on `x`: [N, in, H, W] to [N, expansion * planes, H/stride, W/stride].
   torch::Tensor forward(const torch::Tensor& x);
+  /// (Re)creates and registers the layers from `options`, Kaiming-initialized.
   void reset() override;
+  /// Prints `mlo::nn::Bottleneck(in, planes, expansion=E, stride=S)` and the options that
+  /// differ from the defaults.
   void pretty_print(std::ostream& stream) const override;
 
+  /// The options it was built with.
   BottleneckOptions options;
+  /// The first 1x1 convolution, in -> planes channels.
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  /// The batch norm after `conv1`.
   torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
   /// Defined only for a projection shortcut.
   torch::nn::Conv2d shortcut_conv{nullptr};
+  /// The batch norm after `shortcut_conv`; defined only for a projection shortcut.
   torch::nn::BatchNorm2d shortcut_bn{nullptr};
+  /// \var conv2
+  /// \brief The 3x3 convolution, planes -> planes, with the block's stride.
+  /// \var conv3
+  /// \brief The last 1x1 convolution, planes -> expansion * planes.
+  /// \var bn2
+  /// \brief The batch norm after `conv2`.
+  /// \var bn3
+  /// \brief The batch norm after `conv3`.
 };
 TORCH_MODULE(Bottleneck);
 

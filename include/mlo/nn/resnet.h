@@ -34,18 +34,27 @@ class ResNetStemImpl : public torch::nn::Cloneable<ResNetStemImpl> {
   ResNetStemImpl(int64_t in_channels, int64_t out_channels,
                  Activation activation = Activation::kReLU, bool efficient_activation = false);
 
+  /// act(bn(conv(x))), after converting `x` to channels-last with `channels_last`.
   torch::Tensor forward(const torch::Tensor& x);
+  /// (Re)creates and registers `conv` and `bn`, Kaiming-initialized.
   void reset() override;
+  /// Prints `mlo::nn::ResNetStem(in, out)` and the settings that differ from the defaults.
   void pretty_print(std::ostream& stream) const override;
 
+  /// Input channels.
   int64_t in_channels, out_channels;
+  /// The activation after the batch norm.
   Activation activation;
   /// See `BasicBlockOptions::efficient_activation`.
   bool efficient_activation;
   /// Converts the input to channels-last (NHWC) first (`ResNetOptions::channels_last`).
   bool channels_last = false;
+  /// The 3x3 convolution (stride 1, padding 1, no bias).
   torch::nn::Conv2d conv{nullptr};
+  /// The batch norm after `conv`.
   torch::nn::BatchNorm2d bn{nullptr};
+  /// \var out_channels
+  /// \brief Output channels (of the convolution).
 };
 TORCH_MODULE(ResNetStem);
 
@@ -56,12 +65,19 @@ class ResNetHeadImpl : public torch::nn::Cloneable<ResNetHeadImpl> {
   /// Throws `mlo::Error` for non-positive sizes.
   ResNetHeadImpl(int64_t in_features, int64_t num_classes);
 
+  /// fc(flatten(adaptive_avg_pool2d(x, 1))): [N, in_features, H, W] to [N, num_classes].
   torch::Tensor forward(const torch::Tensor& x);
+  /// (Re)creates and registers `fc`.
   void reset() override;
+  /// Prints `mlo::nn::ResNetHead(in, num_classes)`.
   void pretty_print(std::ostream& stream) const override;
 
+  /// Input channels, averaged over the image.
   int64_t in_features, num_classes;
+  /// The linear layer (with bias).
   torch::nn::Linear fc{nullptr};
+  /// \var num_classes
+  /// \brief Outputs of the linear layer: the logits.
 };
 TORCH_MODULE(ResNetHead);
 
@@ -78,6 +94,7 @@ enum class BlockType {
 struct ResNetOptions {
   /// `stem_channels` defaults to `widths[0]`.
   ResNetOptions(BlockType block, std::vector<int64_t> blocks, std::vector<int64_t> widths);
+  /// The residual block type of every stage.
   TORCH_ARG(BlockType, block);
   /// Residual blocks per stage.
   TORCH_ARG(std::vector<int64_t>, blocks);
@@ -87,6 +104,7 @@ struct ResNetOptions {
   TORCH_ARG(int64_t, stem_channels);
   /// Input image channels.
   TORCH_ARG(int64_t, in_channels) = 3;
+  /// Outputs of the head: the logits.
   TORCH_ARG(int64_t, num_classes) = 10;
   /// Bottleneck expansion (ignored by basic blocks).
   TORCH_ARG(int64_t, expansion) = 4;

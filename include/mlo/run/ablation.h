@@ -68,6 +68,8 @@ struct AblationOptions {
   /// that follows `batch_key`, reweighting's `meta_batch_size: 0`, keeps its size). Problems
   /// not in the experiment are ignored.
   using BatchKeys = std::vector<std::pair<std::string, std::string>>;
+  /// The other problems' batch-size keys (`BatchKeys`); by default the reweighter's
+  /// `data.meta_batch_size`.
   TORCH_ARG(BatchKeys, other_batch_keys) = BatchKeys{{"reweighter", "data.meta_batch_size"}};
   /// Micro-batches per optimizer step in the accumulation row.
   TORCH_ARG(int64_t, accumulation) = 4;
@@ -91,6 +93,7 @@ struct AblationOptions {
 /// One level's parameter footprint in a row (bytes): what it holds between steps, and the
 /// gradients its backward produces.
 struct LevelFootprint {
+  /// The problem's name.
   std::string problem;
   int64_t parameters = 0;  ///< every parameter of its module (fp32 master weights)
   /// Its trainable parameters' size: the gradients a backward returns at once (the full size
@@ -101,6 +104,7 @@ struct LevelFootprint {
 
 /// What one row measured. Bytes are tensor-storage bytes unless named rss.
 struct AblationRowResult {
+  /// The row measured: its key, name, overrides and ranks.
   AblationRow row;
   int64_t steps_per_iteration = 1;  ///< global steps per meta-iteration (unroll x accumulation)
   int64_t micro_batch = 0;          ///< the problem's batch per forward
@@ -153,6 +157,7 @@ struct AblationRowResult {
   /// then measures that many), the range over those meta-iterations. Without rounds:
   /// measured_seconds / the baseline's measured_seconds.
   double time_ratio = 0;
+  /// The low end of the range of the per-round ratios (see `time_ratio`).
   double time_ratio_low = 0, time_ratio_high = 0;  ///< the range of the per-round ratios
   double rss_ratio = 0;    ///< rss growth / baseline rss growth
   double over_floor = 0;   ///< peak / floor
@@ -162,11 +167,13 @@ struct AblationRowResult {
 
 /// The whole ablation.
 struct AblationResult {
+  /// The configuration file the ablation ran (`run_ablation`'s `config_path`).
   std::string config_path;
   std::string experiment;        ///< the experiment's name (`name:` in the YAML)
   std::string problem;           ///< the varied problem
   std::string description;       ///< the experiment's own description (data, models)
   bool synthetic = false;        ///< whether the data was synthetic
+  /// The device of the main problem's parameters ("cpu", "cuda:0").
   std::string device = "cpu";
   int64_t threads = 0;           ///< intra-op threads
   int64_t batch = 0;             ///< the problem's batch in the baseline
@@ -175,6 +182,8 @@ struct AblationResult {
   /// Why the timing rounds did not run, if they were asked for and failed ("" otherwise).
   std::string timing_error;
   std::vector<std::string> overrides;  ///< the user's `--set`s
+  /// The measured rows, the baseline first, in the order they ran (a row that failed is in
+  /// `missing`).
   std::vector<AblationRowResult> rows;
   /// Rows not measured, with why (a row that failed: its error).
   std::vector<std::string> missing;

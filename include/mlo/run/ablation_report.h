@@ -31,6 +31,8 @@ std::string ablation_json(const AblationResult& result);
 /// One rank's measurement (`measure_ablation_row`) as JSON, and back: how `mlo ablate-rank`
 /// hands its figures to the `mlo ablate` that started it.
 std::string row_measurement_json(const AblationRowResult& row);
+/// The measurement `row_measurement_json` wrote, read back; throws `mlo::Error` when `text`
+/// does not parse.
 AblationRowResult row_measurement_from_json(const std::string& text);
 
 /// Draws the chart (peak per row as bars, the floor of each row marked, the baseline's peak as a
@@ -41,8 +43,15 @@ std::string write_ablation_chart(const AblationResult& result, const std::string
 
 /// Paths `write_ablation` wrote.
 struct AblationFiles {
+  /// `<folder>/ablation.md`.
   std::string markdown, csv, json, png;
   std::string chart_error;  ///< why there is no PNG ("" when there is one)
+  /// \var csv
+  /// \brief `<folder>/ablation.csv`.
+  /// \var json
+  /// \brief `<folder>/ablation.json`.
+  /// \var png
+  /// \brief `<folder>/ablation.png`, or "" when the chart could not be drawn (`chart_error`).
 };
 
 /// Writes ablation.md, ablation.csv, ablation.json (atomically) and ablation.png into `folder`

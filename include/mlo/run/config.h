@@ -19,12 +19,13 @@ namespace mlo {
 namespace run {
 
 /// The valid values of the string-named generic settings below, one list each: the YAML
-/// validation (run/yaml.h) and the builders (run/builders.h) both read them, so a name is either known
-/// or an error listing these.
+/// validation (run/yaml.h) and the builders (run/builders.h) both read them, so a name is either
+/// known or an error listing these. This one: `OptimizerConfig::name`.
 inline const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> names{"sgd", "adam", "adamw"};
   return names;
 }
+/// The valid values of `SchedulerConfig::name` (see `optimizer_names`).
 inline const std::vector<std::string>& scheduler_names() {
   static const std::vector<std::string> names{"none", "multistep", "cosine"};
   return names;
@@ -32,9 +33,12 @@ inline const std::vector<std::string>& scheduler_names() {
 
 /// `optimizer:` sgd | adam | adamw and their options.
 struct OptimizerConfig {
+  /// `sgd`, `adam` or `adamw` (`optimizer_names()`).
   std::string name = "sgd";
+  /// Learning rate (> 0).
   double lr = 0.1;
   double momentum = 0.0;  ///< sgd
+  /// Weight decay (>= 0), the optimizer's own (AdamW's decoupled).
   double weight_decay = 0.0;
   bool nesterov = false;  ///< sgd
   double beta1 = 0.9;     ///< adam, adamw
@@ -44,6 +48,7 @@ struct OptimizerConfig {
 
 /// `scheduler:` none | multistep | cosine, counted in optimizer steps.
 struct SchedulerConfig {
+  /// `none`, `multistep` or `cosine` (`scheduler_names()`).
   std::string name = "none";
   std::vector<int64_t> milestones;  ///< multistep
   double gamma = 0.1;               ///< multistep
@@ -54,12 +59,19 @@ struct SchedulerConfig {
 /// One problem (level) of the experiment: the settings every experiment shares. An experiment
 /// adds its own keys (e.g. `model:`) through `ExperimentSettings::visit_problem`.
 struct ProblemSettings {
+  /// `optimizer:` the problem's optimizer.
   OptimizerConfig optimizer;
+  /// `scheduler:` its learning-rate schedule.
   SchedulerConfig scheduler;
+  /// `ProblemConfig::unroll_steps` (>= 1).
   int64_t unroll_steps = 1;
+  /// `ProblemConfig::warmup_steps` (>= 0).
   int64_t warmup_steps = 0;
+  /// `ProblemConfig::roll_back`.
   bool roll_back = false;
+  /// `ProblemConfig::gradient_clipping` (>= 0; 0: off).
   double gradient_clipping = 0.0;
+  /// `ProblemConfig::gradient_accumulation` (>= 1).
   int64_t gradient_accumulation = 1;
   std::string precision = "fp32";  ///< fp32 | bf16 | fp16
   /// `checkpointing:` the memory area's own options struct (one struct from YAML to planner).
@@ -70,6 +82,7 @@ struct ProblemSettings {
   /// the options type's own, `MethodOptions::visit`); `method` selects one. A method without an
   /// entry has its registered defaults (`method_options(*this, name)`).
   std::map<std::string, ValuePtr<MethodOptions>> methods;
+  /// This problem's logging period in its local steps (0: the engine's `log_step`).
   int64_t log_step = 0;
   /// Under a distributed engine strategy: shard this level's training batches over the ranks
   /// (true), or let every rank read the same full batches (false, the per-level opt-out).
@@ -81,24 +94,34 @@ struct ProblemSettings {
 
 /// `early_stopping:` (optional).
 struct EarlyStoppingConfig {
+  /// Stop when `metric` stops improving (needs `engine.valid_step` > 0).
   bool enabled = false;
   /// A validation metric ("valid/<name>", see Experiment::evaluate). The defaults here are
   /// generic; an experiment may set its own (`ExperimentSettings::defaults`).
   std::string metric = "valid/loss";
   std::string mode = "min";  ///< min | max
+  /// Validations without improvement before stopping (>= 1).
   int64_t tolerance = 5;
+  /// Smallest change that counts as an improvement (>= 0).
   double min_delta = 0.0;
-  /// Evaluate the test set with the parameters of the best validation (EarlyStopping::restore_best).
+  /// Evaluate the test set with the parameters of the best validation
+  /// (EarlyStopping::restore_best).
   bool restore_best = true;
 };
 
 /// `engine:` the schedule of the whole run.
 struct EngineSettings {
+  /// Global steps (`EngineConfig::train_iters`).
   int64_t train_iters = 3000;
+  /// Validate every N global steps (0: never).
   int64_t valid_step = 500;
+  /// Every N global steps each problem's latest metrics go to the metrics files, and a problem
+  /// without a `log_step` of its own logs its line every N of its local steps. 0: neither.
   int64_t log_step = 100;
   int64_t save_step = 500;  ///< resumable state every N global steps (and at the end)
+  /// Meter tensor memory exactly (`EngineConfig::track_memory`).
   bool track_memory = false;
+  /// `early_stopping:` (off by default).
   EarlyStoppingConfig early_stopping;
   /// default (one process) | distributed | zero1 | zero2 (docs/distributed.md).
   dist::Strategy strategy = dist::Strategy::kDefault;
@@ -128,7 +151,9 @@ struct LoggingSettings {
 
 /// `dependencies:` the graph, by problem name (defaults follow the experiment).
 struct DependencyConfig {
+  /// Upper -> lowers: the upper's parameters enter the lowers' losses.
   std::map<std::string, std::vector<std::string>> u2l;
+  /// Lower -> uppers: the lower's parameters enter the uppers' losses.
   std::map<std::string, std::vector<std::string>> l2u;
 };
 
@@ -158,6 +183,7 @@ class ExperimentSettings {
   /// `problems:`, and no names but these and the optional ones may be (checked before `check`,
   /// with the file position). Both empty (the default): any names.
   virtual std::vector<std::string> required_problems() const { return {}; }
+  /// The problems the experiment may build but does not need (see `required_problems`).
   virtual std::vector<std::string> optional_problems() const { return {}; }
   /// The dependency graph when the YAML names none (e.g. reweighter above classifier).
   virtual DependencyConfig default_dependencies(const RunConfig& config) const;
@@ -171,6 +197,7 @@ class ExperimentSettings {
 template <typename Derived>
 class SettingsFor : public ExperimentSettings {
  public:
+  /// A copy of this object as a `Derived`.
   std::unique_ptr<ExperimentSettings> clone() const override {
     return std::make_unique<Derived>(static_cast<const Derived&>(*this));
   }
@@ -182,20 +209,29 @@ class NoSettings : public SettingsFor<NoSettings> {};
 /// Holds an experiment's settings with value semantics (copying a RunConfig copies them).
 class SettingsHolder {
  public:
+  /// Empty: holds no settings.
   SettingsHolder() = default;
+  /// Takes ownership of `settings` (which may be null).
   explicit SettingsHolder(std::unique_ptr<ExperimentSettings> settings)
       : settings_(std::move(settings)) {}
+  /// A deep copy: `other`'s settings cloned (empty if `other` is).
   SettingsHolder(const SettingsHolder& other)
       : settings_(other.settings_ ? other.settings_->clone() : nullptr) {}
+  /// Replaces the settings with a clone of `other`'s (empty if `other` is).
   SettingsHolder& operator=(const SettingsHolder& other) {
     if (this != &other) settings_ = other.settings_ ? other.settings_->clone() : nullptr;
     return *this;
   }
+  /// Takes the settings of the moved-from holder, without cloning.
   SettingsHolder(SettingsHolder&&) = default;
+  /// Takes the settings of the moved-from holder, without cloning.
   SettingsHolder& operator=(SettingsHolder&&) = default;
 
+  /// Whether settings are held.
   explicit operator bool() const { return settings_ != nullptr; }
+  /// The held settings, or null when empty.
   ExperimentSettings* get() const { return settings_.get(); }
+  /// The held settings, or null when empty.
   ExperimentSettings* operator->() const { return settings_.get(); }
 
  private:
@@ -207,14 +243,19 @@ struct RunConfig {
   /// A registered experiment (`run::experiment_names()`); required in YAML.
   std::string experiment;
   std::string name = "experiment";  ///< used in logs and as the default output folder
+  /// The run's seed (>= 0): the experiment seeds its model initialization, data and shuffling
+  /// from it.
   int64_t seed = 0;
   int64_t threads = 0;  ///< intra-op threads (0: LibTorch's default)
   /// auto | cpu | cuda | cuda:N (run/device.h): where every problem's module and batches live.
   std::string device = "auto";
+  /// `engine:` the schedule of the whole run.
   EngineSettings engine;
+  /// `logging:` what the run writes besides the metrics files.
   LoggingSettings logging;
   /// By name; which names an experiment accepts is its own rule (`ExperimentSettings::check`).
   std::map<std::string, ProblemSettings> problems;
+  /// `dependencies:` the graph; with no edge, the experiment's default (`resolved_dependencies`).
   DependencyConfig dependencies;
   /// The experiment's own settings, of the type registered with it (null for a config built in
   /// code: `run::make_experiment` then uses the registered defaults).
@@ -231,6 +272,8 @@ struct RunConfig {
     if (!typed) settings_error();
     return *typed;
   }
+  /// The experiment's settings as `S`, writable; throws `mlo::Error` if they are absent or of
+  /// another type.
   template <typename S>
   S& settings_as() {
     S* typed = dynamic_cast<S*>(settings.get());

@@ -132,7 +132,10 @@ bool register_experiment_class(const char* name, const char* file, int line) {
 }  // namespace run
 }  // namespace mlo
 
+/// Pastes `a` and `b` into one token (the helper of `MLO_EXPERIMENT_CONCAT`).
 #define MLO_EXPERIMENT_CONCAT_(a, b) a##b
+/// Pastes `a` and `b` after expanding them (`__COUNTER__` becomes its number): how
+/// `MLO_REGISTER_EXPERIMENT` names a variable of its own at each use.
 #define MLO_EXPERIMENT_CONCAT(a, b) MLO_EXPERIMENT_CONCAT_(a, b)
 
 /// Registers `Class` (derived from `mlo::run::Experiment`, constructible from
