@@ -26,10 +26,11 @@ namespace data {
 
 /// A dataset in memory: images [N, C, H, W] (uint8) and targets [N] (int64) of each split.
 struct ImageDataset {
-  at::Tensor train_images;
-  at::Tensor train_targets;
-  at::Tensor test_images;
-  at::Tensor test_targets;
+  at::Tensor train_images;   ///< the training split's images, [N, C, H, W] uint8
+  at::Tensor train_targets;  ///< the training split's labels, [N] int64
+  at::Tensor test_images;    ///< the test split's images, [M, C, H, W] uint8
+  at::Tensor test_targets;   ///< the test split's labels, [M] int64
+  /// The class names by label ("t-shirt/top", ...; "class0" ... for generated data).
   std::vector<std::string> class_names;
   /// For logs: what was loaded and from where ("CIFAR-10 (data/cifar-10-batches-bin)").
   std::string description;
@@ -44,8 +45,9 @@ struct DatasetRequest {
   /// Seed of generated datasets (the test split is another sample, seed + 1000, of the same
   /// classes).
   uint64_t seed = 0;
-  /// Generated datasets: images per class of the train and test splits.
+  /// Generated datasets: images per class of the training split.
   int64_t synthetic_per_class = 600;
+  /// Generated datasets: images per class of the test split.
   int64_t synthetic_test_per_class = 100;
 };
 
