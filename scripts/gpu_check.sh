@@ -33,8 +33,12 @@ PACKAGES=(
   libyaml-cpp-dev libyaml-cpp0.7
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   catch2 libcli11-dev nlohmann-json3-dev zlib1g-dev zlib1g
+  libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32  # TensorBoard
+  libboost1.74-dev  # Boost.CRC (header-only), the event files' CRC-32C
   dataset-fashion-mnist
 )
+# NOTE: no libcurl, OpenSSL or libarchive: the build here has no dataset downloads
+# (-DMLO_WITH_DOWNLOAD=OFF), which the check does not need (its data is synthetic or Debian's).
 
 log() { printf '\n==> %s\n' "$*"; }
 die() { echo "gpu_check: error: $*" >&2; exit 1; }
@@ -92,7 +96,11 @@ log "LibTorch ${torch_version} from ${torch_root}"
 # system prefix, and its lib/<arch>/cmake folders are not searched for it.
 cmake_args=("-DCMAKE_BUILD_TYPE=Release"
   "-DCMAKE_PREFIX_PATH=${torch_root}/share/cmake;${torch_root};${prefix}/usr"
-  "-DZLIB_ROOT=${prefix}/usr" "-DCUDAToolkit_ROOT=${cuda_home}")
+  "-DZLIB_ROOT=${prefix}/usr" "-DCUDAToolkit_ROOT=${cuda_home}" -DMLO_WITH_DOWNLOAD=OFF
+  "-DProtobuf_PROTOC_EXECUTABLE=${prefix}/usr/bin/protoc"
+  "-DProtobuf_INCLUDE_DIR=${prefix}/usr/include"
+  "-DMLO_PROTOBUF_LIBRARY=$(find "${prefix}" -name 'libprotobuf.so' | head -1)"
+  "-DBoost_INCLUDE_DIR=${prefix}/usr/include")
 [ -x "${cuda_home}/bin/nvcc" ] && cmake_args+=("-DCMAKE_CUDA_COMPILER=${cuda_home}/bin/nvcc")
 while IFS= read -r config; do
   name="$(basename "${config}")"

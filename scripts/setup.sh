@@ -26,7 +26,9 @@ PACKAGES=(
   libtorch-dev
   libyaml-cpp-dev libspdlog-dev catch2 libcli11-dev libgloo-dev zlib1g-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler libboost-dev  # TensorBoard event files (Boost.CRC)
-  libcurl4-openssl-dev libssl-dev libarchive-dev  # data.download: HTTP, MD5, tar archives
+  # data.download: HTTP(S), MD5, tar archives; the certificates that HTTPS servers are checked
+  # against (libcurl only recommends them)
+  libcurl4-openssl-dev libssl-dev libarchive-dev ca-certificates
   dataset-fashion-mnist
   gnuplot-nox  # mlo ablate: the PNG chart
 )

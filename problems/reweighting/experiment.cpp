@@ -65,10 +65,12 @@ void ReweightingExperiment::load_data() {
   std::string dataset = d.dataset;
   std::string root = d.root;
   if (!d.download && d.synthetic_fallback && !data::dataset_present(dataset, d.root)) {
+    const bool downloadable = !data::dataset_entry(dataset).source.files.empty();
     spdlog::warn(
         "{} files not found under '{}': using SYNTHETIC data instead "
-        "(data.synthetic_fallback is on; data.download: true would fetch them)",
-        dataset, data::dataset_root(dataset, d.root));
+        "(data.synthetic_fallback is on{})",
+        dataset, data::dataset_root(dataset, d.root),
+        downloadable ? "; data.download: true would fetch them" : "");
     dataset = "synthetic";
   } else {
     // Missing files: fetched when data.download is on, else an error saying how to get them.

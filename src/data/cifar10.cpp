@@ -15,7 +15,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kSubfolder = "cifar-10-batches-bin";
-constexpr const char* kCifarDownload = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
 
 std::vector<std::string> file_names(Split split) {
   if (split == Split::kTest) return {"test_batch.bin"};
@@ -81,7 +80,7 @@ Cifar10::Cifar10(Cifar10Options options)
       for (const auto& n : file_names(Split::kTrain)) expected += n + " ";
       expected += "test_batch.bin";
       MLO_CHECK(false, "CIFAR-10: missing file '", path,
-                "'. Download the CIFAR-10 binary version (", kCifarDownload,
+                "'. Download the CIFAR-10 binary version (", kCifar10Url,
                 ") and extract it into '", options_.root(),
                 "' (its cifar-10-batches-bin folder is found there) or put the files directly "
                 "in that folder: ",

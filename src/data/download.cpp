@@ -2,7 +2,9 @@
 
 #include <mlo/base/build_info.h>
 #include <mlo/base/error.h>
+#include <mlo/build_config.h>
 
+#if MLO_WITH_DOWNLOAD
 #include "unpack_tar.h"
 
 #include <curl/curl.h>
@@ -11,16 +13,21 @@
 
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <system_error>
+#endif
 
 namespace mlo {
 namespace data {
+
+#if MLO_WITH_DOWNLOAD
 namespace {
 
 namespace fs = std::filesystem;
@@ -123,11 +130,11 @@ void fetch(const std::string& url, const fs::path& to, const DownloadOptions& op
               " bytes, before the end the server announced (a truncated download)");
   }
   if (code == CURLE_OPERATION_TIMEDOUT) {
-    MLO_CHECK(false, "download of '", url, "' failed: nothing received for ",
-              options.stall_timeout_s, " s after ", received, " bytes (stalled)");
+    MLO_CHECK(false, "download of '", url, "' failed: stalled, under 1 byte/s for ",
+              options.stall_timeout_s, " s (libcurl's average), after ", received, " bytes");
   }
-  MLO_CHECK(code == CURLE_OK, "download of '", url, "' failed: ",
-            error[0] != '\0' ? error.data() : curl_easy_strerror(code));
+  MLO_CHECK(code == CURLE_OK, "download of '", url,
+            "' failed: ", error[0] != '\0' ? error.data() : curl_easy_strerror(code));
   MLO_CHECK(closed, "download: writing '", to.string(), "' failed (disk full?)");
   spdlog::info("download {}: {:.1f} MiB received", url, static_cast<double>(received) / kMiB);
 }
@@ -160,7 +167,7 @@ struct Scratch {
   explicit Scratch(const fs::path& parent, const std::string& name) {
     std::string pattern = (parent / ("." + name + ".download-XXXXXX")).string();
     MLO_CHECK(::mkdtemp(pattern.data()) != nullptr, "download: cannot create a folder in '",
-              parent.string(), "'");
+              parent.string(), "': ", std::strerror(errno));
     path = pattern;
   }
   ~Scratch() {
@@ -185,7 +192,7 @@ std::string file_md5(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   MLO_CHECK(in.good(), "MD5: cannot read '", path, "'");
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
-                                                                   EVP_MD_CTX_free);
+                                                                  EVP_MD_CTX_free);
   MLO_CHECK(context != nullptr && EVP_DigestInit_ex(context.get(), EVP_md5(), nullptr) == 1,
             "MD5: OpenSSL could not start a digest");
   std::array<char, 1 << 16> buffer{};
@@ -208,8 +215,11 @@ std::string file_md5(const std::string& path) {
   return hex;
 }
 
-void download(const DownloadSource& source, const std::string& root,
-              const DownloadOptions& options) {
+namespace {
+
+// The download proper; `download` turns the filesystem's exceptions into mlo::Error.
+void fetch_into(const DownloadSource& source, const std::string& root,
+                const DownloadOptions& options) {
   MLO_CHECK(!source.files.empty(), "download: no files to fetch into '", root, "'");
   MLO_CHECK(!root.empty(), "download: no folder to fetch into");
   MLO_CHECK(options.stall_timeout_s > 0, "download: stall_timeout_s must be > 0, got ",
@@ -221,9 +231,16 @@ void download(const DownloadSource& source, const std::string& root,
   fs::path target = fs::absolute(root).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();  // "data/cifar/"
   std::error_code ec;
-  if (fs::exists(target)) {
-    MLO_CHECK(fs::is_directory(target) && fs::is_empty(target), "download: '", root,
-              "' exists and is not an empty folder; remove it or download into another one");
+  if (fs::exists(target) && !(fs::is_directory(target) && fs::is_empty(target))) {
+    if (fs::is_directory(target) && holds_expected(target, source) && !source.expected.empty()) {
+      spdlog::info("download: '{}' was filled by another process meanwhile; keeping that copy",
+                   root);
+      return;
+    }
+    MLO_CHECK(false, "download: '", root,
+              "' exists and is not an empty folder: a download creates the dataset's folder "
+              "itself, so name one that does not exist yet (e.g. the dataset's default), or "
+              "empty this one");
   }
   fs::create_directories(target.parent_path());
   Scratch scratch(target.parent_path(), target.filename().string());
@@ -260,12 +277,43 @@ void download(const DownloadSource& source, const std::string& root,
   if (ec) {
     MLO_CHECK(fs::is_directory(target) && holds_expected(target, source), "download: moving '",
               folder.string(), "' to '", target.string(), "' failed: ", ec.message());
-    spdlog::info("download: '{}' was filled by another process meanwhile; keeping that copy",
-                 root);
+    spdlog::info("download: '{}' was filled by another process meanwhile; keeping that copy", root);
     return;
   }
   spdlog::info("download: the dataset is in '{}'", root);
 }
+
+}  // namespace
+
+void download(const DownloadSource& source, const std::string& root,
+              const DownloadOptions& options) {
+  try {
+    fetch_into(source, root, options);
+  } catch (const fs::filesystem_error& error) {
+    // NOTE: a permission denied, a file where a folder must go, a full disk: mlo::Error, so that
+    // the command line reports it as the user's to fix, naming the folder.
+    throw Error("download into '" + root + "' failed: " + error.what());
+  }
+}
+
+#else  // MLO_WITH_DOWNLOAD
+
+// NOTE: a build without libcurl, OpenSSL and libarchive (-DMLO_WITH_DOWNLOAD=OFF) refuses, so
+// that a config asking for a download fails saying why instead of failing to link.
+void download(const DownloadSource& source, const std::string& root, const DownloadOptions&) {
+  MLO_CHECK(false, "download into '", root, "' of ",
+            source.files.empty() ? std::string("nothing") : source.files.front().url,
+            ": this build of mlo has no downloads (configured with -DMLO_WITH_DOWNLOAD=OFF); ",
+            "put the files there by hand, or rebuild with it on");
+}
+
+std::string file_md5(const std::string& path) {
+  MLO_CHECK(false, "MD5 of '", path, "': this build of mlo has no downloads ",
+            "(configured with -DMLO_WITH_DOWNLOAD=OFF)");
+  return {};
+}
+
+#endif  // MLO_WITH_DOWNLOAD
 
 }  // namespace data
 }  // namespace mlo

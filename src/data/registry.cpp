@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <map>
+#include <system_error>
 #include <utility>
 
 namespace mlo {
@@ -25,7 +26,6 @@ constexpr const char* kFashionDownloadRoot = "data/fashion-mnist";
 
 // The datasets' official addresses and published MD5s (CIFAR-10: the dataset's page; Fashion-MNIST:
 // the table in its repository's README).
-constexpr const char* kCifarUrl = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
 constexpr const char* kCifarMd5 = "c32a1d4ab5d03f1284b67883e8d87530";
 constexpr const char* kFashionUrl = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/";
 
@@ -45,9 +45,11 @@ DownloadSource fashion_mnist_source() {
 
 DownloadSource cifar10_source() {
   DownloadSource source;
-  source.files.push_back({kCifarUrl, kCifarMd5, /*unpack=*/true});
+  source.files.push_back({kCifar10Url, kCifarMd5, /*unpack=*/true});
   source.folder = "cifar-10-batches-bin";
-  for (int i = 1; i <= 5; ++i) source.expected.push_back("data_batch_" + std::to_string(i) + ".bin");
+  for (int i = 1; i <= 5; ++i) {
+    source.expected.push_back("data_batch_" + std::to_string(i) + ".bin");
+  }
   source.expected.emplace_back("test_batch.bin");
   return source;
 }
@@ -55,8 +57,11 @@ DownloadSource cifar10_source() {
 DatasetEntry fashion_mnist() {
   DatasetEntry e;
   e.default_root = FashionMnistOptions::kDefaultRoot;
+  // The reader takes the files gzip-compressed or not.
   e.present = [](const std::string& root) {
-    return std::filesystem::exists(root + "/train-images-idx3-ubyte.gz");
+    std::error_code ec;
+    return std::filesystem::exists(root + "/train-images-idx3-ubyte.gz", ec) ||
+           std::filesystem::exists(root + "/train-images-idx3-ubyte", ec);
   };
   e.load = [](const DatasetRequest& r) {
     FashionMnist train(FashionMnistOptions(r.root).split(Split::kTrain));
@@ -78,8 +83,9 @@ DatasetEntry cifar10() {
   e.default_root = kCifarRoot;
   // The binary archive unpacks into cifar-10-batches-bin/; either folder may be given.
   e.present = [](const std::string& root) {
-    return std::filesystem::exists(root + "/data_batch_1.bin") ||
-           std::filesystem::exists(root + "/cifar-10-batches-bin/data_batch_1.bin");
+    std::error_code ec;
+    return std::filesystem::exists(root + "/data_batch_1.bin", ec) ||
+           std::filesystem::exists(root + "/cifar-10-batches-bin/data_batch_1.bin", ec);
   };
   e.load = [](const DatasetRequest& r) {
     Cifar10 train(Cifar10Options(r.root).split(Split::kTrain));
@@ -90,7 +96,7 @@ DatasetEntry cifar10() {
   e.transform = [](bool train) { return TransformOptions::cifar10(train); };
   e.class_names = Cifar10::class_names();
   e.source = cifar10_source();
-  e.how_to_get = std::string("by hand: download ") + kCifarUrl + " and unpack it there";
+  e.how_to_get = std::string("by hand: download ") + kCifar10Url + " and unpack it there";
   return e;
 }
 

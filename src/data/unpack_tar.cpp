@@ -69,7 +69,9 @@ void unpack_tar(const std::string& archive, const std::string& into) {
             archive, "': not a tar archive, or a damaged one: ", archive_error(a));
   struct archive_entry* entry = nullptr;
   int status = ARCHIVE_OK;
-  while ((status = archive_read_next_header(a, &entry)) == ARCHIVE_OK) {
+  // ARCHIVE_WARN: a header read with a remark (a name not representable in the locale, say);
+  // the member itself is whole.
+  while ((status = archive_read_next_header(a, &entry)) == ARCHIVE_OK || status == ARCHIVE_WARN) {
     const char* raw = archive_entry_pathname(entry);
     const std::string name = raw != nullptr ? raw : "";
     const fs::path relative = member_path(archive, name);

@@ -1,5 +1,6 @@
 // The dataset registry: built-in entries, seeded generated data, default folders, a dataset a
 // program registers, unknown names.
+#include "support/scratch.h"
 #include <mlo/base/error.h>
 #include <mlo/data/registry.h>
 
@@ -8,6 +9,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 using Catch::Contains;
@@ -78,4 +81,18 @@ TEST_CASE("Dataset registry: a program's own dataset, and unknown names", "[data
                     Contains("unknown dataset 'imagenet'; registered datasets: cifar10, "
                              "fashion_mnist, synthetic, tiny_for_test"));
   CHECK_THROWS_AS(mlo::data::register_dataset("broken", mlo::data::DatasetEntry()), mlo::Error);
+}
+
+TEST_CASE("Dataset registry: Fashion-MNIST's files count as present compressed or not",
+          "[data]") {
+  mlo_test::TempDir tmp("registry_fashion");
+  CHECK_FALSE(mlo::data::dataset_present("fashion_mnist", tmp.path.string()));
+  std::ofstream(tmp.path / "train-images-idx3-ubyte") << "";  // the reader takes it as is
+  CHECK(mlo::data::dataset_present("fashion_mnist", tmp.path.string()));
+  // Present: prepare_dataset neither downloads nor refuses.
+  CHECK(mlo::data::prepare_dataset("fashion_mnist", tmp.path.string(), /*download=*/true) ==
+        tmp.path.string());
+  std::filesystem::remove(tmp.path / "train-images-idx3-ubyte");
+  std::ofstream(tmp.path / "train-images-idx3-ubyte.gz") << "";
+  CHECK(mlo::data::dataset_present("fashion_mnist", tmp.path.string()));
 }

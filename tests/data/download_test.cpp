@@ -2,12 +2,12 @@
 // archive built here (the real layout and record format) is fetched, checked, unpacked and read
 // back exactly; a truncated transfer, a wrong checksum, an HTTP error, a member that leaves the
 // folder, a link and a missing member each fail with a clear error and leave nothing behind.
-#include "support/http_server.h"
-#include "support/scratch.h"
 #include <mlo/base/error.h>
 #include <mlo/data/cifar10.h>
 #include <mlo/data/download.h>
 #include <mlo/data/registry.h>
+#include "support/http_server.h"
+#include "support/scratch.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -180,12 +180,11 @@ TEST_CASE("download: a CIFAR-10-format archive is fetched, checked, unpacked and
                                                   "data_batch_4.bin", "data_batch_5.bin",
                                                   "test_batch.bin"});
   // The reader takes the unpacked files as they are: every pixel and label exact.
-  const mlo::data::ImageDataset loaded =
-      mlo::data::load_dataset(name, [&] {
-        mlo::data::DatasetRequest request;
-        request.root = root;
-        return request;
-      }());
+  const mlo::data::ImageDataset loaded = mlo::data::load_dataset(name, [&] {
+    mlo::data::DatasetRequest request;
+    request.root = root;
+    return request;
+  }());
   REQUIRE(loaded.train_images.sizes() == torch::IntArrayRef({10, 3, 32, 32}));
   REQUIRE(loaded.test_images.sizes() == torch::IntArrayRef({1, 3, 32, 32}));
   const auto labels = loaded.train_targets;
@@ -213,10 +212,11 @@ TEST_CASE("download: failures say what was wrong and leave nothing behind", "[da
   const fs::path data = tmp.path / "data";
   fs::create_directories(data);
   const std::string root = (data / "cifar").string();
-  auto fails = [&](const std::string& path, const std::string& checksum) {
+  auto fails = [&](const std::string& path, const std::string& checksum,
+                   const mlo::data::DownloadOptions& options = quiet()) {
     const std::string name = register_local_cifar(server, path, checksum, "cifar10_fail_test");
     try {
-      mlo::data::prepare_dataset(name, root, /*download=*/true, quiet());
+      mlo::data::prepare_dataset(name, root, /*download=*/true, options);
     } catch (const mlo::Error& error) {
       // Nothing is left where the dataset would go, nor beside it.
       CHECK_FALSE(fs::exists(root));
@@ -232,6 +232,16 @@ TEST_CASE("download: failures say what was wrong and leave nothing behind", "[da
     const std::string what = fails("/cut.tar.gz", md5);
     CHECK_THAT(what, Contains(server.url("/cut.tar.gz")) && Contains("truncated") &&
                          Contains(std::to_string(archive.size() / 2) + " bytes"));
+  }
+  SECTION("a stalled transfer: the headers, then silence past the stall timeout") {
+    // NOTE: no body bytes before the silence: libcurl averages the speed over a few seconds,
+    // so a burst first would hide a 1 s stall.
+    server.add("/slow.tar.gz", {archive, 200, 0, 5000});
+    mlo::data::DownloadOptions options = quiet();
+    options.stall_timeout_s = 1;
+    const std::string what = fails("/slow.tar.gz", md5, options);
+    CHECK_THAT(what, Contains(server.url("/slow.tar.gz")) && Contains("stalled") &&
+                         Contains("under 1 byte/s for 1 s"));
   }
   SECTION("a checksum that is not the published one") {
     server.add("/good.tar.gz", {archive});
@@ -281,6 +291,31 @@ TEST_CASE("download: failures say what was wrong and leave nothing behind", "[da
   }
 }
 
+TEST_CASE("download: a copy another process put in place meanwhile is kept", "[data][download]") {
+  TempDir tmp("download_race");
+  HttpServer server;
+  const std::string archive = tar_gz(cifar_members(), tmp.path / "cifar.tar.gz");
+  const fs::path data = tmp.path / "data";
+  const fs::path root = data / "cifar";
+  // While this download runs, "another process" finishes its own into the same folder.
+  auto other_copy = [&] {
+    fs::create_directories(root);
+    for (const auto& file : mlo::data::dataset_entry("cifar10").source.expected) {
+      write_file(root / file, "the other copy");
+    }
+  };
+  server.add("/cifar.tar.gz", {archive, 200, -1, 0, other_copy});
+  const std::string name = register_local_cifar(
+      server, "/cifar.tar.gz", mlo::data::file_md5((tmp.path / "cifar.tar.gz").string()),
+      "cifar10_race_test");
+  CHECK(mlo::data::prepare_dataset(name, root.string(), /*download=*/true, quiet()) ==
+        root.string());
+  // The other copy stands untouched, and this download's temporary folder is gone.
+  CHECK(read_file(root / "data_batch_1.bin") == "the other copy");
+  CHECK_FALSE(fs::exists(root / "batches.meta.txt"));
+  CHECK(entries(data) == std::vector<std::string>{"cifar"});
+}
+
 TEST_CASE("download: missing files without download name the key; a full folder is refused",
           "[data][download]") {
   TempDir tmp("download_refuse");
@@ -290,17 +325,27 @@ TEST_CASE("download: missing files without download name the key; a full folder 
   const std::string root = (tmp.path / "cifar").string();
   CHECK_THROWS_WITH(mlo::data::prepare_dataset(name, root, /*download=*/false),
                     Contains("not in '" + root + "'") && Contains("data_batch_1.bin") &&
-                        Contains("data.download: true") &&
-                        Contains("--set data.download=true") && Contains("cifar-10-binary"));
+                        Contains("data.download: true") && Contains("--set data.download=true") &&
+                        Contains("cifar-10-binary"));
   CHECK(server.requests() == 0);
   CHECK_FALSE(fs::exists(root));
 
   fs::create_directories(root);
   write_file(fs::path(root) / "notes.txt", "mine");
   CHECK_THROWS_WITH(mlo::data::prepare_dataset(name, root, /*download=*/true, quiet()),
-                    Contains("exists and is not an empty folder"));
+                    Contains("exists and is not an empty folder") &&
+                        Contains("name one that does not exist yet"));
   CHECK(server.requests() == 0);
   CHECK(entries(root) == std::vector<std::string>{"notes.txt"});
+
+  // A file where the download's parent folder must go: an mlo::Error naming the root, not the
+  // filesystem's exception.
+  write_file(tmp.path / "a_file", "");
+  const std::string blocked = (tmp.path / "a_file" / "cifar").string();
+  CHECK_THROWS_AS(mlo::data::prepare_dataset(name, blocked, /*download=*/true, quiet()),
+                  mlo::Error);
+  CHECK_THROWS_WITH(mlo::data::prepare_dataset(name, blocked, /*download=*/true, quiet()),
+                    Contains("download into '" + blocked + "' failed"));
 
   mlo::data::DownloadSource bad;
   bad.files = {{server.url("/x"), "not-a-checksum", false}};
@@ -323,9 +368,9 @@ TEST_CASE("download: plain files land under their names; an empty root uses the 
   entry.default_root = (tmp.path / "system").string();
   entry.download_root = (tmp.path / "data" / "plain").string();
   entry.present = [](const std::string& root) { return fs::exists(root + "/a.gz"); };
-  entry.source.files = {{server.url("/files/a.gz"), mlo::data::file_md5((tmp.path / "a").string())},
-                        {server.url("/files/b.gz?raw=1"),
-                         mlo::data::file_md5((tmp.path / "b").string())}};
+  entry.source.files = {
+      {server.url("/files/a.gz"), mlo::data::file_md5((tmp.path / "a").string())},
+      {server.url("/files/b.gz?raw=1"), mlo::data::file_md5((tmp.path / "b").string())}};
   entry.source.expected = {"a.gz", "b.gz"};
   mlo::data::register_dataset("plain_download_test", entry);
 

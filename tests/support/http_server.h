@@ -1,8 +1,10 @@
 #pragma once
 // A small HTTP server on 127.0.0.1 for download tests: serves fixed bodies by path from a thread
 // of its own, on a port the kernel picks, and stops with the object. A route can announce more
-// bytes than it sends (a truncated transfer) or answer with an error status. Bounded: every
-// wait polls with a timeout, and the server stops when its object goes out of scope.
+// bytes than it sends (a truncated transfer), stall before closing, run a callback before it
+// answers, or answer with an error status. Bounded: it accepts only after poll says a client is
+// waiting, reads with a 2 s poll, sends with a 2 s send timeout, and stops when its object goes
+// out of scope.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,22 +12,39 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sys/time.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace mlo_test {
 
 /// What the server answers on one path.
 struct HttpRoute {
+  HttpRoute(std::string body_ = "", int status_ = 200, long send_bytes_ = -1, int stall_ms_ = 0,
+            std::function<void()> before_ = {})
+      : body(std::move(body_)),
+        status(status_),
+        send_bytes(send_bytes_),
+        stall_ms(stall_ms_),
+        before(std::move(before_)) {}
   std::string body;
   int status = 200;
   /// Bytes of `body` actually sent before the connection closes; -1: all of them. The
   /// Content-Length header always announces the whole body.
   long send_bytes = -1;
+  /// Milliseconds to wait, silent, after sending and before closing (a stalled server).
+  int stall_ms = 0;
+  /// Runs before the answer is sent (another process's doing, say).
+  std::function<void()> before;
 };
 
 class HttpServer {
@@ -76,6 +95,8 @@ class HttpServer {
       if (::poll(&waiting, 1, 50) <= 0) continue;
       const int client = ::accept(listener_, nullptr, nullptr);
       if (client < 0) continue;
+      timeval timeout{2, 0};
+      ::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
       answer(client);
       ::close(client);
     }
@@ -106,10 +127,16 @@ class HttpServer {
                              (route.status == 200 ? " OK" : " Error") +
                              "\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
                              std::to_string(route.body.size()) + "\r\nConnection: close\r\n\r\n";
-    const size_t count = route.send_bytes < 0 ? route.body.size()
-                                              : static_cast<size_t>(route.send_bytes);
+    const size_t count = route.send_bytes < 0
+                             ? route.body.size()
+                             : std::min(route.body.size(), static_cast<size_t>(route.send_bytes));
+    if (route.before) route.before();
     send_all(client, head.data(), head.size());
     send_all(client, route.body.data(), count);
+    // The stall ends early when the server stops (the client gave up and the test ended).
+    for (int waited = 0; waited < route.stall_ms && !stop_; waited += 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
 
   static void send_all(int client, const char* data, size_t size) {

@@ -16,6 +16,11 @@
 namespace mlo {
 namespace data {
 
+/// The official address of CIFAR-10's binary version (the archive `cifar-10-batches-bin/`
+/// unpacks from; its published MD5 is c32a1d4ab5d03f1284b67883e8d87530).
+inline constexpr const char* kCifar10Url =
+    "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
+
 /// Where and how to read CIFAR-10. Example: `Cifar10Options("data/cifar10").split(Split::kTest)`.
 struct Cifar10Options {
   /// `root` holds the binary batches, directly or in its `cifar-10-batches-bin` subfolder.

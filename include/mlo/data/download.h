@@ -4,7 +4,8 @@
 /// the log, each file checked against its published MD5, tar archives unpacked through
 /// libarchive, and the folder put in place only once everything checked out (a temporary folder
 /// beside it, then a rename), so a failed or interrupted download never leaves a half-written
-/// dataset where a reader would take it for a whole one.
+/// dataset where a reader would take it for a whole one. A build configured with
+/// `-DMLO_WITH_DOWNLOAD=OFF` has no downloads: both functions here throw `mlo::Error` saying so.
 ///
 /// ```
 /// mlo::data::DownloadSource source;
@@ -46,7 +47,8 @@ struct DownloadSource {
 
 /// How a download behaves.
 struct DownloadOptions {
-  /// Seconds without a byte received (or to connect) before the download fails as stalled.
+  /// Seconds under 1 byte/s (libcurl averages the speed over its last few seconds), or to
+  /// connect, before the download fails as stalled.
   long stall_timeout_s = 60;
   /// Log the progress (bytes, percentage, rate) every `progress_interval_s` seconds.
   bool progress = true;

@@ -66,7 +66,9 @@ class AutocastGuard {
 /// ```
 class CastCacheOff {
  public:
+  /// Turns autocast's cast cache off until the destructor.
   CastCacheOff();
+  /// Restores the cache's setting from before the constructor.
   ~CastCacheOff();
   CastCacheOff(const CastCacheOff&) = delete;
   CastCacheOff& operator=(const CastCacheOff&) = delete;
