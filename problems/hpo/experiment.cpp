@@ -1,6 +1,7 @@
 #include "problems/hpo/experiment.h"
 
 #include <mlo/base/error.h>
+#include <mlo/base/number_text.h>
 #include <mlo/data/stream.h>
 #include <mlo/run/device.h>
 #include <mlo/run/builders.h>
@@ -95,8 +96,8 @@ void HpoExperiment::Settings::visit(Fields& v) {
     s("initial_weight", hpo.initial_weight, [](const double& w) {
       return w >= LogRegOuter::kMinWeight
                  ? std::string()
-                 : "must be >= " + std::to_string(LogRegOuter::kMinWeight) + " (the weights " +
-                       "are kept positive), got " + std::to_string(w);
+                 : "must be >= " + number_text(LogRegOuter::kMinWeight) + " (the weights " +
+                       "are kept positive), got " + number_text(w);
     });
   });
 }

@@ -1,6 +1,7 @@
 // The reweighting experiment's own YAML keys and rules (ReweightingExperiment::Settings).
 #include "problems/reweighting/experiment.h"
 
+#include <mlo/base/number_text.h>
 #include <mlo/core/metrics.h>
 #include <mlo/data/registry.h>
 #include <mlo/nn/registry.h>
@@ -35,7 +36,7 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
     s("dataset", c.dataset, one_of(data::dataset_names()));
     s("root", c.root);
     s("imbalance", c.imbalance, [](const double& x) {
-      return x >= 1 ? std::string() : "must be >= 1 (1 = balanced), got " + std::to_string(x);
+      return x >= 1 ? std::string() : "must be >= 1 (1 = balanced), got " + number_text(x);
     });
     s("meta_size", c.meta_size, at_least(1));
     s("valid_size", c.valid_size, at_least(0));
@@ -53,25 +54,25 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
     s("method", reweighting.method, one_of(method_names()));
     s("normalize_weights", reweighting.normalize_weights);
     s("freeze_weight_inputs", reweighting.freeze_weight_inputs);
-    s("l2rw_alpha", reweighting.l2rw_alpha, [](const double& x) {
-      return x > 0 ? std::string() : "must be > 0, got " + std::to_string(x);
-    });
+    s("l2rw_alpha", reweighting.l2rw_alpha,
+      [](const double& x) { return x > 0 ? std::string() : "must be > 0, got " + number_text(x); });
     s("max_relative_weight", reweighting.max_relative_weight, [](const double& x) {
       return x == 0 || x >= 1 ? std::string()
-                              : "must be 0 (no bound) or >= 1, got " + std::to_string(x);
+                              : "must be 0 (no bound) or >= 1, got " + number_text(x);
     });
     s("weight_floor", reweighting.weight_floor, [](const double& x) {
-      return x >= 0 && x < 1 ? std::string() : "must be in [0, 1) (0 = none), got " + std::to_string(x);
+      return x >= 0 && x < 1 ? std::string()
+                             : "must be in [0, 1) (0 = none), got " + number_text(x);
     });
     s("class_balanced_beta", reweighting.class_balanced_beta, [](const double& x) {
-      return x >= 0 && x <= 1 ? std::string()
-                              : "must be in [0, 1] (1 = inverse class frequency), got " +
-                                    std::to_string(x);
+      return x >= 0 && x <= 1
+                 ? std::string()
+                 : "must be in [0, 1] (1 = inverse class frequency), got " + number_text(x);
     });
     s("logit_adjustment_tau", reweighting.logit_adjustment_tau, [](const double& x) {
       return x >= 0 && std::isfinite(x)
                  ? std::string()
-                 : "must be finite and >= 0 (0 = plain cross-entropy), got " + std::to_string(x);
+                 : "must be finite and >= 0 (0 = plain cross-entropy), got " + number_text(x);
     });
   });
 }
@@ -122,17 +123,17 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
              "applies to cnn (the ResNets always have batch norm; mwn has none), not '" + m.name +
                  "'");
     }
-    for (const auto& [key, set] : {std::pair<const char*, bool>{"activation", m.activation != "relu"},
-                                   {"efficient_activation", m.efficient_activation},
-                                   {"inplace_relu", m.inplace_relu}}) {
+    for (const auto& [key, set] :
+         {std::pair<const char*, bool>{"activation", m.activation != "relu"},
+          {"efficient_activation", m.efficient_activation},
+          {"inplace_relu", m.inplace_relu}}) {
       if (!resnet && set) {
         c.fail(path + ".model." + key, "applies to resnet32 and resnet50, not '" + m.name + "'");
       }
     }
     if (m.inplace_relu && m.activation != "relu") {
       c.fail(path + ".model.inplace_relu", "means in-place ReLU, and the activation is '" +
-                                               m.activation +
-                                               "': use model.efficient_activation");
+                                               m.activation + "': use model.efficient_activation");
     }
     if (!resnet && m.memory_format != "auto" && m.memory_format != "contiguous") {
       c.fail(path + ".model.memory_format",
@@ -161,10 +162,11 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
     }
   }
   if (c.engine.early_stopping.enabled && data.valid_size == 0) {
-    c.fail("data.valid_size", "is 0 (no validation split) while engine.early_stopping is enabled: "
-                              "early stopping watches a validation metric (" +
-                                  c.engine.early_stopping.metric +
-                                  "); set a validation set size > 0 or disable early stopping");
+    c.fail("data.valid_size",
+           "is 0 (no validation split) while engine.early_stopping is enabled: "
+           "early stopping watches a validation metric (" +
+               c.engine.early_stopping.metric +
+               "); set a validation set size > 0 or disable early stopping");
   }
   if (c.engine.valid_step > 0 && data.valid_size == 0) {
     c.fail("data.valid_size", "is 0 (no validation set) while engine.valid_step is " +
@@ -201,7 +203,8 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
   if (std::count(metrics.begin(), metrics.end(), metric) == 0) {
     c.fail("engine.early_stopping.metric",
            "must be a validation metric: valid/acc, valid/balanced_acc, valid/rare3_acc, "
-           "valid/loss or valid/acc/<class> (<class>: " + classes + "); got '" + metric + "'");
+           "valid/loss or valid/acc/<class> (<class>: " +
+               classes + "); got '" + metric + "'");
   }
 }
 

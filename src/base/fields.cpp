@@ -1,5 +1,7 @@
 #include <mlo/base/fields.h>
 
+#include <mlo/base/number_text.h>
+
 #include <algorithm>
 #include <sstream>
 #include <utility>
@@ -14,27 +16,24 @@ Check<int64_t> at_least(int64_t low) {
   };
 }
 
+// NOTE: values in messages through number_text: a stream's default 6 digits would print a
+// rejected 1.0000001 as "1".
 Check<double> positive() {
-  return [](const double& v) {
-    std::ostringstream out;
-    if (!(v > 0)) out << "must be > 0, got " << v;
-    return out.str();
-  };
+  return
+      [](const double& v) { return v > 0 ? std::string() : "must be > 0, got " + number_text(v); };
 }
 
 Check<double> non_negative() {
   return [](const double& v) {
-    std::ostringstream out;
-    if (!(v >= 0)) out << "must be >= 0, got " << v;
-    return out.str();
+    return v >= 0 ? std::string() : "must be >= 0, got " + number_text(v);
   };
 }
 
 Check<double> in_range(double low, double high) {
   return [low, high](const double& v) {
-    std::ostringstream out;
-    if (!(v >= low && v <= high)) out << "must be in [" << low << ", " << high << "], got " << v;
-    return out.str();
+    return v >= low && v <= high ? std::string()
+                                 : "must be in [" + number_text(low) + ", " + number_text(high) +
+                                       "], got " + number_text(v);
   };
 }
 
@@ -59,10 +58,7 @@ class Recorder : public Fields {
     put(key, std::to_string(value));
   }
   void operator()(const char* key, double& value, const Check<double>&) override {
-    std::ostringstream text;
-    text.precision(17);
-    text << value;
-    put(key, text.str());
+    put(key, number_text(value));
   }
   void operator()(const char* key, bool& value) override { put(key, value ? "true" : "false"); }
   void operator()(const char* key, std::string& value, const Check<std::string>&) override {

@@ -3,11 +3,11 @@
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
 #include <mlo/base/gnuplot.h>
+#include <mlo/base/number_text.h>
 
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -29,9 +29,7 @@ std::string quoted(const std::string& text) {
 // The shortest text that reads back as `value` (gnuplot reads NaN as "NaN" and skips it).
 std::string number(double value) {
   if (!std::isfinite(value)) return "NaN";
-  char buffer[32];
-  const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, written.ptr);
+  return number_text(value);
 }
 
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",

@@ -41,6 +41,18 @@ namespace fs = std::filesystem;
 
 std::atomic<bool> g_interrupted{false};
 
+// Whether a saved config.yaml means the same as `resolved`: read back and written again, so
+// that one saved by an earlier writer (other forms of the same numbers) still matches.
+bool same_config(const std::string& saved, const std::string& resolved,
+                 const std::string& source) {
+  if (saved == resolved) return true;
+  try {
+    return run::to_yaml(run::parse_run_config(saved, source)) == resolved;
+  } catch (const std::exception&) {
+    return false;  // unreadable now: say it differs
+  }
+}
+
 // Ctrl-C, or SIGTERM (what `mlo launch` forwards, and what schedulers send): save and stop.
 extern "C" void on_interrupt(int sig) {
   g_interrupted = true;
@@ -157,7 +169,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     std::ifstream previous(out / "config.yaml");
     std::stringstream text;
     text << previous.rdbuf();
-    if (text.str() != resolved) {
+    if (!same_config(text.str(), resolved, (out / "config.yaml").string())) {
       spdlog::warn(
           "resuming with a configuration that differs from {}; the run continues with "
           "the new one",

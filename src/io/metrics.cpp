@@ -1,9 +1,9 @@
 #include <mlo/base/error.h>
+#include <mlo/base/number_text.h>
 #include <mlo/io/metrics.h>
 
 #include <nlohmann/json.hpp>
 
-#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -39,9 +39,7 @@ void truncate_after(const std::string& path, int64_t step, bool has_header) {
 std::string number(double value) {
   if (!std::isfinite(value))
     return std::isnan(value) ? "NaN" : (value > 0 ? "Infinity" : "-Infinity");
-  char buffer[32];
-  const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, written.ptr);
+  return number_text(value);
 }
 
 }  // namespace

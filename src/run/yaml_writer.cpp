@@ -1,10 +1,13 @@
 // Writing a configuration as YAML: the schema (schema.h) drives a writer that emits every key.
 #include <mlo/run/yaml.h>
 
+#include <mlo/base/number_text.h>
+
 #include "schema.h"
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <sstream>
 
 namespace mlo {
@@ -27,7 +30,8 @@ class Writer : public Fields {
     emit(key, value);
   }
   void operator()(const char* key, std::vector<int64_t>& value) override { emit(key, value); }
-  void operator()(const char* key, std::map<std::string, std::vector<std::string>>& value) override {
+  void operator()(const char* key,
+                  std::map<std::string, std::vector<std::string>>& value) override {
     emit(key, value);
   }
 
@@ -60,11 +64,20 @@ class Writer : public Fields {
     out_ << value;
   }
   void write(const double& value) {
-    std::ostringstream text;
-    text.precision(17);
-    text << value;
-    std::string s = text.str();
-    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // keep it a float
+    if (!std::isfinite(value)) {  // YAML's spellings (the reader refuses them, naming the key)
+      out_ << (std::isnan(value) ? ".nan" : value > 0 ? ".inf" : "-.inf");
+      return;
+    }
+    std::string s = number_text(value);
+    // Keep it a float for every YAML reader: YAML 1.1's (PyYAML's) needs a point, "5.0e-04".
+    const auto exponent = s.find('e');
+    if (s.find('.') == std::string::npos) {
+      if (exponent == std::string::npos) {
+        s += ".0";
+      } else {
+        s.insert(exponent, ".0");
+      }
+    }
     out_ << s;
   }
   void write(const std::vector<int64_t>& value) {

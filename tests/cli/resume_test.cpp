@@ -327,3 +327,34 @@ TEST_CASE("Run: results.json records what produced it, also after a resume", "[c
   CHECK(meta.at("command") == options.command_line);
   CHECK_FALSE(meta.at("hostname").get<std::string>().empty());
 }
+
+TEST_CASE("Resume: a saved config in other number forms is the same config; a changed one is not",
+          "[cli][resume]") {
+  const auto dir = scratch("config_forms");
+  mlo::cli::RunOptions options;
+  options.progress = false;
+  options.out_dir = dir.string();
+  options.stop_at = 3;
+  const auto config = mlo::run::parse_run_config(kTiny, "tiny.yaml");
+  REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
+  // As an earlier writer saved it: 17 significant digits.
+  std::string saved = read(dir / "config.yaml");
+  const auto at = saved.find("lr: 0.05\n");
+  REQUIRE(at != std::string::npos);
+  saved.replace(at, 9, "lr: 0.050000000000000003\n");
+  std::ofstream(dir / "config.yaml") << saved;
+  options.resume = true;
+  options.stop_at = 6;
+  REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
+  const std::string warning = "resuming with a configuration that differs";
+  CHECK(read(dir / "log.txt").find(warning) == std::string::npos);
+  // A real change is still reported.
+  saved = read(dir / "config.yaml");
+  const auto lr = saved.find("lr: 0.05\n");
+  REQUIRE(lr != std::string::npos);
+  saved.replace(lr, 9, "lr: 0.06\n");
+  std::ofstream(dir / "config.yaml") << saved;
+  options.stop_at = 0;
+  mlo::cli::run_experiment(config, options);
+  CHECK(read(dir / "log.txt").find(warning) != std::string::npos);
+}

@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 using Catch::Matchers::Contains;
 using mlo::run::parse_run_config;
 using Settings = mlo::problems::reweighting::ReweightingExperiment::Settings;
@@ -53,6 +55,26 @@ TEST_CASE("YAML: the resolved config reads back to the same config", "[io][yaml]
   const auto again = parse_run_config(text, "resolved.yaml");
   CHECK(mlo::run::to_yaml(again) == text);
   CHECK(again.problems.at("classifier").scheduler.milestones == std::vector<int64_t>{5, 8});
+}
+
+TEST_CASE("YAML: floats are written as the shortest exact text, each with a point", "[io][yaml]") {
+  auto c = parse_run_config(
+      kValid, "tiny.yaml",
+      {"problems.classifier.optimizer.weight_decay=0.0005", "problems.classifier.optimizer.lr=0.1",
+       "problems.reweighter.optimizer.lr=1e22", "problems.reweighter.optimizer.weight_decay=-0.0",
+       "data.imbalance=100"});
+  const std::string text = mlo::run::to_yaml(c);
+  // A point in each (YAML 1.1 readers take "5e-04" or "100" for no float), no 17-digit tails.
+  CHECK_THAT(text, Contains("weight_decay: 5.0e-04") && Contains("lr: 0.1\n") &&
+                       Contains("lr: 1.0e+22") && Contains("weight_decay: -0.0") &&
+                       Contains("imbalance: 100.0"));
+  CHECK_THAT(text, !Contains("0000000000"));
+  const auto again = parse_run_config(text, "resolved.yaml");
+  CHECK(again.problems.at("classifier").optimizer.weight_decay == 0.0005);
+  CHECK(again.problems.at("classifier").optimizer.lr == 0.1);
+  CHECK(again.problems.at("reweighter").optimizer.lr == 1e22);
+  CHECK(std::signbit(again.problems.at("reweighter").optimizer.weight_decay));
+  CHECK(mlo::run::to_yaml(again) == text);
 }
 
 TEST_CASE("YAML: an unknown key names file, line and path, and suggests", "[io][yaml]") {
