@@ -28,10 +28,12 @@ namespace reweighting {
 /// The L2RW weights [N] of `train`'s samples for a model `logits(x)` with trainable `params`,
 /// judged by the mean cross-entropy on `meta`. `params` are perturbed in place and restored bit
 /// for bit; the caller restores buffers (batch-norm statistics) if the forwards may write them.
-/// Throws `mlo::Error` if alpha <= 0.
+/// Throws `mlo::Error` if alpha <= 0. `sum_all` turns a sum over `params` into the sum over the
+/// whole parameter vector (under zero3 each rank holds a slice of it: `Problem::sum_over_shards`).
 at::Tensor l2rw_weights(const std::function<at::Tensor(const at::Tensor&)>& logits,
                         const std::vector<at::Tensor>& params, const Batch& train,
-                        const Batch& meta, double alpha = 0.01);
+                        const Batch& meta, double alpha = 0.01,
+                        const std::function<double(double)>& sum_all = {});
 
 }  // namespace reweighting
 }  // namespace problems

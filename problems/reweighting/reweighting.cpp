@@ -227,7 +227,8 @@ at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options)
       saved.push_back(b.detach().clone());
     }
     w = l2rw_weights([this](const at::Tensor& x) { return logits(x); }, parameters(), batch,
-                     options.meta()().to(device()), options.alpha());
+                     options.meta()().to(device()), options.alpha(),
+                     [this](double local) { return sum_over_shards(local); });
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
   }

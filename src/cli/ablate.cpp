@@ -100,7 +100,7 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
   a->add_option("--out", c->options.out_dir, "output folder (default runs/<name>_ablation)");
   a->add_option("--rows", c->rows,
                 "only these rows (baseline always): precision accumulation checkpointing "
-                "activations finite_difference all data_parallel zero");
+                "activations finite_difference all data_parallel zero zero3");
   a->add_option_function<int64_t>(
       "--iterations", [o = &c->options](int64_t n) { o->ablation.iterations(n); },
       "meta-iterations per row measured for memory after one warm-up (default 1)");

@@ -20,7 +20,7 @@ Checkpoints::Checkpoints(std::string out_dir, dist::Strategy strategy, int rank)
     : out_dir_(std::move(out_dir)), strategy_(strategy), rank_(rank) {}
 
 bool Checkpoints::sharded() const {
-  return strategy_ == dist::Strategy::kZero1 || strategy_ == dist::Strategy::kZero2;
+  return dist::shards_optimizer_state(strategy_);
 }
 
 bool Checkpoints::saves() const { return rank_ == 0 || sharded(); }

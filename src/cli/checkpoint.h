@@ -5,8 +5,8 @@
 //   default, distributed: one file, <out>/state.pt, written by rank 0 only (the ranks hold the
 //     same parameters and optimizer state); on --resume every rank loads it (a run may resume on
 //     another number of ranks: the data streams save world-size independent positions).
-//   zero1, zero2: each rank holds its shard of the optimizer state, so every rank writes its own
-//     <out>/state.rank<r>.pt, keeping the previous one as state.rank<r>.prev.pt; on --resume
+//   zero1, zero2, zero3: each rank holds its shard of the optimizer state (zero3: and of the
+//     parameters), so every rank writes its own <out>/state.rank<r>.pt, keeping the previous one as state.rank<r>.prev.pt; on --resume
 //     each rank loads its own, and the ranks agree on a step every rank has (a crash between
 //     two ranks' saves leaves some a save ahead: those fall back to their previous file).
 
@@ -26,14 +26,14 @@ class Checkpoints {
   /// The state of a run in `out_dir`, for rank `rank` of a launch under `strategy`.
   Checkpoints(std::string out_dir, dist::Strategy strategy, int rank);
 
-  /// Whether this rank writes state: rank 0, or every rank under zero1/zero2.
+  /// Whether this rank writes state: rank 0, or every rank under zero1/zero2/zero3.
   bool saves() const;
   /// This rank's state file (what it saves and loads).
   std::string path() const;
   /// Saves `engine` to `path()` atomically when `saves()` (else nothing).
   void save(const Engine& engine) const;
   /// Loads this rank's state into `engine` (initializing it, which joins the process group);
-  /// under zero1/zero2 the ranks then agree on a common step. Returns the global step. Throws
+  /// under zero1/zero2/zero3 the ranks then agree on a common step. Returns the global step. Throws
   /// `mlo::Error` naming the file when it is missing or does not fit. `loaded` (optional)
   /// receives the file it was finally read from.
   int64_t load(Engine& engine, std::string* loaded = nullptr) const;

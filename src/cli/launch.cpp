@@ -204,7 +204,7 @@ int launch(const LaunchOptions& options) {
   MLO_CHECK(o.nproc == 1 || config.engine.strategy != dist::Strategy::kDefault,
             "mlo launch: --nproc ", o.nproc, " but engine.strategy is default (",
             config.where("engine.strategy"),
-            "); set engine.strategy to distributed, zero1 or zero2 (e.g. --set "
+            "); set engine.strategy to distributed, zero1, zero2 or zero3 (e.g. --set "
             "engine.strategy=distributed)");
   const double grace = o.grace_s >= 0 ? o.grace_s : config.engine.timeout_s;
   const char* grace_from = o.grace_s >= 0 ? "--grace" : "engine.timeout_s";

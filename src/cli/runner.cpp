@@ -193,7 +193,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   std::optional<Progress> progress;
 
   // Validation (and early stopping) sees only the validation set held out of the training data;
-  // the test set is evaluated once, after training. The engine calls it on rank 0 only. An
+  // the test set is evaluated once, after training. The engine calls it on rank 0 only (on
+  // every rank under zero3, whose forward gathers the parameters from all ranks). An
   // experiment without a validation split gets no hook: early stopping is then refused.
   const std::optional<std::string> no_validation = experiment.missing_validation();
   std::vector<std::string> valid_headline = headline_names(experiment, "valid/");
@@ -210,7 +211,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
           for (const auto& [name, value] : engine.memory_metrics()) m.emplace(name, value);
           if (metrics) metrics->write(engine.global_step(), "validation", m);
           // (the engine logs the same line; under a progress bar the console shows warnings only)
-          if (terminal) {
+          if (terminal && progress) {
             for (const auto& line :
                  console_lines("[validation] step " + std::to_string(engine.global_step()) +
                                "  " + format_headline(m, valid_headline))) {
@@ -321,7 +322,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
     restore_logging();
     return result;
   }
-  if (!main) {
+  // (under zero3 every rank evaluates with rank 0: a forward gathers the parameters from all)
+  if (!main && !engine.validates_here()) {
     restore_logging();
     return result;
   }
@@ -335,6 +337,10 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& options
   }
   if (!no_validation) result.valid = experiment.evaluate(run::EvalSet::kValid);
   result.test = experiment.evaluate(run::EvalSet::kTest);
+  if (!main) {
+    restore_logging();
+    return result;
+  }
   metrics->write(result.steps, "test", result.test);
   meta.finished = utc_now();
   metrics->text(result.steps, "run/metadata", to_markdown(meta));

@@ -13,6 +13,10 @@ namespace {
 
 std::vector<at::Tensor> live_tensors(Problem& problem) {
   std::vector<at::Tensor> out = problem.module().parameters();
+  // (under zero3 the sharded parameters are empty; this rank's shards hold their values)
+  if (problem.shards_parameters()) {
+    for (const auto& s : problem.parameters()) out.push_back(s);
+  }
   for (const auto& b : problem.module().buffers()) out.push_back(b);
   return out;
 }

@@ -33,19 +33,18 @@ std::vector<int> balance(const std::vector<at::Tensor>& params, int ranks) {
 }  // namespace
 
 DataParallel::DataParallel(dist::ProcessGroup& group, dist::Strategy strategy,
-                           const std::vector<at::Tensor>& params)
-    : group_(group),
-      strategy_(strategy),
-      // NCCL reduces device tensors only: the flags and norms below live where the parameters do.
-      device_(params.empty() ? c10::Device(c10::kCPU) : params.front().device()) {
+                           const std::vector<at::Tensor>& params, c10::Device device)
+    : group_(group), strategy_(strategy), device_(device) {
   if (shards_optimizer()) owner_ = balance(params, group.size());
 }
 
 bool DataParallel::shards_optimizer() const {
-  return strategy_ == dist::Strategy::kZero1 || strategy_ == dist::Strategy::kZero2;
+  return dist::shards_optimizer_state(strategy_);
 }
 
-bool DataParallel::shards_gradients() const { return strategy_ == dist::Strategy::kZero2; }
+bool DataParallel::shards_gradients() const {
+  return strategy_ == dist::Strategy::kZero2 || strategy_ == dist::Strategy::kZero3;
+}
 
 void DataParallel::reduce_scatter(std::vector<at::Tensor>& grads) const {
   MLO_INTERNAL_ASSERT(grads.size() == owner_.size(), "reduce_scatter: ", grads.size(),
@@ -76,7 +75,7 @@ void DataParallel::clip(const std::vector<at::Tensor>& params, double max_norm) 
   at::NoGradGuard no_grad;
   at::Tensor squares = at::zeros({1}, at::TensorOptions(at::kDouble).device(device_));
   for (const auto& p : params) {
-    if (p.grad().defined()) squares += p.grad().detach().to(at::kDouble).pow(2).sum();
+    if (p.grad().defined()) squares += p.grad().detach().to(at::kDouble).pow(2).sum().to(device_);
   }
   group_.all_reduce_sum({squares});
   const double norm = std::sqrt(squares.item<double>());

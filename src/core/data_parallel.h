@@ -1,6 +1,9 @@
 #pragma once
 // One level's data parallelism (private to the core): its gradients averaged over the ranks and,
-// under zero1/zero2, its optimizer state (and gradients) sharded by parameter.
+// under zero1/zero2, its optimizer state (and gradients) sharded by parameter. (A level under zero3
+// whose model is not an nn::Chain is served as zero2 here; a Chain's parameters are sharded by
+// src/core/zero3.h, and this class then averages nothing itself: it is built as `distributed`
+// for the checks, clipping and buffers.)
 //
 // NOTE: ZeRO here shards by whole parameters, not by flat slices: each trainable parameter has
 // one owning rank (a greedy balance of element counts), the only rank that keeps its optimizer
@@ -25,13 +28,15 @@ namespace detail {
 class DataParallel {
  public:
   // `params`: the level's trainable parameters, in the order every call below uses.
+  // `device`: where the flags and norms of the collectives live (the model's device: NCCL
+  // reduces device tensors only; zero3's offloaded shards are in host memory).
   DataParallel(dist::ProcessGroup& group, dist::Strategy strategy,
-               const std::vector<at::Tensor>& params);
+               const std::vector<at::Tensor>& params, c10::Device device);
 
   dist::ProcessGroup& group() const { return group_; }
-  // zero1 and zero2: each rank steps (and keeps the optimizer state of) its own parameters.
+  // zero1, zero2 (and zero3): each rank steps (and keeps the optimizer state of) its own parameters.
   bool shards_optimizer() const;
-  // zero2: each micro-step's gradients are reduce-scattered; a rank keeps its own.
+  // zero2 (and zero3): each micro-step's gradients are reduce-scattered; a rank keeps its own.
   bool shards_gradients() const;
   // The rank owning each parameter (empty unless the optimizer is sharded).
   const std::vector<int>& owners() const { return owner_; }

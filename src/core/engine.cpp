@@ -11,6 +11,7 @@
 #include <mlo/memory/meter.h>
 #include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>
+#include <mlo/nn/chain.h>
 
 #include <spdlog/spdlog.h>
 #include <torch/serialize/archive.h>
@@ -104,6 +105,18 @@ void Engine::check_config(const Problem& problem) const {
             c.precision() == Precision::kFP16 ? " (fp16 needs a CUDA device and a CUDA build of "
                                                 "mlo; on CPU use bf16)"
                                               : " (needs a CUDA build of mlo)");
+  if (c.offload() == Offload::kCpu) {
+    MLO_CHECK(config_.strategy() == dist::Strategy::kZero3 && c.data_parallel() &&
+                  dynamic_cast<const nn::ChainImpl*>(&problem.module()) != nullptr,
+              "problem '", name, "': offload cpu moves the parameter shards of strategy zero3, ",
+              "which needs engine.strategy zero3, data_parallel true and an mlo::nn::Chain model ",
+              "(this run: strategy ", dist::to_string(config_.strategy()),
+              c.data_parallel() ? "" : ", data_parallel false", ")");
+    MLO_CHECK(device == c10::kCUDA, "problem '", name, "': offload cpu keeps the parameter ",
+              "shards in host memory away from a GPU, but this problem's parameters are on ",
+              c10::DeviceTypeName(device, /*lower_case=*/true),
+              " already (use device cuda, or offload none)");
+  }
   try {
     memory::validate_options(c.checkpointing());
     // The selected method's options get the YAML reader's checks also when set in code, then
@@ -124,10 +137,26 @@ void Engine::check_config(const Problem& problem) const {
 void Engine::check_method(const detail::ScheduleNode& node) const {
   if (node.method == nullptr) return;
   const Problem& p = *node.problem;
+  const auto shards = [this](const Problem& q) {
+    // (under zero3 every run has a group, of one rank at least)
+    return config_.strategy() == dist::Strategy::kZero3 &&
+           q.config().data_parallel() && q.has_module() &&
+           dynamic_cast<const nn::ChainImpl*>(&q.module()) != nullptr;
+  };
   const MethodContext context{p, node.parents.size(), !node.paths.empty(), config_.strategy(),
-                              p.config().data_parallel()};
+                              p.config().data_parallel(), shards(p)};
   try {
     node.method->check(context);
+    if (node.method->second_order()) {
+      std::vector<const Problem*> involved{&p};
+      for (const auto* parent : node.parents) involved.push_back(parent->problem);
+      for (const Problem* q : involved) {
+        MLO_CHECK(!shards(*q), p.config().method().name(), " differentiates the loss of '",
+                  p.name(), "' twice, through the parameters of '", q->name(),
+                  "', which strategy zero3 shards (a unit's all-gather is differentiated once ",
+                  "only); use darts or sama, or set data_parallel false for '", q->name(), "'");
+      }
+    }
   } catch (const Error& e) {
     throw Error("problem '" + p.name() + "': " + e.what());
   }
@@ -160,6 +189,19 @@ void Engine::initialize() {
     meter_ = std::make_unique<memory::MemoryMeter>(params.empty() ? c10::Device(c10::kCPU)
                                                                   : params.front().device());
   }
+  if (group_) {
+    // Every rank starts from rank 0's parameters and buffers (whatever each rank's seed drew);
+    // before resolve, which under zero3 shards the parameters.
+    std::vector<at::Tensor> state;
+    for (const auto& problem : problems_) {
+      if (problem->shards_parameters()) continue;  // (a second initialization)
+      for (const auto& p : problem->module().parameters()) state.push_back(p);
+      for (const auto& b : problem->module().buffers()) state.push_back(b);
+    }
+    group_->broadcast(state, /*root=*/0);
+    spdlog::info("mlo: rank {} of {}, strategy {}", group_->rank(), group_->size(),
+                 dist::to_string(config_.strategy()));
+  }
   std::vector<Problem*> all;
   for (const auto& problem : problems_) all.push_back(problem.get());
   for (const auto& problem : problems_) {
@@ -168,18 +210,6 @@ void Engine::initialize() {
     auto plan = memory::configure_checkpointing(problem->module(), problem->name(),
                                                 problem->config().checkpointing());
     if (plan) checkpoint_plans_[problem.get()] = std::move(plan);
-  }
-
-  if (group_) {
-    // Every rank starts from rank 0's parameters and buffers (whatever each rank's seed drew).
-    std::vector<at::Tensor> state;
-    for (const auto& problem : problems_) {
-      for (const auto& p : problem->module().parameters()) state.push_back(p);
-      for (const auto& b : problem->module().buffers()) state.push_back(b);
-    }
-    group_->broadcast(state, /*root=*/0);
-    spdlog::info("mlo: rank {} of {}, strategy {}", group_->rank(), group_->size(),
-                 dist::to_string(config_.strategy()));
   }
   for (const auto& node : schedule_->nodes()) {
     std::string paths;
@@ -261,13 +291,18 @@ void Engine::run() {
   while (global_step_ < config_.train_iters() && !stopped_early_) {
     step();
     // Rank 0 validates and decides about early stopping (the other ranks' parameters are the
-    // same); the decision reaches every rank below, so that all stop at the same step.
+    // same); the decision reaches every rank below, so that all stop at the same step. (Under
+    // zero3 every rank validates: see validates_here.)
     if (config_.valid_step() > 0 && validation_ && global_step_ % config_.valid_step() == 0 &&
-        is_main()) {
+        validates_here()) {
       validate_and_maybe_stop();
     }
     const bool go_on = !on_step_ || on_step_(global_step_);
     if (!agree_to_go_on(go_on)) break;
+  }
+  for (const auto& problem : problems_) {
+    const std::string sharding = problem->sharding_summary();
+    if (!sharding.empty()) spdlog::info("mlo: {}", sharding);
   }
 }
 

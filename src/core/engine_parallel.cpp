@@ -26,13 +26,18 @@ int Engine::rank() const { return group_ ? group_->rank() : 0; }
 
 int Engine::world_size() const { return group_ ? group_->size() : 1; }
 
+bool Engine::validates_here() const {
+  return is_main() || std::any_of(problems_.begin(), problems_.end(),
+                                  [](const ProblemPtr& p) { return p->shards_parameters(); });
+}
+
 // NOTE: the group joins at initialization (not construction), so that a config error is
 // reported before a rank waits for its peers.
 void Engine::connect() {
   using dist::Strategy;
   if (config_.strategy() == Strategy::kDefault) {
     MLO_CHECK(!group_, "engine: a process group was given but the strategy is default; set ",
-              "strategy to distributed, zero1 or zero2");
+              "strategy to distributed, zero1, zero2 or zero3");
     return;
   }
   MLO_CHECK(config_.timeout_s() > 0, "engine: timeout_s must be > 0, got ", config_.timeout_s());
@@ -60,7 +65,8 @@ bool Engine::agree_to_go_on(bool go_on) {
   return flags.data_ptr<double>()[1] == 0;
 }
 
-// NOTE: a state saved under zero1/zero2 holds one rank's shard of the optimizer state (each rank
+// NOTE: a state saved under zero1/zero2/zero3 holds one rank's shard of the optimizer state (and
+// under zero3 of the parameters; each rank
 // saves its own), which only the same rank of the same split can take back. A complete state
 // (one process, or distributed: rank 0's optimizer state is every rank's) resumes under one
 // process or distributed at any world size, since batch positions count global batches.
@@ -72,7 +78,7 @@ bool Engine::partial_window() const {
 }
 
 bool Engine::state_resumable() const {
-  // (zero1/zero2: every rank saves its own window and shard, resumed on the same split)
+  // (zero1/zero2/zero3: every rank saves its own window and shard, resumed on the same split)
   return config_.strategy() != dist::Strategy::kDistributed || !partial_window();
 }
 
@@ -82,7 +88,9 @@ void Engine::check_resumable(torch::serialize::InputArchive& archive) const {
   const std::string saved = tagged ? value.toStringRef() : "default";
   int64_t saved_world = 1;
   if (archive.try_read("world_size", value)) saved_world = value.toInt();
-  const auto sharded = [](const std::string& s) { return s == "zero1" || s == "zero2"; };
+  const auto sharded = [](const std::string& s) {
+    return s == "zero1" || s == "zero2" || s == "zero3";
+  };
   const std::string now = dist::to_string(config_.strategy());
   if (sharded(saved)) {
     MLO_CHECK(saved == now && saved_world == world_size(), "engine state: saved by strategy ",

@@ -53,12 +53,12 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   validations_without_improvement_ = mlo::archive::read_int(archive, "without_improvement", owner);
   check_resumable(archive);
   // A best state is kept only while this run asks for it: a resume with restore_best off (or
-  // without early stopping) neither restores nor keeps the saved one. Only rank 0 validates,
-  // so only it keeps one.
+  // without early stopping) neither restores nor keeps the saved one. Only rank 0 validates
+  // (every rank under zero3), so only it keeps one.
   best_state_.reset();
   torch::serialize::InputArchive best_state;
   const bool wanted =
-      config_.early_stopping() && config_.early_stopping()->restore_best() && is_main();
+      config_.early_stopping() && config_.early_stopping()->restore_best() && validates_here();
   if (wanted && archive.try_read("best_state", best_state)) {
     best_state_ = std::make_unique<detail::BestState>();
     best_state_->load(best_state, problems_);

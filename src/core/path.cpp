@@ -25,7 +25,8 @@ std::vector<at::Tensor> Path::propagate(std::vector<at::Tensor> v) const {
     // same v everywhere, every hop is linear in that loss's batch (a finite difference, or a
     // mixed product after reduced Hessian products), so the mean over the ranks is the global
     // batch's result, and the next hop starts from the same v on every rank.
-    hop.curr->all_reduce_mean(v);
+    // (Gradients for parameters sharded by zero3 were averaged in their units' backward.)
+    hop.curr->mean_gradient(v, *hop.prev);
   }
   return v;
 }

@@ -3,12 +3,14 @@
 #include "all_finite.h"
 #include "buffer_snapshot.h"
 #include "data_parallel.h"
+#include "zero3.h"
 
 #include <mlo/dist/process_group.h>
 #include <mlo/core/method.h>
 #include <mlo/core/path.h>
 #include <mlo/memory/meter.h>
 #include <mlo/memory/precision.h>
+#include <mlo/nn/chain.h>
 
 #include <c10/util/ScopeExit.h>
 #include <torch/autograd.h>
@@ -87,6 +89,21 @@ std::vector<at::Tensor> Problem::parameters() const {
   return out;
 }
 
+std::vector<at::Tensor> Problem::full_parameters() const {
+  std::vector<at::Tensor> out;
+  if (!module_) return out;
+  std::vector<std::pair<const void*, at::Tensor>> gathered;
+  if (zero3_) gathered = zero3_->gather_copies();
+  for (const auto& p : module_->parameters()) {
+    if (!p.requires_grad()) continue;
+    const auto it = std::find_if(gathered.begin(), gathered.end(), [&](const auto& entry) {
+      return entry.first == p.unsafeGetTensorImpl();
+    });
+    out.push_back(it != gathered.end() ? it->second : p.detach().clone());
+  }
+  return out;
+}
+
 at::Tensor Problem::current_loss() {
   const size_t n = window_.empty() ? 1 : window_.size();
   at::Tensor total = current_loss(0);
@@ -123,6 +140,28 @@ void Problem::all_reduce_mean(const std::vector<at::Tensor>& tensors) const {
   if (group_) group_->all_reduce_mean(tensors);
 }
 
+void Problem::mean_gradient(const std::vector<at::Tensor>& grads, const Problem& of) const {
+  // NOTE: a sharded level's gradients were reduce-scattered by the backward of each unit, over
+  // the same ranks; had this problem opted out, its loss is the same on every rank, whose mean
+  // is itself.
+  if (!of.shards_parameters()) all_reduce_mean(grads);
+}
+
+bool Problem::finite_everywhere(const std::vector<at::Tensor>& v, const Problem& of) const {
+  const bool local = detail::all_finite(v);
+  // (a vector over sharded parameters: every rank sees its slice, and all must take the same
+  // branch after it)
+  if (!of.zero3_) return local;
+  return of.parallel_->all_finite(local);
+}
+
+double Problem::sum_over_shards(double local) const {
+  if (!zero3_) return local;
+  at::Tensor sum = at::full({1}, local, at::TensorOptions(at::kDouble).device(device_));
+  group_->all_reduce_sum({sum});
+  return sum.item<double>();
+}
+
 void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers,
                       dist::ProcessGroup* group, dist::Strategy strategy) {
   meter_ = meter;
@@ -132,8 +171,27 @@ void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& p
   const bool sharded = group != nullptr && config_.data_parallel();
   group_ = sharded ? group : nullptr;
   replicas_ = sharded ? nullptr : group;
-  parallel_ =
-      sharded ? std::make_unique<detail::DataParallel>(*group, strategy, trainable_) : nullptr;
+  {
+    const auto params = module().parameters();
+    device_ = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+  }
+  auto* chain = dynamic_cast<nn::ChainImpl*>(module_.get());
+  if (sharded && strategy == dist::Strategy::kZero3 && chain != nullptr) {
+    // (a second resolve keeps the shards: the module's parameters hold no values any more)
+    if (!zero3_) {
+      zero3_ = std::make_unique<detail::Zero3>(*chain, optimizer_.get(), *group, name_,
+                                               config_.offload() == Offload::kCpu);
+    }
+    trainable_ = zero3_->shards();
+  } else {
+    MLO_CHECK(!zero3_, "problem '", name_, "': its parameters are sharded by strategy zero3; ",
+              "resolve it again with zero3 and the same group");
+  }
+  // (zero3 on a module that is no Chain: zero2, the parameters replicated; a sharded Chain's
+  // gradients arrive averaged, and the rest of data parallelism is distributed's)
+  const dist::Strategy served = zero3_ ? dist::Strategy::kDistributed : strategy;
+  parallel_ = sharded ? std::make_unique<detail::DataParallel>(*group, served, trainable_, device_)
+                      : nullptr;
   own_buffers_ = module().buffers();
   peer_buffers_.clear();
   for (const Problem* peer : peers) {
@@ -147,14 +205,16 @@ void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& p
       if (!shared) peer_buffers_.push_back(b);
     }
   }
-  const auto params = module().parameters();
-  device_ = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
   std::optional<LossScaling> scaling = config_.loss_scaling();
   if (!scaling && config_.precision() == Precision::kFP16) scaling = LossScaling();
   scaler_ = scaling ? std::make_unique<memory::LossScaler>(*scaling) : nullptr;
 }
 
 std::string Problem::parameter_name(const at::Tensor& parameter) const {
+  if (zero3_) {
+    std::string shard = zero3_->describe(parameter);
+    if (!shard.empty()) return shard;
+  }
   if (module_) {
     for (const auto& item : module_->named_parameters()) {
       if (item.value().unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl()) return item.key();
@@ -164,7 +224,15 @@ std::string Problem::parameter_name(const at::Tensor& parameter) const {
 }
 
 memory::Footprint Problem::footprint() const {
-  return memory::footprint(module(), optimizer_ ? optimizer_.get() : nullptr);
+  memory::Footprint f = memory::footprint(module(), optimizer_ ? optimizer_.get() : nullptr);
+  if (zero3_) {
+    // (the module's sharded parameters are empty between uses; the shards hold the values)
+    f.parameters += zero3_->shard_bytes();
+    for (const auto& s : trainable_) {
+      if (s.grad().defined()) f.gradients += s.grad().numel() * s.grad().element_size();
+    }
+  }
+  return f;
 }
 
 void Problem::train(bool on) {
@@ -297,8 +365,8 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     std::vector<at::Tensor> v(begin, begin + static_cast<long>(path.first().parameters().size()));
     // Under data parallelism v is this rank's shard's: the global batch's v is their mean, and
     // every hop must start from it (docs/distributed.md).
-    all_reduce_mean(v);
-    if (!detail::all_finite(v)) {
+    mean_gradient(v, path.first());
+    if (!finite_everywhere(v, path.first())) {
       // An overflow of the (scaled) loss: no method can use this vector. The whole accumulation
       // window is skipped at the optimizer step, where the loss scaler backs off and counts it.
       MLO_CHECK(scaler_, "problem '", name_, "': the gradient of its loss with respect to the ",
@@ -309,7 +377,7 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
     }
     v = path.propagate(std::move(v));
     MLO_INTERNAL_ASSERT(v.size() == total.size(), "hypergradient size mismatch for ", name_);
-    if (!detail::all_finite(v)) {
+    if (!finite_everywhere(v, *this)) {
       // A hop overflowed on the way (e.g. a low-precision re-evaluation): the same rule.
       MLO_CHECK(scaler_, "problem '", name_, "': the hypergradient along ", path.describe(),
                 " is not finite; lower the learning rate, or enable loss scaling to skip such "
@@ -324,6 +392,7 @@ std::vector<at::Tensor> Problem::gradients(const at::Tensor& loss,
 
 void Problem::accumulate(std::vector<at::Tensor> grads) {
   // ZeRO-2: every micro-step's gradients go to their owners at once; a rank holds its shard.
+  // (ZeRO-3: the units' backward did so already.)
   if (parallel_ && parallel_->shards_gradients()) parallel_->reduce_scatter(grads);
   std::vector<at::Tensor> params = trainable_;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -344,10 +413,12 @@ void Problem::optimizer_step() {
   for (const auto& p : params) grads.push_back(p.grad());
   // Data parallel: the mean over the ranks of the accumulated gradients (direct and
   // hypergradient), once per accumulation window. (ZeRO-2 reduced them at every micro-step.)
-  if (parallel_ && !parallel_->shards_gradients()) parallel_->all_reduce(grads);
+  // (ZeRO-3: the units' backward averaged them, shard by shard.)
+  const bool partial = parallel_ && (parallel_->shards_gradients() || zero3_);
+  if (parallel_ && !partial) parallel_->all_reduce(grads);
   if (scaler_) {
     bool finite = scaler_->unscale(grads) && !nonfinite_window_;
-    if (parallel_ && parallel_->shards_gradients()) finite = parallel_->all_finite(finite);
+    if (partial) finite = parallel_->all_finite(finite);
     nonfinite_window_ = false;
     scaler_->update(finite);
     if (!finite) {
@@ -359,7 +430,7 @@ void Problem::optimizer_step() {
   grad_callback(grads);
   for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = grads[i];
   if (config_.gradient_clipping() > 0) {
-    if (parallel_ && parallel_->shards_gradients()) {
+    if (partial) {
       parallel_->clip(params, config_.gradient_clipping());
     } else {
       torch::nn::utils::clip_grad_norm_(params, config_.gradient_clipping());

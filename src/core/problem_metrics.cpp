@@ -1,6 +1,10 @@
 // Problem's metrics: what a step records, and what its console line shows.
 #include <mlo/core/problem.h>
 
+#include "zero3.h"
+
+#include <c10/util/StringUtil.h>
+
 #include <mlo/memory/meter.h>
 
 namespace mlo {
@@ -21,6 +25,14 @@ void Problem::record_step_metrics(int64_t peak_bytes) {
     metrics_["lr"] = optimizer_->param_groups().front().options().get_lr();
   }
   if (meter_) metrics_["mem_peak_mb"] = memory::to_mib(peak_bytes);
+}
+
+std::string Problem::sharding_summary() const {
+  if (!zero3_) return "";
+  const auto& t = zero3_->traffic();
+  return c10::str("problem '", name_, "': zero3 shards of ", zero3_->shard_bytes(), " bytes; ",
+                  t.gathers, " all-gathers (", t.gather_seconds, " s), ", t.reduce_scatters,
+                  " reduce-scatters (", t.reduce_scatter_seconds, " s) in this process");
 }
 
 }  // namespace mlo

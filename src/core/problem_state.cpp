@@ -24,12 +24,42 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
   optimizer.load(archive);
 }
 
+// Under zero3 the module's sharded parameters are empty: the values are this rank's shards.
+void save_shards(const std::vector<at::Tensor>& shards, torch::serialize::OutputArchive& archive) {
+  torch::serialize::OutputArchive out;
+  out.write("count", c10::IValue(static_cast<int64_t>(shards.size())));
+  for (size_t i = 0; i < shards.size(); ++i) {
+    out.write(std::to_string(i), shards[i].detach(), /*is_buffer=*/true);
+  }
+  archive.write("zero3_shards", out);
+}
+
+void load_shards(const std::vector<at::Tensor>& shards, torch::serialize::InputArchive& archive,
+                 const std::string& owner) {
+  torch::serialize::InputArchive in;
+  MLO_CHECK(archive.try_read("zero3_shards", in), owner, ": the saved state holds no zero3 ",
+            "shards (saved under another strategy)");
+  const int64_t count = mlo::archive::read_int(in, "count", owner);
+  MLO_CHECK(count == static_cast<int64_t>(shards.size()), owner, ": the saved state holds ",
+            count, " zero3 shards, this run ", shards.size());
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    at::Tensor value;
+    in.read(std::to_string(i), value, /*is_buffer=*/true);
+    MLO_CHECK(value.numel() == shards[i].numel(), owner, ": zero3 shard ", i, " was saved with ",
+              value.numel(), " elements, this run's has ", shards[i].numel(),
+              " (another number of ranks)");
+    shards[i].detach().copy_(value.view_as(shards[i]));
+  }
+}
+
 }  // namespace
 
 void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   torch::serialize::OutputArchive module_archive;
   module().save(module_archive);
   archive.write("module", module_archive);
+  if (shards_parameters()) save_shards(trainable_, archive);
   if (optimizer_) {
     torch::serialize::OutputArchive optimizer_archive;
     optimizer_->save(optimizer_archive);
@@ -92,6 +122,7 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive module_archive;
   archive.read("module", module_archive);
   module().load(module_archive);
+  if (shards_parameters()) load_shards(trainable_, archive, "problem '" + name_ + "'");
   if (optimizer_) {
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
@@ -162,6 +193,7 @@ void Problem::cache_state() {
   torch::serialize::OutputArchive module_archive;
   module().save(module_archive);
   archive.write("module", module_archive);
+  if (shards_parameters()) save_shards(trainable_, archive);
   torch::serialize::OutputArchive optimizer_archive;
   optimizer().save(optimizer_archive);
   archive.write("optimizer", optimizer_archive);
@@ -180,6 +212,7 @@ void Problem::restore_state() {
   torch::serialize::InputArchive module_archive;
   archive.read("module", module_archive);
   module().load(module_archive);
+  if (shards_parameters()) load_shards(trainable_, archive, "roll-back snapshot of '" + name_ + "'");
   torch::serialize::InputArchive optimizer_archive;
   archive.read("optimizer", optimizer_archive);
   load_optimizer(optimizer(), optimizer_archive);

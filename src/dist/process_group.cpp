@@ -161,17 +161,26 @@ struct ProcessGroup::Impl {
   // by the calling thread, and never freed while the group lives.
   std::map<std::pair<int, std::string>, torch::Tensor> scratch;
 
+  // The first `numel` elements of the kept buffer of `key` (grown when too small).
+  torch::Tensor kept(std::map<std::pair<int, std::string>, torch::Tensor>& buffers,
+                     const std::pair<int, std::string>& key, int64_t numel,
+                     const torch::TensorOptions& options) {
+    torch::Tensor& buffer = buffers[key];
+    if (!buffer.defined() || buffer.numel() < numel) {
+      buffer = torch::Tensor();  // the old one goes first
+      buffer = torch::empty({numel}, options);
+    }
+    return buffer.narrow(0, 0, numel);
+  }
+  // The same, for what all_gather receives (kept apart: its input may be in `scratch`).
+  std::map<std::pair<int, std::string>, torch::Tensor> gathered;
+
   // `tensors` (one dtype and device) copied into the start of their buffer; returns that part.
   torch::Tensor pack(const std::pair<int, std::string>& key,
                      const std::vector<torch::Tensor>& tensors) {
     int64_t numel = 0;
     for (const auto& t : tensors) numel += t.numel();
-    torch::Tensor& buffer = scratch[key];
-    if (!buffer.defined() || buffer.numel() < numel) {
-      buffer = torch::Tensor();  // the old one goes first
-      buffer = torch::empty({numel}, tensors.front().options());
-    }
-    torch::Tensor flat = buffer.narrow(0, 0, numel);
+    torch::Tensor flat = kept(scratch, key, numel, tensors.front().options());
     int64_t offset = 0;
     for (const auto& t : tensors) {
       flat.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);
@@ -323,6 +332,65 @@ void ProcessGroup::broadcast(const std::vector<torch::Tensor>& tensors, int root
     impl_->wait(impl_->group->broadcast(flat, options), "broadcast", rank_);
     unflatten(flat[0], bucket.second);
   }
+}
+
+namespace {
+
+void check_flat_pair(const torch::Tensor& full, const torch::Tensor& shard, int size,
+                     const char* what) {
+  MLO_CHECK(full.defined() && shard.defined() && full.is_contiguous() && shard.is_contiguous() &&
+                full.scalar_type() == shard.scalar_type() && full.dim() == 1 && shard.dim() == 1 &&
+                full.numel() == shard.numel() * size,
+            "distributed: ", what, " needs a contiguous flat shard and a flat tensor of ", size,
+            " shards of the same dtype");
+}
+
+}  // namespace
+
+void ProcessGroup::all_gather(const torch::Tensor& shard, const torch::Tensor& full) {
+  check_flat_pair(full, shard, size_, "all_gather");
+  torch::NoGradGuard no_grad;
+  if (size_ == 1) {
+    full.copy_(shard);
+    return;
+  }
+  impl_->check_devices({shard, full}, "all_gather", rank_);
+  // NOTE: received into a kept buffer, then copied: c10d's worker threads may hold a collective's
+  // tensors past its end, and `full` freed there would escape the exact meter (see `scratch`).
+  const torch::Tensor received =
+      impl_->kept(impl_->gathered, {static_cast<int>(full.scalar_type()), full.device().str()},
+                  full.numel(), full.options());
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int r = 0; r < size_; ++r) {
+    outputs[0].push_back(received.narrow(0, r * shard.numel(), shard.numel()));
+  }
+  std::vector<torch::Tensor> inputs{shard};
+  impl_->wait(impl_->group->allgather(outputs, inputs), "all_gather", rank_);
+  full.copy_(received);
+}
+
+void ProcessGroup::reduce_scatter_mean(const torch::Tensor& full, const torch::Tensor& shard) {
+  check_flat_pair(full, shard, size_, "reduce_scatter");
+  MLO_CHECK(full.is_floating_point(), "distributed: reduce_scatter_mean of a ",
+            full.scalar_type(), " tensor (a mean needs a floating-point type)");
+  torch::NoGradGuard no_grad;
+  const int64_t n = shard.numel();
+  if (size_ == 1) {
+    shard.copy_(full);
+    return;
+  }
+  impl_->check_devices({shard, full}, "reduce_scatter", rank_);
+  if (impl_->backend == Backend::kNccl) {
+    std::vector<torch::Tensor> outputs{shard};
+    std::vector<std::vector<torch::Tensor>> inputs(1);
+    for (int r = 0; r < size_; ++r) inputs[0].push_back(full.narrow(0, r * n, n));
+    impl_->wait(impl_->group->reduce_scatter(outputs, inputs), "reduce_scatter", rank_);
+  } else {
+    // (through the kept buffer of all_reduce_sum, for the meter's sake as above)
+    all_reduce(std::vector<torch::Tensor>{full}, /*mean=*/false);
+    shard.copy_(full.narrow(0, rank_ * n, n));
+  }
+  shard.div_(size_);
 }
 
 void ProcessGroup::barrier() {

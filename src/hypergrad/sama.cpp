@@ -59,13 +59,18 @@ void Sama::check(const MethodContext& context) const {
   const Problem& curr = context.problem;
   // NOTE: the engine prefixes the problem's name.
   // Its preconditioner reads the optimizer state of every parameter, which zero1/zero2 keep
-  // on one rank each.
-  const bool sharded = context.strategy == dist::Strategy::kZero1 ||
-                       context.strategy == dist::Strategy::kZero2;
+  // on one rank each. Under zero3 each rank holds the state of its own parameter shards, which
+  // are all the preconditioner reads there (element by element); a module that is no Chain is
+  // served as zero2.
+  const bool sharded =
+      dist::shards_optimizer_state(context.strategy) && !context.shards_parameters;
   MLO_CHECK(!(context.data_parallel && sharded),
             "sama reads the optimizer state of every parameter, which strategy ",
-            dist::to_string(context.strategy), " shards over the ranks; use strategy ",
-            "distributed, or set data_parallel false for this problem");
+            dist::to_string(context.strategy), " shards over the ranks",
+            context.strategy == dist::Strategy::kZero3
+                ? " (this problem's module is not an mlo::nn::Chain, so zero3 serves it as zero2)"
+                : "",
+            "; use strategy distributed, or set data_parallel false for this problem");
   if (!curr.has_optimizer()) return;  // reported by the engine with its own message
   const std::string reason = DifferentiableOptimizer::unsupported(curr.optimizer());
   MLO_CHECK(reason.empty(), "sama cannot precondition with this optimizer: ", reason);

@@ -248,7 +248,7 @@ at::Tensor checkpoint_range(nn::ChainImpl& chain, const at::Tensor& x, std::size
       [target, begin, end](const at::Tensor& input) {
         return target->forward_range(input, begin, end);
       },
-      x, chain.range_parameters(begin, end), chain.range_buffers(begin, end));
+      x, chain.range_leaves(begin, end), chain.range_buffers(begin, end));
 }
 
 namespace {

@@ -135,7 +135,8 @@ ChainProfile profile_chain(nn::ChainImpl& chain, const torch::Tensor& sample,
       BlockProfile& b = profile.blocks[i];
       if (first) b.input_bytes = bytes_of(x);
       std::vector<at::Tensor> params;
-      for (const auto& p : chain.block_module(i)->parameters()) {
+      // (the block's parameters, or under ZeRO-3 the shards they are gathered from)
+      for (const auto& p : chain.range_leaves(i, i + 1)) {
         if (p.requires_grad()) params.push_back(p);
       }
 

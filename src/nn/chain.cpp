@@ -77,12 +77,17 @@ torch::Tensor ChainImpl::forward_range(const torch::Tensor& x, std::size_t begin
             ") is not inside the chain's ", size(), " blocks");
   torch::Tensor out = x;
   for (std::size_t i = begin; i < end; ++i) {
-    out = blocks_[i].forward(out);
+    out = runner_ ? runner_->run(*this, i, out) : blocks_[i].forward(out);
   }
   return out;
 }
 
 torch::Tensor ChainImpl::forward_block(std::size_t i, const torch::Tensor& x) {
+  if (runner_) {
+    MLO_CHECK(i < size(), "Chain::forward_block: index ", i, " out of range for ", size(),
+              " blocks");
+    return runner_->run(*this, i, x);
+  }
   return block(i).forward(x);
 }
 
@@ -106,6 +111,17 @@ std::vector<torch::Tensor> ChainImpl::range_parameters(std::size_t begin, std::s
   std::vector<torch::Tensor> out;
   for (std::size_t i = begin; i < end; ++i) {
     for (const auto& p : blocks_[i].ptr()->parameters()) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> ChainImpl::range_leaves(std::size_t begin, std::size_t end) const {
+  if (!runner_) return range_parameters(begin, end);
+  MLO_CHECK(begin <= end && end <= size(), "Chain::range_leaves: range [", begin, ", ", end,
+            ") is not inside the chain's ", size(), " blocks");
+  std::vector<torch::Tensor> out;
+  for (std::size_t i = begin; i < end; ++i) {
+    for (const auto& t : runner_->leaves(*this, i)) out.push_back(t);
   }
   return out;
 }

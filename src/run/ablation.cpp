@@ -211,8 +211,16 @@ std::vector<AblationRow> ablation_rows(
                      "of its share of the parameters only",
                      {"every level"},
                      options.ranks()};
+    AblationRow zero3{"zero3",
+                      "+ZeRO-3, " + n + " ranks (per rank)",
+                      {"engine.strategy=zero3"},
+                      "ZeRO-2, and each rank keeps its share of the parameters of every Chain "
+                      "model, gathering one block at a time around its forward and backward",
+                      {"every level"},
+                      options.ranks()};
     rows.push_back(data_parallel);
     rows.push_back(zero);
+    rows.push_back(zero3);
   }
   if (chosen_rows.empty()) return rows;
   std::vector<AblationRow> picked{baseline};

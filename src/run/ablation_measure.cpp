@@ -125,6 +125,10 @@ int64_t state_bytes(Engine& engine) {
   };
   for (const auto& problem : engine.problems()) {
     for (const auto& p : problem->module().parameters()) add(p);
+    // (zero3: the module's sharded parameters are empty between uses; the shards hold them)
+    if (problem->shards_parameters()) {
+      for (const auto& s : problem->parameters()) add(s);
+    }
     for (const auto& b : problem->module().buffers()) add(b);
   }
   return total;
@@ -277,9 +281,10 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
     const Batch own = experiment->sample_batch(problem_name).to(problem->device());
     result.micro_batch = own.size();
     const int64_t weights = bytes_of(problem->parameters());
-    // The running sum of an accumulation window (ZeRO-2: only this rank's share, not counted).
-    const bool sharded_gradients =
-        engine.config().strategy() == dist::Strategy::kZero2 && pc.data_parallel();
+    // The running sum of an accumulation window (ZeRO-2/3: only this rank's share, not counted).
+    const bool sharded_gradients = (engine.config().strategy() == dist::Strategy::kZero2 ||
+                                    engine.config().strategy() == dist::Strategy::kZero3) &&
+                                   pc.data_parallel();
     const int64_t window_sum = pc.gradient_accumulation() > 1 && !sharded_gradients ? weights : 0;
     floor.candidate(weights + window_sum,
                     problem_name + "'s gradients" + (window_sum > 0 ? " + window sum" : ""));

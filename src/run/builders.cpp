@@ -84,6 +84,7 @@ ProblemConfig make_problem_config(const ProblemSettings& s, const std::string& k
       .data_parallel(s.data_parallel)
       .allow_unused_parameters(s.allow_unused_parameters);
   c.precision(from_string<Precision>(s.precision, key + ".precision"));
+  c.offload(from_string<Offload>(s.offload, key + ".offload"));
   c.checkpointing(s.checkpointing);  // validated by the planner, where it is used
   try {
     c.method(*method_options(s, s.method));

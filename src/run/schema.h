@@ -69,6 +69,7 @@ inline void visit(Fields& v, run::ProblemSettings& c, bool every_method = true) 
   v("log_step", c.log_step, at_least(0));
   v("data_parallel", c.data_parallel);
   v("allow_unused_parameters", c.allow_unused_parameters);
+  v("offload", c.offload, one_of(enum_names<Offload>()));
 }
 
 inline void visit(Fields& v, run::EngineSettings& c) {

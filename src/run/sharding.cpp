@@ -11,7 +11,7 @@ data::Shard launch_shard(const RunConfig& config) {
   if (config.engine.strategy == dist::Strategy::kDefault) {
     MLO_CHECK(where.world_size == 1, "WORLD_SIZE=", where.world_size,
               " but engine.strategy is default (", config.where("engine.strategy"),
-              "); set engine.strategy to distributed, zero1 or zero2 (e.g. --set "
+              "); set engine.strategy to distributed, zero1, zero2 or zero3 (e.g. --set "
               "engine.strategy=distributed), or run one process");
     return data::Shard{};
   }

@@ -3,7 +3,8 @@
 //
 // For each strategy (one process; distributed, zero1, zero2 on 2 ranks under `mlo launch`) x
 // the classifier's gradient accumulation (1, 2) x roll_back (with accumulation 1 only: the engine
-// refuses it with 2) x method (darts; neumann on one row), the tiny reweighting experiment on
+// refuses it with 2) x method (darts; neumann on one row), and zero3 with accumulation 2 (its
+// parameter shards saved per rank), the tiny reweighting experiment on
 // synthetic data runs once to the end (the reference) and twice interrupted:
 //   TERM: `--raise-at S:TERM` makes every process raise SIGTERM on itself at the end of global
 //         step S (the real handler: save and stop, as when a scheduler signals every task);
@@ -126,7 +127,9 @@ struct Row {
   }
   // The state files a run of this row leaves (the final ones compared with the reference's).
   std::vector<std::string> state_files() const {
-    if (strategy == "zero1" || strategy == "zero2") return {"state.rank0.pt", "state.rank1.pt"};
+    if (strategy == "zero1" || strategy == "zero2" || strategy == "zero3") {
+      return {"state.rank0.pt", "state.rank1.pt"};
+    }
     return {"state.pt"};
   }
   // A step inside an accumulation window (accumulation 1: inside an unroll).
@@ -137,16 +140,20 @@ struct Row {
 // (build_config.h): there the matrix says so and keeps the one-process rows.
 std::vector<Row> matrix_rows() {
   std::vector<Row> rows;
-  for (const std::string strategy : {"default", "distributed", "zero1", "zero2"}) {
+  for (const std::string strategy : {"default", "distributed", "zero1", "zero2", "zero3"}) {
     if (strategy != "default" && !MLO_WITH_GLOO) continue;
+    if (strategy == "zero3") continue;  // (below)
     rows.push_back(Row{strategy, 1, false});
     rows.push_back(Row{strategy, 1, true});
     rows.push_back(Row{strategy, 2, false});
   }
   if (MLO_WITH_GLOO) {
     rows.push_back(Row{"distributed", 2, false, "neumann"});
+    // One zero3 row (its parameter shards saved per rank), with accumulation: the matrix's time
+    // bound. (Its steps are drawn last, so the other cases keep theirs: see main.)
+    rows.push_back(Row{"zero3", 2, false});
   } else {
-    std::printf("fault matrix: the rows on 2 ranks (distributed, zero1, zero2) are skipped: this "
+    std::printf("fault matrix: the rows on 2 ranks (distributed, zero1, zero2, zero3) are skipped: this "
                 "build has no Gloo backend (LibTorch %s ships no Gloo headers)\n",
                 TORCH_VERSION);
   }
@@ -878,11 +885,15 @@ int main(int argc, char** argv) {
     }
     return pool[rng() % pool.size()];
   };
-  for (size_t i = 0; i < rows.size(); ++i) {
+  const auto plan = [&](size_t i) {
     const Row& row = rows[i];
     const bool term_inside = row.accumulation > 1 || (i / 2) % 2 == 0;
     planned.push_back({row, "TERM", draw(row, i % 2 == 0, term_inside)});
     planned.push_back({row, "KILL", draw(row, i % 3 != 0, std::nullopt)});
+  };
+  const auto drawn_last = [](const Row& row) { return row.strategy == "zero3"; };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!drawn_last(rows[i])) plan(i);
   }
   const auto wanted = [&](const std::string& name) {
     return only.empty() || name.find(only) != std::string::npos;
@@ -943,6 +954,16 @@ int main(int argc, char** argv) {
   const Row one{"default", 1, false};
   const int64_t collective_step = static_cast<int64_t>(1 + rng() % (kSteps - 1));
   const int64_t hang_step = static_cast<int64_t>(1 + rng() % (kSteps - 1));
+  // (rows added after these draws were fixed draw theirs now, leaving the others' as they were)
+  const size_t first_late = planned.size();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (drawn_last(rows[i])) plan(i);
+  }
+  for (size_t k = first_late; k < planned.size(); ++k) {
+    const Planned p = planned[k];
+    if (!wanted(p.row.name())) continue;
+    add_case(p.row, [&c, p] { return interruption(c, p.row, p.signal, p.step); });
+  }
   // (the cases on 2 ranks need Gloo, which a build against a LibTorch wheel lacks)
   if (MLO_WITH_GLOO && (wanted("mid-collective") || wanted(zero2.name()))) {
     add_case(zero2, [&c, zero2, collective_step] {

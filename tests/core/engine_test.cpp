@@ -1,6 +1,8 @@
 // Engine: configuration errors at start, validation hook, early stopping, log lines.
 #include "support/toy.h"
 
+#include <mlo/nn/chain.h>
+
 #include <catch2/catch.hpp>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -154,6 +156,15 @@ TEST_CASE("Engine: data-parallel setups a method cannot serve exactly are refuse
   check(mlo::dist::Strategy::kZero1, ProblemConfig().method("sama"),
         "problem 'inner': sama reads the optimizer state of every parameter, which strategy "
         "zero1 shards");
+  // zero3 shards the parameters of Chains only; a toy's Scalar is served as zero2.
+  check(mlo::dist::Strategy::kZero3, ProblemConfig().method("sama"),
+        "problem 'inner': sama reads the optimizer state of every parameter, which strategy "
+        "zero3 shards over the ranks (this problem's module is not an mlo::nn::Chain, so zero3 "
+        "serves it as zero2)");
+  check(mlo::dist::Strategy::kDefault, ProblemConfig().offload(mlo::Offload::kCpu),
+        "problem 'inner': offload cpu moves the parameter shards of strategy zero3, which needs "
+        "engine.strategy zero3, data_parallel true and an mlo::nn::Chain model (this run: "
+        "strategy default)");
   // Opting the level out makes both fine.
   for (auto strategy : {mlo::dist::Strategy::kDistributed, mlo::dist::Strategy::kZero2}) {
     auto outer = mlo_test::toy("outer", ProblemConfig(), nullptr);
@@ -359,4 +370,77 @@ TEST_CASE("Engine: the validation line holds the named metrics and the early-sto
   REQUIRE(lines.size() == 2);
   CHECK(lines[0] == "[validation] step 1  valid/b 0.6667  valid/c 0.25");
   CHECK(engine.last_validation().count("valid/a") == 1);
+}
+
+namespace {
+
+// y = chain(x), fitted to x's row sums: a Chain of two Linear blocks with a tanh between.
+struct ChainFit : mlo::Problem {
+  using mlo::Problem::Problem;
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    return (module_as<mlo::nn::ChainImpl>()->forward(b.data).squeeze(1) - b.data.sum(1))
+        .pow(2)
+        .mean();
+  }
+};
+
+std::shared_ptr<ChainFit> chain_fit(ProblemConfig config) {
+  torch::manual_seed(5);
+  mlo::nn::Chain chain;
+  chain->push_back("first", torch::nn::Linear(3, 4))
+      .push_back("act", torch::nn::Functional(torch::tanh))
+      .push_back("second", torch::nn::Linear(4, 1));
+  auto p = std::make_shared<ChainFit>("fit", std::move(config));
+  p->module(chain).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9));
+  std::vector<mlo::Batch> batches;
+  for (int i = 0; i < 3; ++i) batches.emplace_back(torch::randn({5, 3}));
+  p->data(batches);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("Engine: zero3 on one process trains a Chain exactly as one process does",
+          "[core][engine][dist]") {
+  // A group of one rank: each block's flat vector is one shard, gathered by a copy; the
+  // optimizer steps the flat shards, the same arithmetic element by element.
+  auto plain = chain_fit(ProblemConfig());
+  auto sharded = chain_fit(ProblemConfig());
+  mlo::Engine a(mlo::EngineConfig().train_iters(4));
+  mlo::Engine b(mlo::EngineConfig().train_iters(4).strategy(mlo::dist::Strategy::kZero3));
+  a.add(plain);
+  b.add(sharded);
+  a.run();
+  b.run();
+  REQUIRE(sharded->shards_parameters());
+  CHECK_FALSE(plain->shards_parameters());
+  // Two blocks with parameters: two flat shards (4 * 3 + 4 and 4 + 1 elements).
+  const auto shards = sharded->parameters();
+  REQUIRE(shards.size() == 2);
+  CHECK(shards[0].numel() == 16);
+  CHECK(shards[1].numel() == 5);
+  CHECK_THAT(sharded->parameter_name(shards[1]), Contains("shard 1 of 1 of block 'second'"));
+  // The module's own parameters hold no values between uses.
+  for (const auto& p : sharded->module().parameters()) CHECK(p.numel() == 0);
+  const auto want = plain->full_parameters(), got = sharded->full_parameters();
+  REQUIRE(want.size() == got.size());
+  for (size_t i = 0; i < want.size(); ++i) CHECK(torch::equal(want[i], got[i]));
+  CHECK(plain->last_loss() == sharded->last_loss());
+  // (the parameters moved: equal runs that did nothing would prove nothing)
+  CHECK_FALSE(torch::equal(chain_fit(ProblemConfig())->full_parameters()[0], got[0]));
+  // Evaluation outside the engine goes through the gathers too.
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({2, 3});
+  CHECK(torch::equal(plain->module_as<mlo::nn::ChainImpl>()->forward(x),
+                     sharded->module_as<mlo::nn::ChainImpl>()->forward(x)));
+}
+
+TEST_CASE("Engine: offload cpu on a model that is on the CPU is refused", "[core][engine][dist]") {
+  auto p = chain_fit(ProblemConfig().offload(mlo::Offload::kCpu));
+  mlo::Engine engine(mlo::EngineConfig().strategy(mlo::dist::Strategy::kZero3));
+  engine.add(p);
+  REQUIRE_THROWS_WITH(engine.initialize(),
+                      Contains("problem 'fit': offload cpu keeps the parameter shards in host "
+                               "memory away from a GPU, but this problem's parameters are on "
+                               "cpu already (use device cuda, or offload none)"));
 }

@@ -3,8 +3,9 @@
 // level accumulates 2 micro-batches; hypergradients (DARTS, Neumann, CG) must match to double
 // rounding (kRounding, kRoundingAmplified below), also with one level opted out of data
 // parallelism, as must ZeRO-1 and ZeRO-2, which hold about half the optimizer state (and for
-// ZeRO-2 half the gradients) per rank. A rank that dies makes the other fail with a clear error,
-// not hang.
+// ZeRO-2 half the gradients) per rank, and ZeRO-3, which also holds half the parameters (DARTS
+// and SAMA, with activation checkpointing, and resumed). A rank that dies makes the other fail
+// with a clear error, not hang.
 #include "support/labelled_values.h"
 #include "support/subprocess.h"
 
@@ -210,4 +211,90 @@ TEST_CASE("dist engine: a state rank 0 saved inside an accumulation window is re
     CHECK_THAT(resumed[0].log, Contains("inside an accumulation window") &&
                                    Contains("cannot be resumed exactly"));
   }
+}
+
+namespace {
+
+// Bytes per rank of a level under a sharded strategy: the two ranks' shares add up to the whole
+// (plus the zero padding of each flat shard, under `padding` bytes) and each holds about half.
+void check_halves(const std::vector<Result>& runs, const char* key, double padding) {
+  const auto full = values(runs[0].log, key);
+  const auto rank0 = values(runs[1].log, key);
+  const auto rank1 = values(runs[2].log, key);
+  for (size_t level = 0; level < 2; ++level) {
+    INFO(key << ", level " << level << ": " << rank0[level] << " + " << rank1[level] << " of "
+              << full[level]);
+    CHECK(rank0[level] + rank1[level] >= full[level]);
+    CHECK(rank0[level] + rank1[level] <= full[level] + padding);
+    CHECK(rank0[level] <= 0.55 * full[level]);
+    CHECK(rank1[level] <= 0.55 * full[level]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dist engine: ZeRO-3 on 2 ranks equals 1 process, with half the parameters per rank",
+          "[dist]") {
+  // Both networks of the reweighting pair are Chains of two Linear blocks: each rank keeps one
+  // half of each block's flat parameters (and their gradients and momentum), and gathers a block
+  // around its forward and its backward. (Each block's flat vector is padded to an even length:
+  // at most one double per block, 2 blocks per level.)
+  const double padding = 2 * 8;
+  for (const char* method : {"darts", "sama"}) {
+    SECTION(method) {
+      const auto runs =
+          compare({"reweight", "zero3", method}, {"reweight", "default", method},
+                  kRoundingAmplified);
+      check_halves(runs, "param_bytes", padding);
+      check_halves(runs, "state_bytes", padding);
+      check_halves(runs, "grad_bytes", padding);
+    }
+  }
+  SECTION("darts, the classifier checkpointed") {
+    // The checkpointed segment regathers its block in the recomputation.
+    compare({"reweight", "zero3", "darts"}, {"reweight", "default", "darts"}, kRoundingAmplified,
+            {{"MLO_TEST_CHECKPOINT", "1"}});
+  }
+}
+
+TEST_CASE("dist engine: ZeRO-3 refuses second-order methods, naming the problem and the method",
+          "[dist]") {
+  for (const char* method : {"neumann", "cg"}) {
+    SECTION(method) {
+      const auto runs = launch(2, {"reweight", "zero3", method});
+      for (const auto& rank : runs) {
+        INFO(rank.log);
+        CHECK(rank.code == 2);
+        CHECK_THAT(rank.log, Contains("problem 'classifier': " + std::string(method) +
+                                      " differentiates the loss of 'classifier' twice") &&
+                                 Contains("which strategy zero3 shards") &&
+                                 Contains("use darts or sama"));
+      }
+    }
+  }
+}
+
+TEST_CASE("dist engine: ZeRO-3 resumes bit for bit from every rank's shards", "[dist]") {
+  // Saved after global step 3, inside the classifier's accumulation window: each rank saves its
+  // own shards, optimizer state and partial gradients.
+  const std::string file = "engine_zero3_" + std::to_string(mlo_test::free_port()) + ".pt";
+  const auto whole = launch(2, {"reweight", "zero3"}, {{"MLO_TEST_SAVE", file}});
+  for (const auto& rank : whole) {
+    INFO(rank.log);
+    REQUIRE(rank.code == 0);
+  }
+  const auto resumed = launch(2, {"reweight", "zero3"}, {{"MLO_TEST_LOAD", file}});
+  for (size_t r = 0; r < 2; ++r) {
+    INFO(resumed[r].log);
+    REQUIRE(resumed[r].code == 0);
+    for (const char* level : {"upper", "lower"}) {
+      CHECK(values(resumed[r].log, level) == values(whole[r].log, level));
+    }
+  }
+  // One process cannot take a 2-rank split back.
+  const auto one = launch(0, {"reweight", "zero3"}, {{"MLO_TEST_LOAD", file}});
+  INFO(one[0].log);
+  CHECK(one[0].code == 2);
+  CHECK_THAT(one[0].log, Contains("saved by strategy zero3 on 2 rank(s)") &&
+                             Contains("resumes only with strategy zero3 on 2 ranks"));
 }

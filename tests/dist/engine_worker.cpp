@@ -6,19 +6,25 @@
 // PAIR: `hpo` (logistic regression with per-feature L2 decays, tuned on a validation loss),
 // `reweight` (an MLP classifier trained on a weighted loss; a weight net learns the weights on a
 // meta batch) or `three` (three scalar levels with per-sample coefficients: a two-hop path).
-// STRATEGY: default | distributed | zero1 | zero2. METHOD: darts | neumann | cg. Each rank reads
+// STRATEGY: default | distributed | zero1 | zero2 | zero3. METHOD: darts | neumann | cg | sama.
+// The reweighting pair's networks are mlo::nn::Chains (zero3 shards them block by block). Each
+// rank reads
 // its contiguous shard of every global batch; the lower level accumulates 2 micro-batches per
-// optimizer step. Prints the final parameters of both levels, the optimizer state bytes of each
-// (`state_bytes`), and the most gradient bytes a level held at an optimizer step (`grad_bytes`).
+// optimizer step. Prints the final parameters of both levels (gathered under zero3), the bytes of
+// parameters (`param_bytes`) and optimizer state (`state_bytes`) each level holds, and the most
+// gradient bytes a level held at an optimizer step (`grad_bytes`).
 // With MLO_TEST_OPT_OUT=upper (or lower), that level of the hpo or reweight pair opts out of data
 // parallelism (`data_parallel(false)`) and reads the full global batches on every rank. With
 // MLO_TEST_DIE_AT=K, rank 1 exits abruptly after global step K. With MLO_TEST_SAVE=FILE, rank 0
-// saves the engine's state after global step 3 into FILE; with MLO_TEST_LOAD=FILE, every rank loads
-// FILE before training.
+// saves the engine's state after global step MLO_TEST_SAVE_AT (default 3) into FILE (under
+// zero1/zero2/zero3 every rank saves its own, FILE.rankR); with MLO_TEST_LOAD=FILE, every rank
+// loads FILE (FILE.rankR) before training. With MLO_TEST_CHECKPOINT=1 the lower level checkpoints
+// its first two blocks.
 #include <mlo/base/error.h>
 #include <mlo/mlo.h>
 #include <mlo/dist/process_group.h>
 #include <mlo/io/state.h>
+#include <mlo/nn/chain.h>
 
 #include <support/quadratic.h>
 
@@ -28,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <numeric>
 #include <string>
 
 namespace {
@@ -51,10 +58,15 @@ mlo::Batch shard(const torch::Tensor& x, const torch::Tensor& y, int64_t k, int6
   return mlo::Batch(x.index_select(0, mine), y.index_select(0, mine));
 }
 
-std::function<mlo::Batch()> stream(torch::Tensor x, torch::Tensor y, int64_t size, int rank,
-                                   int world) {
-  auto k = std::make_shared<int64_t>(0);
-  return [=] { return shard(x, y, (*k)++, size, rank, world); };
+// The global batches cycle with period lcm(n, size) / size; one period of this rank's shards, as a
+// stream whose position a saved state keeps (a resumed run goes on with the same batches).
+std::shared_ptr<mlo::BatchStream> stream(torch::Tensor x, torch::Tensor y, int64_t size, int rank,
+                                         int world) {
+  const int64_t n = x.size(0);
+  const int64_t period = n / std::gcd(n, size);
+  std::vector<mlo::Batch> batches;
+  for (int64_t k = 0; k < period; ++k) batches.push_back(shard(x, y, k, size, rank, world));
+  return std::make_shared<mlo::VectorStream>(std::move(batches));
 }
 
 // Counts the bytes of the gradients a level holds when it steps (undefined ones are not held).
@@ -97,13 +109,16 @@ struct Logistic : mlo::Problem {
 
 // ---- reweight: mean_i sigmoid(net(l_i)) l_i on the classifier; mean CE on the meta batch -------
 
-struct Mlp : torch::nn::Module {
-  Mlp(int64_t in, int64_t hidden, int64_t out)
-      : first(register_module("first", torch::nn::Linear(in, hidden))),
-        second(register_module("second", torch::nn::Linear(hidden, out))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return second(torch::tanh(first(x))); }
-  torch::nn::Linear first, second;
-};
+// second(tanh(first(x))), as an mlo::nn::Chain: zero3 shards its two Linear blocks.
+using Mlp = mlo::nn::ChainImpl;
+std::shared_ptr<Mlp> mlp(int64_t in, int64_t hidden, int64_t out) {
+  mlo::nn::Chain chain;
+  chain->push_back("first", torch::nn::Linear(in, hidden))
+      .push_back("act", torch::nn::Functional(torch::tanh))
+      .push_back("second", torch::nn::Linear(hidden, out));
+  chain->to(torch::kFloat64);
+  return chain.ptr();
+}
 
 torch::Tensor per_sample_ce(const torch::Tensor& logits, const torch::Tensor& target) {
   return -torch::log_softmax(logits, 1).gather(1, target.unsqueeze(1)).squeeze(1);
@@ -192,8 +207,14 @@ void print(const std::string& label, const std::vector<at::Tensor>& tensors) {
 
 mlo::ProblemConfig lower_config(const std::string& method) {
   auto config = mlo::ProblemConfig().unroll_steps(2).gradient_accumulation(2);
+  // MLO_TEST_CHECKPOINT=1: the lower level's chain runs its first two blocks checkpointed.
+  if (const char* on = std::getenv("MLO_TEST_CHECKPOINT"); on != nullptr && std::string(on) == "1") {
+    config.checkpointing(
+        mlo::CheckpointingOptions(mlo::Checkpointing::kUniform).segments(2));
+  }
   if (method == "neumann") return config.method(mlo::NeumannOptions().iterations(3).alpha(0.5));
   if (method == "cg") return config.method(mlo::CGOptions().iterations(3));
+  if (method == "sama") return config.method(mlo::SamaOptions());
   return config.method(mlo::DartsOptions());
 }
 
@@ -255,12 +276,9 @@ int main(int argc, char** argv) {
           "classifier", lower_config(method).data_parallel(!lower_shared));
       net->lower = classifier.get();
       classifier->upper = net.get();
-      auto mlp = std::make_shared<Mlp>(6, 16, 3);
-      mlp->to(torch::kFloat64);
-      classifier->module(mlp).optimizer<torch::optim::SGD>(
+      classifier->module(mlp(6, 16, 3)).optimizer<torch::optim::SGD>(
           torch::optim::SGDOptions(0.2).momentum(0.9).weight_decay(1e-3));
-      auto weights = std::make_shared<Mlp>(1, 8, 1);
-      weights->to(torch::kFloat64);
+      auto weights = mlp(1, 8, 1);
       // SGD, not Adam: Adam's first steps are about lr * sign(g), blind to the errors in the
       // hypergradient's magnitude that the test must see.
       net->module(weights).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(20.0).momentum(0.5));
@@ -306,17 +324,25 @@ int main(int argc, char** argv) {
         return true;
       });
     }
+    const bool per_rank = mlo::dist::shards_optimizer_state(strategy);
+    const auto rank_file = [per_rank, rank](const std::string& file) {
+      return per_rank ? file + ".rank" + std::to_string(rank) : file;
+    };
     if (save_to != nullptr) {
-      engine.on_step([&engine, rank, save_to](int64_t step) {
-        if (rank == 0 && step == 3) mlo::io::save_state(save_to, engine);
+      const char* at_text = std::getenv("MLO_TEST_SAVE_AT");
+      const int64_t at = at_text != nullptr ? std::atoll(at_text) : 3;
+      engine.on_step([&engine, rank, per_rank, at, file = rank_file(save_to)](int64_t step) {
+        if ((rank == 0 || per_rank) && step == at) mlo::io::save_state(file, engine);
         return true;
       });
     }
-    if (load_from != nullptr) mlo::io::load_state(load_from, engine);
-    print("upper_start", upper->parameters());
+    if (load_from != nullptr) mlo::io::load_state(rank_file(load_from), engine);
+    print("upper_start", upper->full_parameters());
     engine.run();
-    print("upper", upper->parameters());
-    print("lower", lower->parameters());
+    print("upper", upper->full_parameters());
+    print("lower", lower->full_parameters());
+    std::cout << "param_bytes " << upper->footprint().parameters << " "
+              << lower->footprint().parameters << std::endl;
     std::cout << "state_bytes " << upper->footprint().optimizer_state << " "
               << lower->footprint().optimizer_state << std::endl;
     report();

@@ -122,6 +122,9 @@ std::map<std::string, Case> cases() {
        {{}, "false", false, [](P& p) { CHECK_FALSE(p.config().data_parallel()); }}},
       {"allow_unused_parameters",
        {{}, "true", false, [](P& p) { CHECK(p.config().allow_unused_parameters()); }}},
+      // (built only: the engine refuses it on a CPU model at initialization)
+      {"offload",
+       {{}, "cpu", false, [](P& p) { CHECK(p.config().offload() == mlo::Offload::kCpu); }}},
   };
 }
 

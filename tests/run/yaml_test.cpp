@@ -414,8 +414,8 @@ TEST_CASE("YAML: the data-parallel keys reach the engine and problem configs", "
       parse_run_config(std::string(kValid).replace(std::string(kValid).find("  train_iters"), 0,
                                                    "  strategy: ddp\n"),
                        "e.yaml"),
-      Contains("e.yaml:4:13: engine.strategy: must be one of default, distributed, zero1, zero2; "
-               "got 'ddp'"));
+      Contains("e.yaml:4:13: engine.strategy: must be one of default, distributed, zero1, zero2, "
+               "zero3; got 'ddp'"));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.backend=mpi"}),
                       Contains("engine.backend: must be one of gloo, nccl; got 'mpi'"));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.timeout_s=0"}),

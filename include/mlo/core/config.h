@@ -71,6 +71,10 @@ struct ProblemConfig {
   /// Activation checkpointing of this level's model: `checkpointing(Checkpointing::kSqrt)` or
   /// `checkpointing(CheckpointingOptions(Checkpointing::kOptimal).budget_fraction(0.4))`.
   TORCH_ARG(CheckpointingOptions, checkpointing) = CheckpointingOptions();
+  /// Under strategy zero3 on a CUDA model: `Offload::kCpu` keeps this level's parameter shards,
+  /// their gradients and the optimizer state in host memory, moving one unit's shard to the GPU
+  /// for its gather (docs/distributed.md). Refused elsewhere (no zero3, a model on the CPU).
+  TORCH_ARG(Offload, offload) = Offload::kNone;
 
  public:  // (TORCH_ARG leaves the struct in a private section)
   /// Selects the hypergradient method this problem uses as a lower level, with its options:

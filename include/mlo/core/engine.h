@@ -116,7 +116,7 @@ class Engine {
   /// name, to `archive`.
   void state_dict(torch::serialize::OutputArchive& archive) const;
   /// Restores what `state_dict` wrote (the engine must hold the same problems). A state saved
-  /// under zero1/zero2 (each rank's own) resumes only with the same strategy and world size; a
+  /// under zero1/zero2/zero3 (each rank's own) resumes only with the same strategy and world size; a
   /// complete one under default or distributed at any world size; otherwise this throws.
   void load_state_dict(torch::serialize::InputArchive& archive);
   /// The memory meter when `track_memory` is on (after initialization), else null.
@@ -137,6 +137,10 @@ class Engine {
   int world_size() const;
   /// Rank 0: the rank that validates, decides, logs and saves (true in one process).
   bool is_main() const { return rank() == 0; }
+  /// Whether this rank runs the validation hook and keeps a best state: rank 0, and every rank
+  /// when a level shards its parameters (zero3: a forward gathers them with collectives, which
+  /// every rank must join; each rank then keeps its own shards of the best state).
+  bool validates_here() const;
   /// The process group (after initialization, under a distributed strategy), else null.
   dist::ProcessGroup* group() const { return group_.get(); }
   /// The problems, in the order they were added.

@@ -56,6 +56,9 @@ struct MethodContext {
   dist::Strategy strategy = dist::Strategy::kDefault;
   /// Whether this level takes part in the strategy (`ProblemConfig::data_parallel`).
   bool data_parallel = false;
+  /// Whether this level's parameters will be sharded (zero3 on a data-parallel `nn::Chain`): its
+  /// trainable tensors are then this rank's shards, each with its own optimizer state.
+  bool shards_parameters = false;
 };
 
 /// One hypergradient method. Implementations must leave `curr`'s parameters as they found them.
@@ -71,6 +74,10 @@ class Hypergradient {
   /// position (two parents, a middle level), a strategy (data parallel, sharded optimizer
   /// state). Called once at engine initialization. The default accepts everything.
   virtual void check(const MethodContext& context) const { (void)context; }
+  /// Whether the method differentiates the lower loss twice (Hessian- or Jacobian-vector
+  /// products of its gradient). The engine refuses such a method where the problem or a parent
+  /// shards its parameters (zero3): a unit's all-gather is differentiated once only.
+  virtual bool second_order() const { return false; }
 
   // ---- What the lower problem `curr` tells its method while it steps (defaults: nothing). ----
 

@@ -29,6 +29,7 @@ class Hypergradient;
 class Path;
 namespace detail {
 class DataParallel;
+class Zero3;
 }  // namespace detail
 namespace dist {
 class ProcessGroup;
@@ -178,6 +179,10 @@ class Problem {
   /// The module's parameters that require gradients, in registration order. (The engine lists
   /// them once at initialization; change `requires_grad` before `Engine::initialize`.)
   std::vector<at::Tensor> parameters() const;
+  /// Copies of the module's trainable parameters with their values, in registration order: the
+  /// parameters themselves (detached copies) or, when the level shards them (zero3), gathered
+  /// from every rank's shards, one block at a time: a collective every rank must call.
+  std::vector<at::Tensor> full_parameters() const;
   /// The batch of the latest step.
   const Batch& current_batch() const { return current_batch_; }
   /// The micro-batches of the latest accumulation window (the `gradient_accumulation` batches
@@ -219,6 +224,22 @@ class Problem {
   /// collective); otherwise does nothing. A quantity computed from this level's loss on the
   /// local shard becomes the global batch's: hypergradient methods call it on their products.
   void all_reduce_mean(const std::vector<at::Tensor>& tensors) const;
+  /// Whether this level's parameters are sharded over the ranks (strategy zero3 on a data-parallel
+  /// level whose module is an `nn::Chain`). `parameters()` are then this rank's flat shards
+  /// (docs/distributed.md), a gradient for them is already the mean over the ranks, and a vector
+  /// over them is this rank's slice of the global vector.
+  bool shards_parameters() const { return zero3_ != nullptr; }
+  /// Makes `grads`, the gradient of this problem's loss on its local batch with respect to
+  /// `of.parameters()`, the global batch's: the mean over the ranks (`all_reduce_mean`), unless
+  /// `of` shards its parameters, whose gradients are averaged as they are computed.
+  void mean_gradient(const std::vector<at::Tensor>& grads, const Problem& of) const;
+  /// The sum over the ranks of `local`, a sum over this level's parameters (a dot product of two
+  /// vectors over `parameters()`), when the level shards its parameters; `local` otherwise.
+  double sum_over_shards(double local) const;
+  /// Under zero3: a line with this rank's shard bytes and the count and time of the level's
+  /// all-gathers and reduce-scatters so far (where zero3's extra time goes; wall time, so not a
+  /// metric: metrics replay bit for bit on resume). Empty otherwise.
+  std::string sharding_summary() const;
 
   /// Local steps taken (each fetches one batch).
   int64_t step_count() const { return step_count_; }
@@ -277,6 +298,9 @@ class Problem {
   std::vector<at::Tensor> gradients(const at::Tensor& loss,
                                     const std::vector<Path>& paths);
   void accumulate(std::vector<at::Tensor> grads);
+  // Whether `v`, a vector over `of`'s parameters, is finite on every rank (under zero3 each rank
+  // holds a slice of it).
+  bool finite_everywhere(const std::vector<at::Tensor>& v, const Problem& of) const;
   // Records "lr" and, when metered, "mem_peak_mb" (the step's peak) at the end of a step.
   void record_step_metrics(int64_t peak_bytes);
   void optimizer_step();
@@ -320,6 +344,9 @@ class Problem {
   // level's gradients and optimizer state (src/core/data_parallel.h).
   dist::ProcessGroup* group_ = nullptr;
   std::unique_ptr<detail::DataParallel> parallel_;
+  // zero3 on an nn::Chain: the parameter shards (src/core/zero3.h); then `parallel_` serves only
+  // the checks, clipping and buffers.
+  std::unique_ptr<detail::Zero3> zero3_;
   // A level that opted out of data parallelism under a distributed engine: every rank computes
   // it on the same data, and its parameters follow rank 0's after each step (kernels that are
   // not deterministic, e.g. atomic adds on a GPU, would otherwise let the replicas drift).

@@ -81,6 +81,14 @@ class ProcessGroup {
   void reduce_mean(const std::vector<torch::Tensor>& tensors, int root);
   /// Copies `root`'s values into every rank's tensors (bucketed as above).
   void broadcast(const std::vector<torch::Tensor>& tensors, int root = 0);
+  /// ZeRO-3's all-gather: `full` (size() x `shard`'s elements, contiguous, same dtype) receives
+  /// every rank's `shard` in rank order.
+  void all_gather(const torch::Tensor& shard, const torch::Tensor& full);
+  /// ZeRO-3's reduce-scatter: `shard` receives rank()'s slice of the mean over the ranks of
+  /// `full` (size() x `shard`'s elements). NCCL reduce-scatters; Gloo, which has no
+  /// reduce-scatter, all-reduces `full` in place (its contents are then the sum) and slices: twice
+  /// the traffic of a reduce-scatter.
+  void reduce_scatter_mean(const torch::Tensor& full, const torch::Tensor& shard);
   /// Returns after every rank has called it.
   void barrier();
 

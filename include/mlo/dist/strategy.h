@@ -19,6 +19,7 @@ enum class Strategy {
   kDistributed,  ///< data parallel: batches sharded, gradients and hypergradients averaged
   kZero1,        ///< distributed, and each rank keeps and steps its shard's optimizer state
   kZero2,        ///< zero1, and gradients reduce-scattered (each rank keeps its shard's)
+  kZero3,        ///< zero2, and the parameters of `nn::Chain` models sharded, gathered per block
 };
 
 }  // namespace dist
@@ -33,7 +34,7 @@ struct EnumNames<dist::Backend> {
       {dist::Backend::kGloo, "gloo"}, {dist::Backend::kNccl, "nccl"}};
 };
 /// The names of `dist::Strategy` in configs and logs: "default", "distributed", "zero1",
-/// "zero2".
+/// "zero2", "zero3".
 template <>
 struct EnumNames<dist::Strategy> {
   /// What the values are, for errors ("unknown strategy 'x'").
@@ -43,7 +44,8 @@ struct EnumNames<dist::Strategy> {
       {dist::Strategy::kDefault, "default"},
       {dist::Strategy::kDistributed, "distributed"},
       {dist::Strategy::kZero1, "zero1"},
-      {dist::Strategy::kZero2, "zero2"}};
+      {dist::Strategy::kZero2, "zero2"},
+      {dist::Strategy::kZero3, "zero3"}};
 };
 
 namespace dist {
@@ -51,6 +53,12 @@ namespace dist {
 inline const char* to_string(Backend backend) { return mlo::detail::enum_name(backend); }
 /// Name of a strategy as written in configs and logs ("default", "zero1", ...).
 inline const char* to_string(Strategy strategy) { return mlo::detail::enum_name(strategy); }
+/// Whether each rank keeps only its share of the optimizer state (zero1, zero2, zero3): a saved
+/// state then holds one rank's share and resumes only on the same split.
+inline bool shards_optimizer_state(Strategy strategy) {
+  return strategy == Strategy::kZero1 || strategy == Strategy::kZero2 ||
+         strategy == Strategy::kZero3;
+}
 }  // namespace dist
 
 }  // namespace mlo

@@ -51,6 +51,8 @@ class CG : public Hypergradient {
   /// Validates `options` (throws `mlo::Error` naming the bad value).
   explicit CG(CGOptions options);
 
+  /// Hessian-vector products of the lower loss: true.
+  bool second_order() const override { return true; }
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
                                 Problem& prev) override;

@@ -74,7 +74,8 @@ inline void set_perturbed(const TensorList& w, const TensorList& w0, const Tenso
 inline TensorList central_difference(Problem& curr, const TensorList& lambda, const TensorList& d,
                                      double alpha, bool exact_restore = true) {
   const TensorList w = curr.parameters();
-  const double d_norm = norm(d);
+  // (under zero3, d is this rank's slice of the direction: its norm sums over the ranks)
+  const double d_norm = std::sqrt(curr.sum_over_shards(dot(d, d)));
   if (d_norm == 0.0 || lambda.empty()) {
     return zeros_like(lambda);
   }

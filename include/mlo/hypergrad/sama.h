@@ -71,7 +71,8 @@ class Sama : public Hypergradient {
   /// Records the gradient the optimizer is about to use (for Adam's Jacobian).
   void before_optimizer_step(Problem& curr) override;
   /// Refuses an optimizer other than SGD, Adam or AdamW, and a data-parallel level under
-  /// zero1/zero2 (the preconditioner reads every parameter's optimizer state).
+  /// zero1/zero2 (the preconditioner reads every parameter's optimizer state; under zero3 a
+  /// Chain's rank holds the state of its own shards, all that it reads there).
   void check(const MethodContext& context) const override;
   /// The latest step's gradients, learning rates and buffer creation (read by the next apply).
   void save(torch::serialize::OutputArchive& archive) const override;

@@ -102,6 +102,8 @@ class Unrolled : public Hypergradient {
   explicit Unrolled(UnrolledOptions options);
   ~Unrolled() override;
 
+  /// Hessian-vector products of the lower loss: true.
+  bool second_order() const override { return true; }
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
                                 Problem& prev) override;

@@ -43,6 +43,23 @@ struct EnumNames<Checkpointing> {
       {Checkpointing::kMinMemory, "min_memory"}};
 };
 
+/// Where a level's parameter shards and optimizer state live under strategy zero3.
+enum class Offload {
+  kNone,  ///< with the model (on its device)
+  kCpu,   ///< in host memory, moved to the model's GPU one unit at a time (CUDA only)
+};
+/// The names of `Offload` in configs and logs: "none", "cpu".
+template <>
+struct EnumNames<Offload> {
+  /// What the values are, for errors ("unknown offload 'x'").
+  static constexpr const char* kWhat = "offload";
+  /// Each value with its name, in declaration order.
+  static constexpr std::pair<Offload, const char*> kTable[] = {{Offload::kNone, "none"},
+                                                               {Offload::kCpu, "cpu"}};
+};
+/// Name of an offload choice as written in configs and logs ("cpu").
+inline const char* to_string(Offload offload) { return detail::enum_name(offload); }
+
 /// Name of a precision as written in configs and logs ("bf16").
 inline const char* to_string(Precision precision) { return detail::enum_name(precision); }
 /// Name of a checkpointing strategy as written in configs and logs ("min_memory").

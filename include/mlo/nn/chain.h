@@ -28,6 +28,19 @@ class ChainImpl;
 /// `forward_range` calls over segments, some of them wrapped in a checkpoint.
 using ChainExecutor = std::function<torch::Tensor(ChainImpl& chain, const torch::Tensor& input)>;
 
+/// Runs single blocks in place of `block(i).forward(x)` (ZeRO-3 parameter sharding installs one:
+/// it gathers a block's parameters around the block's forward and backward). The runner also names
+/// what a block's gradients flow to (`leaves`), which activation checkpointing differentiates.
+class BlockRunner {
+ public:
+  virtual ~BlockRunner() = default;
+  /// Block `i` of `chain` on `x`: the same values as `chain.block(i).forward(x)`.
+  virtual torch::Tensor run(ChainImpl& chain, std::size_t i, const torch::Tensor& x) = 0;
+  /// The tensors that block `i`'s parameter gradients reach through `run` (its parameters, or
+  /// the shards they are gathered from).
+  virtual std::vector<torch::Tensor> leaves(const ChainImpl& chain, std::size_t i) const = 0;
+};
+
 /// An ordered list of named blocks, each a module with a non-templated `Tensor forward(Tensor)`;
 /// `forward(x)` runs them in order.
 ///
@@ -38,7 +51,8 @@ using ChainExecutor = std::function<torch::Tensor(ChainImpl& chain, const torch:
 /// must be contiguous so that parameter order stays block order.
 ///
 /// `forward_range(x, i, j)` runs blocks [i, j) and is what activation checkpointing wraps;
-/// `set_executor` lets a planner change how `forward` runs the chain without changing the model.
+/// `set_executor` lets a planner change how `forward` runs the chain without changing the model,
+/// and `set_block_runner` how each block runs (ZeRO-3 gathers its parameters around it).
 ///
 /// ```
 /// mlo::nn::Chain chain;
@@ -90,6 +104,9 @@ class ChainImpl : public torch::nn::Cloneable<ChainImpl> {
   /// Parameters of blocks [begin, end), in block order: what a checkpointed segment takes as
   /// inputs besides the activation. Throws `mlo::Error` unless begin <= end <= size().
   std::vector<torch::Tensor> range_parameters(std::size_t begin, std::size_t end) const;
+  /// What the gradients of blocks [begin, end) flow to: `range_parameters`, or what the installed
+  /// block runner names (`BlockRunner::leaves`). Activation checkpointing differentiates these.
+  std::vector<torch::Tensor> range_leaves(std::size_t begin, std::size_t end) const;
   /// Buffers (e.g. batch-norm running statistics) of blocks [begin, end), in block order.
   std::vector<torch::Tensor> range_buffers(std::size_t begin, std::size_t end) const;
 
@@ -108,6 +125,12 @@ class ChainImpl : public torch::nn::Cloneable<ChainImpl> {
   /// Whether an executor is installed (`set_executor`).
   bool has_executor() const noexcept { return static_cast<bool>(executor_); }
 
+  /// Makes `forward_range` and `forward_block` run each block through `runner` (null: plainly).
+  /// Not copied by `clone()`: a runner belongs to the parameters of this chain.
+  void set_block_runner(std::shared_ptr<BlockRunner> runner) { runner_ = std::move(runner); }
+  /// The installed block runner, or null.
+  BlockRunner* block_runner() const noexcept { return runner_.get(); }
+
   /// Deep copy: every block cloned (blocks must be `Cloneable`), same names, same executor.
   std::shared_ptr<torch::nn::Module> clone(
       const torch::optional<torch::Device>& device = torch::nullopt) const override;
@@ -124,6 +147,7 @@ class ChainImpl : public torch::nn::Cloneable<ChainImpl> {
   // Group submodules created for dotted names, by full dotted prefix ("layer1").
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> groups_;
   ChainExecutor executor_;
+  std::shared_ptr<BlockRunner> runner_;
 };
 
 /// Module holder of `ChainImpl` (`Chain chain; chain->push_back(...)`).

@@ -90,6 +90,8 @@ struct ProblemSettings {
   /// Accept trainable parameters the level's loss does not reach as zero gradients
   /// (`ProblemConfig::allow_unused_parameters`; default: an error naming them).
   bool allow_unused_parameters = false;
+  /// `ProblemConfig::offload`: none | cpu (zero3 on CUDA only).
+  std::string offload = "none";
 };
 
 /// `early_stopping:` (optional).
