@@ -31,6 +31,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 namespace mlo {
 namespace dist {
@@ -161,26 +162,17 @@ struct ProcessGroup::Impl {
   // by the calling thread, and never freed while the group lives.
   std::map<std::pair<int, std::string>, torch::Tensor> scratch;
 
-  // The first `numel` elements of the kept buffer of `key` (grown when too small).
-  torch::Tensor kept(std::map<std::pair<int, std::string>, torch::Tensor>& buffers,
-                     const std::pair<int, std::string>& key, int64_t numel,
-                     const torch::TensorOptions& options) {
-    torch::Tensor& buffer = buffers[key];
-    if (!buffer.defined() || buffer.numel() < numel) {
-      buffer = torch::Tensor();  // the old one goes first
-      buffer = torch::empty({numel}, options);
-    }
-    return buffer.narrow(0, 0, numel);
-  }
-  // The same, for what all_gather receives (kept apart: its input may be in `scratch`).
-  std::map<std::pair<int, std::string>, torch::Tensor> gathered;
-
   // `tensors` (one dtype and device) copied into the start of their buffer; returns that part.
   torch::Tensor pack(const std::pair<int, std::string>& key,
                      const std::vector<torch::Tensor>& tensors) {
     int64_t numel = 0;
     for (const auto& t : tensors) numel += t.numel();
-    torch::Tensor flat = kept(scratch, key, numel, tensors.front().options());
+    torch::Tensor& buffer = scratch[key];
+    if (!buffer.defined() || buffer.numel() < numel) {
+      buffer = torch::Tensor();  // the old one goes first
+      buffer = torch::empty({numel}, tensors.front().options());
+    }
+    torch::Tensor flat = buffer.narrow(0, 0, numel);
     int64_t offset = 0;
     for (const auto& t : tensors) {
       flat.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);
@@ -197,6 +189,16 @@ struct ProcessGroup::Impl {
       throw Error(std::string("rank ") + std::to_string(rank) + ": " + what +
                   " failed (a peer rank died, hangs or is slower than the timeout of " +
                   std::to_string(timeout.count()) + " ms): " + message(e));
+    }
+    // NOTE: Gloo's worker thread lets go of a finished collective a moment after wait() returns.
+    // Waiting for that (briefly) makes the caller the work's last owner, so the tensors it holds
+    // are freed on the caller's thread, which mlo's exact meter sees (it counts the metering
+    // thread's frees); otherwise a tensor of the caller's could be freed unseen on the worker.
+    if (backend == Backend::kGloo) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (work.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
     }
   }
 };
@@ -355,18 +357,12 @@ void ProcessGroup::all_gather(const torch::Tensor& shard, const torch::Tensor& f
     return;
   }
   impl_->check_devices({shard, full}, "all_gather", rank_);
-  // NOTE: received into a kept buffer, then copied: c10d's worker threads may hold a collective's
-  // tensors past its end, and `full` freed there would escape the exact meter (see `scratch`).
-  const torch::Tensor received =
-      impl_->kept(impl_->gathered, {static_cast<int>(full.scalar_type()), full.device().str()},
-                  full.numel(), full.options());
   std::vector<std::vector<torch::Tensor>> outputs(1);
   for (int r = 0; r < size_; ++r) {
-    outputs[0].push_back(received.narrow(0, r * shard.numel(), shard.numel()));
+    outputs[0].push_back(full.narrow(0, r * shard.numel(), shard.numel()));
   }
   std::vector<torch::Tensor> inputs{shard};
   impl_->wait(impl_->group->allgather(outputs, inputs), "all_gather", rank_);
-  full.copy_(received);
 }
 
 void ProcessGroup::reduce_scatter_mean(const torch::Tensor& full, const torch::Tensor& shard) {
@@ -386,8 +382,8 @@ void ProcessGroup::reduce_scatter_mean(const torch::Tensor& full, const torch::T
     for (int r = 0; r < size_; ++r) inputs[0].push_back(full.narrow(0, r * n, n));
     impl_->wait(impl_->group->reduce_scatter(outputs, inputs), "reduce_scatter", rank_);
   } else {
-    // (through the kept buffer of all_reduce_sum, for the meter's sake as above)
-    all_reduce(std::vector<torch::Tensor>{full}, /*mean=*/false);
+    std::vector<torch::Tensor> whole{full};
+    impl_->wait(impl_->group->allreduce(whole), "reduce_scatter (all_reduce)", rank_);
     shard.copy_(full.narrow(0, rank_ * n, n));
   }
   shard.div_(size_);

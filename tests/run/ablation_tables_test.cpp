@@ -23,9 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Two consecutive runs of each committed configuration at batch 100 (docs/memory-ablation.md).
-const char* const kTables[] = {"runs/ablation_b100/run1", "runs/ablation_b100/run2",
-                               "runs/ablation_b100_swish/run1", "runs/ablation_b100_swish/run2"};
+// Two consecutive runs of each committed configuration at batch 100 (docs/memory-ablation.md),
+// and of the ReLU configuration's ZeRO-2 and ZeRO-3 rows.
+const char* const kTables[] = {"runs/ablation_b100/run1",       "runs/ablation_b100/run2",
+                               "runs/ablation_b100_swish/run1", "runs/ablation_b100_swish/run2",
+                               "runs/ablation_b100_zero3/run1", "runs/ablation_b100_zero3/run2"};
 
 using mlo_test::csv_fields;
 using mlo_test::read_text;
@@ -93,7 +95,8 @@ TEST_CASE("ablation tables under runs/: two consecutive runs measured the same m
   // checkpointing planner picks by measured block times, so two runs may differ there). Their
   // time ratios are compared in docs/memory-ablation.md, not here: they are measurements of a
   // shared machine.
-  for (const char* config : {"runs/ablation_b100", "runs/ablation_b100_swish"}) {
+  for (const char* config :
+       {"runs/ablation_b100", "runs/ablation_b100_swish", "runs/ablation_b100_zero3"}) {
     const fs::path dir = fs::path(MLO_SOURCE_DIR) / config;
     INFO(dir.string());
     const auto first = nlohmann::json::parse(read_text(dir / "run1" / "ablation.json"));
@@ -109,6 +112,37 @@ TEST_CASE("ablation tables under runs/: two consecutive runs measured the same m
       CHECK(a.at("peak_bytes") == b.at("peak_bytes"));
       CHECK(a.at("floor_bytes") == b.at("floor_bytes"));
     }
+  }
+}
+
+TEST_CASE("ablation tables under runs/: ZeRO-3 holds half of ResNet-50's parameters, gradients "
+          "and momentum per rank", "[run][ablate]") {
+  // The exact footprint of the classifier (ResNet-50, SGD with momentum) per rank of 2: ZeRO-2
+  // halves the momentum; ZeRO-3 halves all three (each block's flat vector split in two: an
+  // even count in every block of ResNet-50, so no padding), and the peak is lower than ZeRO-2's.
+  for (const char* run : {"runs/ablation_b100_zero3/run1", "runs/ablation_b100_zero3/run2"}) {
+    const auto json =
+        nlohmann::json::parse(read_text(fs::path(MLO_SOURCE_DIR) / run / "ablation.json"));
+    INFO(run);
+    std::map<std::string, nlohmann::json> rows;
+    for (const auto& row : json.at("rows")) rows[row.at("key").get<std::string>()] = row;
+    REQUIRE(rows.count("baseline") == 1);
+    REQUIRE(rows.count("zero") == 1);
+    REQUIRE(rows.count("zero3") == 1);
+    const auto& whole = rows["baseline"]["footprints"][0];
+    const auto& zero2 = rows["zero"]["footprints"][0];
+    const auto& zero3 = rows["zero3"]["footprints"][0];
+    REQUIRE(whole.at("problem") == "classifier");
+    REQUIRE(zero3.at("problem") == "classifier");
+    const int64_t params = whole.at("parameters").get<int64_t>();
+    CHECK(params == 94083368);  // ResNet-50 with a 10-class head: 23520842 floats
+    for (const char* part : {"parameters", "gradients", "optimizer_state"}) {
+      INFO(part);
+      CHECK(2 * zero3.at(part).get<int64_t>() == whole.at(part).get<int64_t>());
+    }
+    CHECK(zero2.at("parameters").get<int64_t>() == params);
+    CHECK(rows["zero3"]["ranks"] == 2);
+    CHECK(rows["zero3"]["peak_bytes"].get<int64_t>() < rows["zero"]["peak_bytes"].get<int64_t>());
   }
 }
 
