@@ -57,12 +57,12 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) const {
   if (group == nullptr || group->size() == 1) return step;
 
   // Every rank's step, gathered through one sum (each rank fills its own slot), on the
-  // parameters' device (NCCL reduces device tensors only).
+  // model's device (NCCL reduces device tensors only).
   const auto gather = [&](int64_t value) {
     at::Tensor slots = torch::zeros({group->size()}, torch::kDouble);
     slots[group->rank()] = static_cast<double>(value);
-    const auto params = engine.problems().front()->parameters();
-    if (!params.empty() && !params.front().is_cpu()) slots = slots.to(params.front().device());
+    const c10::Device device = engine.problems().front()->device();
+    if (!device.is_cpu()) slots = slots.to(device);
     group->all_reduce_sum({slots});
     return slots.cpu();
   };

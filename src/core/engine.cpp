@@ -105,6 +105,15 @@ void Engine::check_config(const Problem& problem) const {
             c.precision() == Precision::kFP16 ? " (fp16 needs a CUDA device and a CUDA build of "
                                                 "mlo; on CPU use bf16)"
                                               : " (needs a CUDA build of mlo)");
+  // NOTE: optimal and min_memory pick segments by each rank's own measured block times; under
+  // zero3 two ranks could pick different plans, whose gathers (3 per checkpointed block, 2 per
+  // stored one) would not pair up.
+  MLO_CHECK(!(config_.strategy() == dist::Strategy::kZero3 && c.data_parallel() &&
+              (c.checkpointing().strategy() == Checkpointing::kOptimal ||
+               c.checkpointing().strategy() == Checkpointing::kMinMemory)),
+            "problem '", name, "': checkpointing ", to_string(c.checkpointing().strategy()),
+            " plans from this rank's own block timings, which under strategy zero3 could differ "
+            "between ranks (and so would their collectives); use uniform or sqrt");
   if (c.offload() == Offload::kCpu) {
     MLO_CHECK(config_.strategy() == dist::Strategy::kZero3 && c.data_parallel() &&
                   dynamic_cast<const nn::ChainImpl*>(&problem.module()) != nullptr,
@@ -205,7 +214,7 @@ void Engine::initialize() {
   std::vector<Problem*> all;
   for (const auto& problem : problems_) all.push_back(problem.get());
   for (const auto& problem : problems_) {
-    problem->resolve(meter_.get(), all, group_.get(), config_.strategy());
+    problem->resolve(meter_.get(), all, group_, config_.strategy());
     // Planned lazily, on the model's first forward (it needs a real batch to profile).
     auto plan = memory::configure_checkpointing(problem->module(), problem->name(),
                                                 problem->config().checkpointing());
@@ -328,7 +337,19 @@ void Engine::validate_and_maybe_stop() {
   const auto found = last_validation_.find(rule->metric());
   MLO_CHECK(found != last_validation_.end(), "engine: early_stopping metric '", rule->metric(),
             "' is not among the validation metrics (", metric_names(last_validation_), ")");
-  const double value = found->second;
+  double value = found->second;
+  const bool every_rank = std::any_of(problems_.begin(), problems_.end(), [](const ProblemPtr& p) {
+    return p->shards_parameters();
+  });
+  if (group_ && every_rank) {
+    // (every rank validates under zero3: rank 0's value decides on all of them, so that every
+    // rank keeps its shards of the same best state)
+    at::Tensor shared = at::full({1}, is_main() ? value : 0.0, at::kDouble);
+    const c10::Device device = problems_.front()->device();
+    if (!device.is_cpu()) shared = shared.to(device);
+    group_->all_reduce_sum({shared});
+    value = shared.cpu().item<double>();
+  }
   const bool improved =
       !best_metric_ || (rule->mode() == Mode::kMin ? value < *best_metric_ - rule->min_delta()
                                                    : value > *best_metric_ + rule->min_delta());

@@ -56,9 +56,9 @@ bool Engine::agree_to_go_on(bool go_on) {
   double* f = flags.data_ptr<double>();
   f[0] = is_main() && stopped_early_ ? 1.0 : 0.0;
   f[1] = go_on ? 0.0 : 1.0;
-  // (on the parameters' device: NCCL reduces device tensors only)
-  const auto params = problems_.front()->parameters();
-  if (!params.empty() && !params.front().is_cpu()) flags = flags.to(params.front().device());
+  // (on the model's device: NCCL reduces device tensors only; zero3's offloaded shards are not)
+  const c10::Device device = problems_.front()->device();
+  if (!device.is_cpu()) flags = flags.to(device);
   group_->all_reduce_sum({flags});
   flags = flags.cpu();
   stopped_early_ = flags.data_ptr<double>()[0] > 0;

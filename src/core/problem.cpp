@@ -163,7 +163,8 @@ double Problem::sum_over_shards(double local) const {
 }
 
 void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers,
-                      dist::ProcessGroup* group, dist::Strategy strategy) {
+                      std::shared_ptr<dist::ProcessGroup> group_owner, dist::Strategy strategy) {
+  dist::ProcessGroup* group = group_owner.get();
   meter_ = meter;
   resolved_ = false;  // (a second resolve lists the parameters afresh)
   trainable_ = parameters();
@@ -179,9 +180,12 @@ void Problem::resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& p
   if (sharded && strategy == dist::Strategy::kZero3 && chain != nullptr) {
     // (a second resolve keeps the shards: the module's parameters hold no values any more)
     if (!zero3_) {
-      zero3_ = std::make_unique<detail::Zero3>(*chain, optimizer_.get(), *group, name_,
+      zero3_ = std::make_unique<detail::Zero3>(*chain, optimizer_.get(), group_owner, name_,
                                                config_.offload() == Offload::kCpu);
     }
+    MLO_CHECK(&zero3_->group() == group, "problem '", name_, "': its parameters are sharded over ",
+              "another process group (an earlier engine's); a problem sharded by zero3 stays ",
+              "with its group");
     trainable_ = zero3_->shards();
   } else {
     MLO_CHECK(!zero3_, "problem '", name_, "': its parameters are sharded by strategy zero3; ",

@@ -122,7 +122,14 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive module_archive;
   archive.read("module", module_archive);
   module().load(module_archive);
-  if (shards_parameters()) load_shards(trainable_, archive, "problem '" + name_ + "'");
+  if (shards_parameters()) {
+    load_shards(trainable_, archive, "problem '" + name_ + "'");
+  } else {
+    torch::serialize::InputArchive shards;
+    MLO_CHECK(!archive.try_read("zero3_shards", shards), "problem '", name_, "': the saved ",
+              "state holds its parameters as zero3 shards, but this run does not shard them ",
+              "(data_parallel false, or another strategy); resume with the saved settings");
+  }
   if (optimizer_) {
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);

@@ -48,12 +48,17 @@ using torch::autograd::variable_list;
 class Gathered {
  public:
   Gathered(Zero3::Unit& unit, dist::ProcessGroup& group) : unit_(unit) {
-    if (unit_.gathered++ > 0) return;
+    if (unit_.gathered > 0) {
+      ++unit_.gathered;
+      return;
+    }
     at::NoGradGuard no_grad;
     for (auto& f : unit_.flats) {
       const at::Tensor full = at::empty({f.padded}, f.compute);
-      // (an offloaded shard comes from pinned host memory; the copy is ordered on the stream)
-      const at::Tensor shard = f.shard.detach().to(f.compute.device(), /*non_blocking=*/true);
+      // NOTE: a blocking copy for an offloaded shard: the host writes to the shard in place
+      // right after a forward (a finite difference's perturbation, L2RW's look-ahead), which
+      // must not overtake an asynchronous upload still reading it.
+      const at::Tensor shard = f.shard.detach().to(f.compute.device());
       const auto start = std::chrono::steady_clock::now();
       group.all_gather(shard, full);
       unit_.traffic->gather_seconds +=
@@ -63,9 +68,11 @@ class Gathered {
         f.params[i].set_data(full.narrow(0, f.offsets[i], f.numels[i]).view(f.shapes[i]));
       }
     }
+    // (counted once every flat is in place: a collective that throws leaves the unit empty)
+    ++unit_.gathered;
   }
   ~Gathered() {
-    if (--unit_.gathered > 0) return;
+    if (unit_.gathered == 0 || --unit_.gathered > 0) return;
     for (auto& f : unit_.flats) {
       for (auto& p : f.params) p.set_data(at::empty({0}, p.options()));
     }
@@ -81,7 +88,7 @@ class Gathered {
 struct UnitState : torch::CustomClassHolder {
   nn::ChainImpl* chain = nullptr;
   std::shared_ptr<Zero3::Unit> unit;
-  dist::ProcessGroup* group = nullptr;
+  std::shared_ptr<dist::ProcessGroup> group;
   std::string owner;
   at::Tensor input;                   // the block's input: a leaf of its own graph
   torch::autograd::Edge output;       // where the block's graph starts
@@ -198,20 +205,21 @@ class UnitFunction : public torch::autograd::Function<UnitFunction> {
 
 class Zero3::Runner : public nn::BlockRunner {
  public:
-  Runner(std::vector<std::shared_ptr<Unit>> by_block, dist::ProcessGroup& group, std::string owner)
-      : by_block_(std::move(by_block)), group_(group), owner_(std::move(owner)) {}
+  Runner(std::vector<std::shared_ptr<Unit>> by_block, std::shared_ptr<dist::ProcessGroup> group,
+         std::string owner)
+      : by_block_(std::move(by_block)), group_(std::move(group)), owner_(std::move(owner)) {}
 
   at::Tensor run(nn::ChainImpl& chain, size_t i, const at::Tensor& x) override {
     const std::shared_ptr<Unit>& unit = i < by_block_.size() ? by_block_[i] : nullptr;
     if (!unit) return chain.block(i).forward(x);
     if (!at::GradMode::is_enabled()) {
-      Gathered gathered(*unit, group_);
+      Gathered gathered(*unit, *group_);
       return chain.block(i).forward(x);
     }
     auto state = c10::make_intrusive<UnitState>();
     state->chain = &chain;
     state->unit = unit;
-    state->group = &group_;
+    state->group = group_;
     state->owner = owner_;
     return UnitFunction::apply(x, at::TensorList(unit->shards), std::move(state));
   }
@@ -225,14 +233,16 @@ class Zero3::Runner : public nn::BlockRunner {
 
  private:
   std::vector<std::shared_ptr<Unit>> by_block_;
-  dist::ProcessGroup& group_;
+  std::shared_ptr<dist::ProcessGroup> group_;
   std::string owner_;
 };
 
-Zero3::Zero3(nn::ChainImpl& chain, torch::optim::Optimizer* optimizer, dist::ProcessGroup& group,
-             std::string owner, bool offload)
-    : chain_(chain), group_(group), owner_(std::move(owner)),
+Zero3::Zero3(nn::ChainImpl& chain, torch::optim::Optimizer* optimizer,
+             std::shared_ptr<dist::ProcessGroup> group_owner, std::string owner, bool offload)
+    : chain_(chain), group_(std::move(group_owner)), owner_(std::move(owner)),
       traffic_(std::make_shared<Traffic>()) {
+  MLO_INTERNAL_ASSERT(group_ != nullptr, "zero3 without a process group");
+  dist::ProcessGroup& group = *group_;
   MLO_CHECK(!chain.block_runner(), "problem '", owner_, "': its chain's parameters are sharded "
             "already (one model in two problems under strategy zero3)");
   const int ranks = group.size();
@@ -259,7 +269,11 @@ Zero3::Zero3(nn::ChainImpl& chain, torch::optim::Optimizer* optimizer, dist::Pro
   for (size_t b = 0; b < chain.size(); ++b) {
     std::vector<std::vector<at::Tensor>> per_group(groups);
     for (const auto& p : chain.block_module(b)->parameters()) {
-      if (!p.requires_grad() || p.numel() == 0) continue;
+      if (!p.requires_grad()) continue;
+      MLO_CHECK(p.numel() > 0, "problem '", owner_, "': a trainable parameter of block '",
+                chain.block_name(b), "' holds no values: it is shared with another problem that ",
+                "strategy zero3 shards already (set data_parallel false on one of them, or use ",
+                "zero2), or it is empty (set requires_grad false on it)");
       const void* key = p.unsafeGetTensorImpl();
       const auto twice = seen.find(key);
       MLO_CHECK(twice == seen.end(), "problem '", owner_, "': blocks '",
@@ -286,11 +300,14 @@ Zero3::Zero3(nn::ChainImpl& chain, torch::optim::Optimizer* optimizer, dist::Pro
       Flat f;
       int64_t numel = 0;
       for (const auto& p : per_group[g]) {
+        // (one device for the whole chain: the autograd engine runs one thread per device, and
+        // the units' reduce-scatters must come in the same order on every rank)
         MLO_CHECK(p.scalar_type() == per_group[g].front().scalar_type() &&
-                      p.device() == per_group[g].front().device(),
+                      p.device() == per_group[g].front().device() &&
+                      (units_.empty() || p.device() == units_.front()->flats.front().compute.device()),
                   "problem '", owner_, "': the parameters of block '", unit->name,
-                  "' differ in dtype or device; strategy zero3 shards a block's parameters as one "
-                  "flat vector");
+                  "' differ in dtype or device (from each other or from earlier blocks); strategy "
+                  "zero3 shards a block's parameters as one flat vector, and a chain on one device");
         f.params.push_back(p);
         f.shapes.push_back(p.sizes().vec());
         f.offsets.push_back(numel);
@@ -352,8 +369,8 @@ std::string Zero3::describe(const at::Tensor& tensor) const {
   for (const auto& unit : units_) {
     for (size_t k = 0; k < unit->flats.size(); ++k) {
       if (unit->flats[k].shard.unsafeGetTensorImpl() != tensor.unsafeGetTensorImpl()) continue;
-      return "shard " + std::to_string(group_.rank() + 1) + " of " +
-             std::to_string(group_.size()) + " of block '" + unit->name + "'" +
+      return "shard " + std::to_string(group_->rank() + 1) + " of " +
+             std::to_string(group_->size()) + " of block '" + unit->name + "'" +
              (unit->flats.size() > 1 ? " (parameter group " + std::to_string(k) + ")" : "");
     }
   }
@@ -364,7 +381,7 @@ std::vector<std::pair<const void*, at::Tensor>> Zero3::gather_copies() const {
   std::vector<std::pair<const void*, at::Tensor>> out;
   at::NoGradGuard no_grad;
   for (const auto& unit : units_) {
-    Gathered gathered(*unit, group_);
+    Gathered gathered(*unit, *group_);
     for (const auto& f : unit->flats) {
       for (const auto& p : f.params) out.emplace_back(p.unsafeGetTensorImpl(), p.detach().clone());
     }

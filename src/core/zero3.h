@@ -48,13 +48,15 @@ class Zero3 {
   // runner. `owner` names the problem in errors. `offload`: the shards (hence their gradients
   // and optimizer state) live in host memory, pinned, and each gather first copies a unit's
   // shard to the parameters' device; its gradient comes back to the host.
-  Zero3(nn::ChainImpl& chain, torch::optim::Optimizer* optimizer, dist::ProcessGroup& group,
-        std::string owner, bool offload = false);
+  Zero3(nn::ChainImpl& chain, torch::optim::Optimizer* optimizer,
+        std::shared_ptr<dist::ProcessGroup> group, std::string owner, bool offload = false);
   // Uninstalls the runner. (The module's parameters stay empty: the values are in the shards.)
   ~Zero3();
   Zero3(const Zero3&) = delete;
   Zero3& operator=(const Zero3&) = delete;
 
+  // The group the shards are spread over (kept alive by this and by the chain's runner).
+  dist::ProcessGroup& group() const { return *group_; }
   // This rank's shards, unit by unit (then by parameter group): the level's trainable tensors.
   const std::vector<at::Tensor>& shards() const { return shards_; }
   // "shard 1 of 2 of block 'layer1.0' (conv1.weight, bn1.weight, ...)", or "" if `tensor` is
@@ -83,7 +85,7 @@ class Zero3 {
 
  private:
   nn::ChainImpl& chain_;
-  dist::ProcessGroup& group_;
+  std::shared_ptr<dist::ProcessGroup> group_;
   std::string owner_;
   std::vector<std::shared_ptr<Unit>> units_;
   std::vector<at::Tensor> shards_;

@@ -435,6 +435,25 @@ TEST_CASE("Engine: zero3 on one process trains a Chain exactly as one process do
                      sharded->module_as<mlo::nn::ChainImpl>()->forward(x)));
 }
 
+TEST_CASE("Engine: zero3 refuses checkpointing plans made from each rank's own timings",
+          "[core][engine][dist]") {
+  for (auto strategy : {mlo::Checkpointing::kOptimal, mlo::Checkpointing::kMinMemory}) {
+    auto p = chain_fit(ProblemConfig().checkpointing(strategy));
+    mlo::Engine engine(mlo::EngineConfig().strategy(mlo::dist::Strategy::kZero3));
+    engine.add(p);
+    REQUIRE_THROWS_WITH(engine.initialize(),
+                        Contains("problem 'fit': checkpointing " +
+                                 std::string(mlo::to_string(strategy)) +
+                                 " plans from this rank's own block timings") &&
+                            Contains("use uniform or sqrt"));
+  }
+  // A plan from the block count alone is the same on every rank.
+  auto p = chain_fit(ProblemConfig().checkpointing(mlo::Checkpointing::kSqrt));
+  mlo::Engine engine(mlo::EngineConfig().train_iters(2).strategy(mlo::dist::Strategy::kZero3));
+  engine.add(p);
+  REQUIRE_NOTHROW(engine.run());
+}
+
 TEST_CASE("Engine: offload cpu on a model that is on the CPU is refused", "[core][engine][dist]") {
   auto p = chain_fit(ProblemConfig().offload(mlo::Offload::kCpu));
   mlo::Engine engine(mlo::EngineConfig().strategy(mlo::dist::Strategy::kZero3));

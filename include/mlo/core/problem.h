@@ -273,9 +273,11 @@ class Problem {
   /// meter (null: not metered), the trainable parameters, the buffers that only this
   /// problem's own step may change (its own; those of its `peers`, restored after each step),
   /// and the engine's process group (null: none) with the strategy: a level that is data
-  /// parallel averages over it, one that opted out keeps its replicas equal to rank 0's.
+  /// parallel averages over it, one that opted out keeps its replicas equal to rank 0's. Under
+  /// zero3 the level's parameter shards keep the group alive (their model gathers through it
+  /// for as long as the problem lives); a second resolve must then give the same group.
   void resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers,
-               dist::ProcessGroup* group = nullptr,
+               std::shared_ptr<dist::ProcessGroup> group = nullptr,
                dist::Strategy strategy = dist::Strategy::kDefault);
   /// One local step (a micro-step under gradient accumulation): fetch a batch, compute the loss
   /// (under the level's precision), its direct gradient plus one hypergradient per path of

@@ -30,7 +30,9 @@ using BlockFunction = std::function<torch::Tensor(const torch::Tensor&)>;
 /// gradients of `input` and `params`.
 ///
 /// - `params`: the tensors `fn` reads besides `input` that may need gradients (a module's
-///   `parameters()`); those that do not require grad are skipped, unused ones get no gradient.
+///   `parameters()`; for blocks of a chain, `ChainImpl::range_leaves`, which under ZeRO-3 are
+///   the shards the blocks gather from); those that do not require grad are skipped, unused ones
+///   get no gradient.
 /// - `buffers`: tensors `fn` updates in place as a side effect (batch-norm running statistics
 ///   and `num_batches_tracked`): their values are saved before the recomputation and restored
 ///   after it, so a training step updates them exactly once.
