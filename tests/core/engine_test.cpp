@@ -1,4 +1,5 @@
 // Engine: configuration errors at start, validation hook, early stopping, log lines.
+#include "support/chain_fit.h"
 #include "support/toy.h"
 
 #include <mlo/nn/chain.h>
@@ -374,15 +375,7 @@ TEST_CASE("Engine: the validation line holds the named metrics and the early-sto
 
 namespace {
 
-// y = chain(x), fitted to x's row sums: a Chain of two Linear blocks with a tanh between.
-struct ChainFit : mlo::Problem {
-  using mlo::Problem::Problem;
-  torch::Tensor training_step(const mlo::Batch& b) override {
-    return (module_as<mlo::nn::ChainImpl>()->forward(b.data).squeeze(1) - b.data.sum(1))
-        .pow(2)
-        .mean();
-  }
-};
+using mlo_test::ChainFit;  // (tests/support/chain_fit.h)
 
 std::shared_ptr<ChainFit> chain_fit(ProblemConfig config) {
   torch::manual_seed(5);

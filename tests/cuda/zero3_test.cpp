@@ -3,6 +3,7 @@
 // steps the shards on the CPU (element-wise double arithmetic on either device: 1e-12).
 #include <mlo/mlo.h>
 #include <mlo/nn/chain.h>
+#include <support/chain_fit.h>
 
 #include <torch/torch.h>
 
@@ -14,15 +15,7 @@
 
 namespace {
 
-// y = chain(x), fitted to x's row sums: a Chain of two Linear blocks with a tanh between.
-struct ChainFit : mlo::Problem {
-  using mlo::Problem::Problem;
-  torch::Tensor training_step(const mlo::Batch& b) override {
-    return (module_as<mlo::nn::ChainImpl>()->forward(b.data).squeeze(1) - b.data.sum(1))
-        .pow(2)
-        .mean();
-  }
-};
+using mlo_test::ChainFit;  // (tests/support/chain_fit.h)
 
 // Trains the fit for 6 steps on cuda:0 under `strategy`, with `offload`; returns the problem.
 std::shared_ptr<ChainFit> train(mlo::dist::Strategy strategy, mlo::Offload offload) {
