@@ -17,7 +17,7 @@
 #       and reserved MiB, savings, time ratios), the GPU's name and driver.
 #       Without a visible GPU it stops after the CPU half (unpack, configure, build, the test
 #       suite with the [cuda] tests skipped and their reason) and exits 2; --cpu-only makes that
-#       the intended outcome (exit 0). --gpu-only builds only `mlo` and the [cuda] tests and
+#       the intended outcome (exit 0). --gpu-only builds only the `mlo` program and the [cuda] tests and
 #       skips the CPU test suite (which every CI lane runs anyway): for a GPU lent by the
 #       minute, where the build and the GPU's own checks must fit in a few minutes.
 # Environment: CUDA_HOME (default /usr/local/cuda), MLO_JOBS (default: nproc).
@@ -126,7 +126,7 @@ grep -q "CUDA support: 1" "${report_dir}/configure.log" ||
   die "LibTorch from ${torch_root} was not found with CUDA (${report_dir}/configure.log)"
 
 targets=()
-[ "${gpu_only}" = 1 ] && targets=(--target mlo cuda_test)
+[ "${gpu_only}" = 1 ] && targets=(--target mlo_tool cuda_test)
 log "Building ${targets[*]:-everything} with ${jobs} jobs"
 cmake --build "${build}" -j "${jobs}" "${targets[@]}" > "${report_dir}/build.log" 2>&1 ||
   { tail -30 "${report_dir}/build.log"; die "the build failed (${report_dir}/build.log)"; }
