@@ -17,9 +17,9 @@
 #       and reserved MiB, savings, time ratios), the GPU's name and driver.
 #       Without a visible GPU it stops after the CPU half (unpack, configure, build, the test
 #       suite with the [cuda] tests skipped and their reason) and exits 2; --cpu-only makes that
-#       the intended outcome (exit 0). --gpu-only builds only the `mlo` program and the [cuda] tests and
-#       skips the CPU test suite (which every CI lane runs anyway): for a GPU lent by the
-#       minute, where the build and the GPU's own checks must fit in a few minutes.
+#       the intended outcome (exit 0). --gpu-only builds only the `mlo` program and the
+#       [cuda] tests and skips the CPU test suite (which every CI lane runs anyway): for a GPU
+#       lent by the minute, where the build and the GPU's own checks must fit in a few minutes.
 # Environment: CUDA_HOME (default /usr/local/cuda), MLO_JOBS (default: nproc).
 set -euo pipefail
 
