@@ -65,7 +65,7 @@ while [ $# -gt 0 ]; do
     --python) python="$2"; shift 2 ;;
     --cpu-only) cpu_only=1; shift ;;
     --gpu-only) gpu_only=1; shift ;;
-    -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) [ -z "${report_dir}" ] || die "one REPORT_DIR, got '${report_dir}' and '$1'"; report_dir="$1"; shift ;;
   esac
@@ -128,7 +128,7 @@ grep -q "CUDA support: 1" "${report_dir}/configure.log" ||
 targets=()
 [ "${gpu_only}" = 1 ] && targets=(--target mlo_tool cuda_test)
 log "Building ${targets[*]:-everything} with ${jobs} jobs"
-cmake --build "${build}" -j "${jobs}" "${targets[@]}" > "${report_dir}/build.log" 2>&1 ||
+cmake --build "${build}" -j "${jobs}" ${targets[@]+"${targets[@]}"} > "${report_dir}/build.log" 2>&1 ||
   { tail -30 "${report_dir}/build.log"; die "the build failed (${report_dir}/build.log)"; }
 
 log "The test suite, then the [cuda] tests"

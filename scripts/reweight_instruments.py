@@ -61,7 +61,7 @@ def main(argv):
     data = {label: series(path) for label, path in runs}
     tmp = tempfile.mkdtemp(prefix="mlo-instruments-")
     script = [
-        "set terminal pngcairo size 1500,1000 font ',10'",
+        "set terminal pngcairo size 1500,1000 noenhanced font ',10'",
         f"set output '{png}'",
         "set multiplot layout 2,3 title \"x: global step; dashed: the classifier's learning-rate "
         "drops\" font ',11'",

@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -17,7 +18,6 @@
 #include <map>
 #include <sstream>
 #include <string>
-#include <cmath>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -120,7 +120,7 @@ TEST_CASE("ablation tables under runs/: two consecutive runs measured the same m
   }
 }
 
-TEST_CASE("ablation tables under runs/: two runs on a GPU agree on every peak within 0.1%",
+TEST_CASE("ablation tables under runs/: two GPU runs of one plan agree within 0.1%",
           "[run][ablate]") {
   // On CUDA the allocator's peak includes cuDNN's workspace, whose size follows the convolution
   // algorithm cuDNN picks at run time (and the checkpointing planner's "9 segments of 18 blocks"
