@@ -94,29 +94,42 @@ TEST_CASE("ablation tables under runs/: every row's peak is at least its floor",
   }
 }
 
+namespace {
+
+// Calls check(a, b) on every row that ran the same plan in run1 and run2 of `config` (the
+// checkpointing planner picks by measured block times, so two runs may differ there); returns
+// run1's table.
+template <typename Check>
+nlohmann::json for_rows_of_one_plan(const char* config, Check check) {
+  const fs::path dir = fs::path(MLO_SOURCE_DIR) / config;
+  INFO(dir.string());
+  auto first = nlohmann::json::parse(read_text(dir / "run1" / "ablation.json"));
+  const auto second = nlohmann::json::parse(read_text(dir / "run2" / "ablation.json"));
+  REQUIRE(first.at("rows").size() == second.at("rows").size());
+  for (std::size_t i = 0; i < first.at("rows").size(); ++i) {
+    const auto& a = first["rows"][i];
+    const auto& b = second["rows"][i];
+    REQUIRE(a.at("key") == b.at("key"));
+    INFO("row " << a.at("key"));
+    if (a.at("plan") == b.at("plan")) check(a, b);
+  }
+  return first;
+}
+
+}  // namespace
+
 TEST_CASE("ablation tables under runs/: two consecutive runs measured the same memory",
           "[run][ablate]") {
-  // The meter is exact: a row that ran the same plan in both runs peaked at the same byte (the
-  // checkpointing planner picks by measured block times, so two runs may differ there). Their
+  // The meter is exact: a row that ran the same plan in both runs peaked at the same byte. Their
   // time ratios are compared in docs/memory-ablation.md, not here: they are measurements of a
   // shared machine.
   for (const char* config :
        {"runs/ablation_b100", "runs/ablation_b100_swish", "runs/ablation_b100_zero3"}) {
-    const fs::path dir = fs::path(MLO_SOURCE_DIR) / config;
-    INFO(dir.string());
-    const auto first = nlohmann::json::parse(read_text(dir / "run1" / "ablation.json"));
-    const auto second = nlohmann::json::parse(read_text(dir / "run2" / "ablation.json"));
-    CHECK(first.at("rounds").get<int64_t>() >= 3);
-    REQUIRE(first.at("rows").size() == second.at("rows").size());
-    for (std::size_t i = 0; i < first.at("rows").size(); ++i) {
-      const auto& a = first["rows"][i];
-      const auto& b = second["rows"][i];
-      REQUIRE(a.at("key") == b.at("key"));
-      INFO("row " << a.at("key"));
-      if (a.at("plan") != b.at("plan")) continue;
+    const auto first = for_rows_of_one_plan(config, [](const auto& a, const auto& b) {
       CHECK(a.at("peak_bytes") == b.at("peak_bytes"));
       CHECK(a.at("floor_bytes") == b.at("floor_bytes"));
-    }
+    });
+    CHECK(first.at("rounds").template get<int64_t>() >= 3);
   }
 }
 
@@ -128,24 +141,14 @@ TEST_CASE("ablation tables under runs/: two GPU runs of one plan agree within 0.
   // 0.25 MiB apart and their floors 0.9 MiB apart. Every other row with the same plan agreed to
   // the byte; the bound is 0.1% of the peak and of the floor, rows of another plan aside.
   for (const char* config : {"runs/ablation_b100_cuda", "runs/ablation_b100_swish_cuda"}) {
-    const fs::path dir = fs::path(MLO_SOURCE_DIR) / config;
-    INFO(dir.string());
-    const auto first = nlohmann::json::parse(read_text(dir / "run1" / "ablation.json"));
-    const auto second = nlohmann::json::parse(read_text(dir / "run2" / "ablation.json"));
-    REQUIRE(first.at("rows").size() == second.at("rows").size());
-    for (std::size_t i = 0; i < first.at("rows").size(); ++i) {
-      const auto& a = first["rows"][i];
-      const auto& b = second["rows"][i];
-      REQUIRE(a.at("key") == b.at("key"));
-      INFO("row " << a.at("key"));
-      if (a.at("plan") != b.at("plan")) continue;
-      const double pa = a.at("peak_bytes").get<double>();
-      const double pb = b.at("peak_bytes").get<double>();
-      const double fa = a.at("floor_bytes").get<double>();
-      const double fb = b.at("floor_bytes").get<double>();
-      CHECK(std::abs(pa - pb) <= 1e-3 * pa);
-      CHECK(std::abs(fa - fb) <= 1e-3 * fa);
-    }
+    for_rows_of_one_plan(config, [](const auto& a, const auto& b) {
+      for (const char* field : {"peak_bytes", "floor_bytes"}) {
+        INFO(field);
+        const double x = a.at(field).template get<double>();
+        const double y = b.at(field).template get<double>();
+        CHECK(std::abs(x - y) <= 1e-3 * x);
+      }
+    });
   }
 }
 
