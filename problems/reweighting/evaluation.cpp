@@ -125,6 +125,9 @@ std::string ReweightingExperiment::describe() const {
         << (settings_.reweighting.normalize_weights ? ", normalized" : ", unnormalized")
         << (settings_.reweighting.freeze_weight_inputs ? ", frozen weight inputs" : "")
         << ", weight floor " << settings_.reweighting.weight_floor;
+    if (settings_.reweighting.weight_floor > 0 && settings_.reweighting.weight_floor_after > 0) {
+      out << " after step " << settings_.reweighting.weight_floor_after;
+    }
     if (settings_.reweighting.max_relative_weight > 0) {
       out << ", weights <= " << settings_.reweighting.max_relative_weight << " x mean";
     }

@@ -197,7 +197,8 @@ void ReweightingExperiment::build_problems() {
                              .normalize(settings_.reweighting.normalize_weights)
                              .freeze_inputs(settings_.reweighting.freeze_weight_inputs)
                              .max_relative_weight(settings_.reweighting.max_relative_weight)
-                             .weight_floor(settings_.reweighting.weight_floor));
+                             .weight_floor(settings_.reweighting.weight_floor)
+                             .weight_floor_after(settings_.reweighting.weight_floor_after));
   reweighter_->classifier = classifier_.get();
   run::add_problems(*engine_, config_, {classifier_, reweighter_});
 }

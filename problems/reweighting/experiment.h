@@ -88,6 +88,9 @@ struct ReweightingConfig {
   /// keeps the weight nets from sharpening until a few samples train the classifier in long
   /// runs (chosen on the validation split, docs/reweighting.md, finding 5).
   double weight_floor = 0.1;
+  /// mwn, class_mwn: the floor applies after the classifier's first this many steps
+  /// (WeightNetOptions::weight_floor_after); 0: from the first step.
+  int64_t weight_floor_after = 0;
   /// l2rw: finite-difference step relative to the meta gradient's norm.
   double l2rw_alpha = 0.01;
   /// class_balanced: beta of the effective number of samples, in [0, 1]; 1 is inverse class

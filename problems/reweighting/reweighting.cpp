@@ -64,6 +64,8 @@ Classifier& Classifier::weighting(Weighting weighting) {
               o->max_relative_weight());
     MLO_CHECK(o->weight_floor() >= 0 && o->weight_floor() < 1, "problem '", name(),
               "': WeightNetOptions weight_floor must be in [0, 1), got ", o->weight_floor());
+    MLO_CHECK(o->weight_floor_after() >= 0, "problem '", name(),
+              "': WeightNetOptions weight_floor_after must be >= 0, got ", o->weight_floor_after());
   } else if (const auto* o = std::get_if<L2rwOptions>(&weighting)) {
     MLO_CHECK(static_cast<bool>(o->meta()), "problem '", name(),
               "': L2rwOptions needs a meta-batch function, got an empty one");
@@ -241,8 +243,14 @@ at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options)
 
 at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOptions& options) {
   Reweighter& reweighter = *options.reweighter();
+  // step_count() is this step's number from the step's start to the next step, so a
+  // re-evaluation of the step's batch applies the floor the step applied.
+  const double floor = options.weight_floor_after() == 0 ||
+                               step_count() > options.weight_floor_after()
+                           ? options.weight_floor()
+                           : 0.0;
   auto bounded = [&](at::Tensor w) {
-    if (options.weight_floor() > 0) w = options.weight_floor() + (1 - options.weight_floor()) * w;
+    if (floor > 0) w = floor + (1 - floor) * w;
     if (options.max_relative_weight() <= 0) return w;
     return torch::minimum(w, w.mean().detach() * options.max_relative_weight());
   };
@@ -271,6 +279,7 @@ at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOption
       reweighter.weights(weight_inputs(batch, losses, options.freeze_inputs()), batch.target);
   const at::Tensor w = bounded(raw);
   record_weights(w, batch.target);
+  log_metric("weight_floor", floor);
   // (of the net's own output, before a floor or a bound)
   log_metric("weight_saturated",
              raw.detach().lt(0.01).logical_or(raw.detach().gt(0.99)).to(at::kDouble).mean()

@@ -64,6 +64,10 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
       return x >= 0 && x < 1 ? std::string()
                              : "must be in [0, 1) (0 = none), got " + number_text(x);
     });
+    s("weight_floor_after", reweighting.weight_floor_after, [](const int64_t& x) {
+      return x >= 0 ? std::string()
+                    : "must be >= 0 (steps; 0 = from the first), got " + std::to_string(x);
+    });
     s("class_balanced_beta", reweighting.class_balanced_beta, [](const double& x) {
       return x >= 0 && x <= 1
                  ? std::string()

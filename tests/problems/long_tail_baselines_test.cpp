@@ -219,3 +219,26 @@ TEST_CASE("Experiment: the weight nets' floor is 0.1 unless the YAML says otherw
   CHECK_THROWS_WITH(floor_of({"reweighting.weight_floor=1"}),
                     Contains("reweighting.weight_floor: must be in [0, 1) (0 = none), got 1"));
 }
+
+TEST_CASE("Experiment: reweighting.weight_floor_after reaches the classifier, checked",
+          "[problems][reweighting][run]") {
+  auto after_of = [](const std::vector<std::string>& overrides) {
+    const auto config =
+        mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides);
+    auto experiment = mlo::run::make_experiment(config);
+    for (const auto& p : experiment->engine().problems()) {
+      if (const auto c = std::dynamic_pointer_cast<rw::Classifier>(p)) {
+        const auto* o = std::get_if<rw::WeightNetOptions>(&c->weighting());
+        REQUIRE(o != nullptr);
+        return o->weight_floor_after();
+      }
+    }
+    FAIL("no classifier");
+    return int64_t{-1};
+  };
+  CHECK(after_of({}) == 0);
+  CHECK(after_of({"reweighting.weight_floor_after=500"}) == 500);
+  CHECK_THROWS_WITH(
+      after_of({"reweighting.weight_floor_after=-3"}),
+      Contains("reweighting.weight_floor_after: must be >= 0 (steps; 0 = from the first), got -3"));
+}

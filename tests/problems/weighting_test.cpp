@@ -150,6 +150,46 @@ TEST_CASE("Classifier: bounded relative weights, a weight floor and the weight n
       Contains("weight_floor must be in [0, 1), got 1"));
 }
 
+TEST_CASE("Classifier: a weight floor after the first steps, the same in the step and its "
+          "re-evaluation", "[problems][reweighting]") {
+  // Learning rates 0: every step sees the closed-form losses and weights sigmoid(l_i).
+  const auto l = closed_form_losses();
+  const std::vector<double> w = {sigmoid(l[0]), sigmoid(l[1]), sigmoid(l[2])};
+  auto normalized = [&](double f) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      num += (f + (1 - f) * w[i]) * l[i];
+      den += f + (1 - f) * w[i];
+    }
+    return num / den;
+  };
+  REQUIRE(std::abs(normalized(0.5) - normalized(0.0)) > 1e-2);
+  auto p = make_pair(mlo::ProblemConfig(), 0.0);
+  p.classifier->weighting(
+      rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5).weight_floor_after(2));
+  p.classifier->resolve(/*meter=*/nullptr, {p.reweighter.get()});
+  for (int64_t step = 1; step <= 4; ++step) {
+    mlo::StepContext context;
+    context.unroll_start = true;
+    p.classifier->step(context);
+    REQUIRE(p.classifier->step_count() == step);
+    const double f = step > 2 ? 0.5 : 0.0;
+    const auto& m = p.classifier->metrics();
+    CHECK(m.at("loss") == Approx(normalized(f)).epsilon(1e-14));
+    CHECK(m.at("weight_floor") == f);
+    CHECK(m.at("weight_min") == Approx(f + (1 - f) * w[0]).epsilon(1e-14));
+    // A hypergradient's re-evaluation of the step's batch (frozen inputs) takes the step's floor.
+    CHECK(p.classifier->current_loss().item<double>() == Approx(normalized(f)).epsilon(1e-14));
+  }
+  // weight_floor_after 0 (the default): the floor from the first step, outside the steps too.
+  p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5));
+  CHECK(p.classifier->training_step(mlo_test::three_samples()).item<double>() ==
+        Approx(normalized(0.5)).epsilon(1e-14));
+  CHECK_THROWS_WITH(
+      p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).weight_floor_after(-1)),
+      Contains("weight_floor_after must be >= 0, got -1"));
+}
+
 TEST_CASE("Classifier: L2RW on a linear softmax model matches its closed form",
           "[problems][reweighting]") {
   // For logits W x + c the per-sample gradient is a_i x_i^T (and a_i for c), a_i = p_i - e_y_i,
