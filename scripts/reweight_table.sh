@@ -50,9 +50,10 @@ cell() {  # cell STEPS METHOD
                       --set reweighting.method=class_balanced ;;
     logit_adjusted) run "$1" logit_adjusted configs/baseline_lt_fmnist.yaml \
                       --set reweighting.method=logit_adjusted ;;
-    # (the config's weight_floor 0 is class_mwn's; mwn takes the floor chosen for it)
+    # (the config's delayed floor is class_mwn's; mwn takes the floor chosen for it, from the
+    # first step)
     mwn) run "$1" mwn configs/reweight_lt_fmnist.yaml --set reweighting.method=mwn \
-           --set reweighting.weight_floor=0.1 ;;
+           --set reweighting.weight_floor=0.1 --set reweighting.weight_floor_after=0 ;;
     class_mwn) run "$1" class_mwn configs/reweight_lt_fmnist.yaml ;;
     l2rw) run "$1" l2rw configs/l2rw_lt_fmnist.yaml ;;
   esac
