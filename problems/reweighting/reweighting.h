@@ -77,8 +77,10 @@ struct WeightNetOptions {
   /// <= 1/f) while every sample keeps a gradient to the weight net. In [0, 1); 0: no floor.
   TORCH_ARG(double, weight_floor) = 0.0;
   /// The floor applies only after the classifier's first `weight_floor_after` local steps (its
-  /// own steps and their re-evaluations alike, so a hypergradient sees the loss its step took);
-  /// before, the weights are the net's own. Early weights stay free to balance the classes by
+  /// own steps and their re-evaluations alike, so a hypergradient sees the loss its step took;
+  /// one exception: a re-evaluation of several batches, an accumulation window or an unrolled
+  /// replay, takes the floor of its last step, so a window that straddles the start is
+  /// re-evaluated with the floor); before, the weights are the net's own. Early weights stay free to balance the classes by
   /// more than 1/f, and the floor stops the sharpening that long runs build up
   /// (docs/reweighting.md, finding 6). >= 0; 0: from the first step.
   TORCH_ARG(int64_t, weight_floor_after) = 0;
@@ -142,8 +144,8 @@ using Weighting = std::variant<PlainOptions, WeightNetOptions, L2rwOptions, Clas
 class Classifier : public Problem {
  public:
   /// A classifier named `name` weighting its samples by `weighting` (throws `mlo::Error` for a
-  /// null reweighter, a max_relative_weight in (0, 1) or negative, a weight_floor outside [0, 1), a negative
-  /// weight_floor_after,
+  /// null reweighter, a max_relative_weight in (0, 1) or negative, a weight_floor outside [0, 1),
+  /// a negative weight_floor_after,
   /// an empty meta-batch function, alpha <= 0, class weights that are not a
   /// finite non-negative vector with a positive sum, a log prior that is not a finite vector or
   /// tau < 0).

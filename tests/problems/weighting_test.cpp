@@ -168,6 +168,10 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
   p.classifier->weighting(
       rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5).weight_floor_after(2));
   p.classifier->resolve(/*meter=*/nullptr, {p.reweighter.get()});
+  // Outside a step, before any: no floor yet.
+  CHECK(p.classifier->training_step(mlo_test::three_samples()).item<double>() ==
+        Approx(normalized(0.0)).epsilon(1e-14));
+  CHECK(p.classifier->metrics().at("weight_floor") == 0.0);
   for (int64_t step = 1; step <= 4; ++step) {
     mlo::StepContext context;
     context.unroll_start = true;
