@@ -244,7 +244,8 @@ at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options)
 at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOptions& options) {
   Reweighter& reweighter = *options.reweighter();
   // step_count() is this step's number from the step's start to the next step, so a
-  // re-evaluation of the step's batch applies the floor the step applied.
+  // re-evaluation of the step's batch applies the floor the step applied (the earlier batches of
+  // an accumulation window or an unrolled replay take it too: WeightNetOptions says so).
   const double floor = options.weight_floor_after() == 0 ||
                                step_count() > options.weight_floor_after()
                            ? options.weight_floor()

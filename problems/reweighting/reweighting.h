@@ -80,9 +80,10 @@ struct WeightNetOptions {
   /// own steps and their re-evaluations alike, so a hypergradient sees the loss its step took;
   /// one exception: a re-evaluation of several batches, an accumulation window or an unrolled
   /// replay, takes the floor of its last step, so a window that straddles the start is
-  /// re-evaluated with the floor); before, the weights are the net's own. Early weights stay free to balance the classes by
-  /// more than 1/f, and the floor stops the sharpening that long runs build up
-  /// (docs/reweighting.md, finding 6). >= 0; 0: from the first step.
+  /// re-evaluated with the floor); before, the weights are the net's own. Early on a floor
+  /// squeezes the weights together faster than the net learns to spread them; later it stops
+  /// the sharpening that long runs build up (docs/reweighting.md, finding 6). >= 0; 0: from the
+  /// first step.
   TORCH_ARG(int64_t, weight_floor_after) = 0;
 
  private:
