@@ -38,6 +38,22 @@ std::unique_ptr<rw::Classifier> classifier(rw::Weighting weighting) {
   return c;
 }
 
+// The weight-net options the tiny reweighting experiment gives its classifier under `overrides`.
+rw::WeightNetOptions weight_net_options_of(const std::vector<std::string>& overrides) {
+  const auto config =
+      mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides);
+  auto experiment = mlo::run::make_experiment(config);
+  for (const auto& p : experiment->engine().problems()) {
+    if (const auto c = std::dynamic_pointer_cast<rw::Classifier>(p)) {
+      const auto* o = std::get_if<rw::WeightNetOptions>(&c->weighting());
+      REQUIRE(o != nullptr);
+      return *o;
+    }
+  }
+  FAIL("no classifier");
+  return rw::WeightNetOptions(nullptr);
+}
+
 }  // namespace
 
 TEST_CASE("Class priors: effective-number weights, inverse frequency and the log prior",
@@ -199,18 +215,7 @@ problems:
 TEST_CASE("Experiment: the weight nets' floor is 0.1 unless the YAML says otherwise",
           "[problems][reweighting][run]") {
   auto floor_of = [](const std::vector<std::string>& overrides) {
-    const auto config =
-        mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides);
-    auto experiment = mlo::run::make_experiment(config);
-    for (const auto& p : experiment->engine().problems()) {
-      if (const auto c = std::dynamic_pointer_cast<rw::Classifier>(p)) {
-        const auto* o = std::get_if<rw::WeightNetOptions>(&c->weighting());
-        REQUIRE(o != nullptr);
-        return o->weight_floor();
-      }
-    }
-    FAIL("no classifier");
-    return -1.0;
+    return weight_net_options_of(overrides).weight_floor();
   };
   CHECK(floor_of({}) == 0.1);
   CHECK(floor_of({"reweighting.method=class_mwn"}) == 0.1);
@@ -223,18 +228,7 @@ TEST_CASE("Experiment: the weight nets' floor is 0.1 unless the YAML says otherw
 TEST_CASE("Experiment: reweighting.weight_floor_after reaches the classifier, checked",
           "[problems][reweighting][run]") {
   auto after_of = [](const std::vector<std::string>& overrides) {
-    const auto config =
-        mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides);
-    auto experiment = mlo::run::make_experiment(config);
-    for (const auto& p : experiment->engine().problems()) {
-      if (const auto c = std::dynamic_pointer_cast<rw::Classifier>(p)) {
-        const auto* o = std::get_if<rw::WeightNetOptions>(&c->weighting());
-        REQUIRE(o != nullptr);
-        return o->weight_floor_after();
-      }
-    }
-    FAIL("no classifier");
-    return int64_t{-1};
+    return weight_net_options_of(overrides).weight_floor_after();
   };
   CHECK(after_of({}) == 0);
   CHECK(after_of({"reweighting.weight_floor_after=500"}) == 500);
