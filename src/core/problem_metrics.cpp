@@ -25,6 +25,12 @@ void Problem::record_step_metrics(int64_t peak_bytes) {
     metrics_["lr"] = optimizer_->param_groups().front().options().get_lr();
   }
   if (meter_) metrics_["mem_peak_mb"] = memory::to_mib(peak_bytes);
+  if (scaler_) {
+    // Dynamic loss scaling: where the scale stands and how many windows it has skipped, so a
+    // run whose fp16 level keeps overflowing (or whose first steps were dropped) says so.
+    metrics_["loss_scale"] = scaler_->scale();
+    metrics_["skipped_steps"] = static_cast<double>(scaler_->skipped_steps());
+  }
 }
 
 std::string Problem::sharding_summary() const {

@@ -97,6 +97,10 @@ TEST_CASE("Loss scaling through a hypergradient: an overflow skips the step with
     REQUIRE(scaler != nullptr);
     CHECK(scaler->skipped_steps() == 1);
     CHECK(scaler->scale() == 65536.0 * 0.5);
+    // The step's metrics carry both; the lower level (fp32) has no scaler and logs neither.
+    CHECK(p.upper->metrics().at("loss_scale") == 65536.0 * 0.5);
+    CHECK(p.upper->metrics().at("skipped_steps") == 1.0);
+    CHECK(p.lower->metrics().count("loss_scale") == 0);
     CHECK(p.upper->optimizer_steps() == 3);
     CHECK(p.lower->optimizer_steps() == 8);  // the lower level is not affected
   }
