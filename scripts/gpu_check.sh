@@ -20,7 +20,10 @@
 #       the intended outcome (exit 0). --gpu-only builds only the `mlo` program and the
 #       [cuda] tests and skips the CPU test suite (which every CI lane runs anyway): for a GPU
 #       lent by the minute, where the build and the GPU's own checks must fit in a few minutes.
-# Environment: CUDA_HOME (default /usr/local/cuda), MLO_JOBS (default: nproc).
+# Environment: CUDA_HOME (default /usr/local/cuda), MLO_JOBS (default: nproc), MLO_ABLATE_RUNS
+# (default 1: each ablation runs that many times in a row, into ablation_<variant>_run<k>, so the
+# report shows whether two runs agree). Without the dataset-fashion-mnist .deb (it is 31 MB, the
+# most of .gpu-debs/), the main job runs on synthetic data of the same shapes and says so.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -65,7 +68,7 @@ while [ $# -gt 0 ]; do
     --python) python="$2"; shift 2 ;;
     --cpu-only) cpu_only=1; shift ;;
     --gpu-only) gpu_only=1; shift ;;
-    -h | --help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) [ -z "${report_dir}" ] || die "one REPORT_DIR, got '${report_dir}' and '$1'"; report_dir="$1"; shift ;;
   esac
@@ -76,6 +79,9 @@ ls "${debs}"/*.deb >/dev/null 2>&1 ||
 mkdir -p "${report_dir}"
 report_dir="$(cd "${report_dir}" && pwd)"
 jobs="${MLO_JOBS:-$(nproc)}"
+ablate_runs="${MLO_ABLATE_RUNS:-1}"
+[[ "${ablate_runs}" =~ ^[1-9][0-9]*$ ]] ||
+  die "MLO_ABLATE_RUNS must be a whole number >= 1, got '${ablate_runs}'"
 cuda_home="${CUDA_HOME:-/usr/local/cuda}"
 started=$(date +%s)
 
@@ -188,23 +194,38 @@ main_out="${report_dir}/main_job"
 rm -rf "${main_out}"
 main_start=$(date +%s)
 main_status=0
+fmnist="${prefix}/usr/share/datasets/fashion-mnist"
+main_data=(--set "data.root=${fmnist}")
+main_label="real Fashion-MNIST"
+if [ ! -d "${fmnist}" ]; then
+  main_data=(--set data.synthetic_fallback=true)
+  main_label="SYNTHETIC data (the dataset-fashion-mnist .deb was not in .gpu-debs/)"
+fi
 "${build}/mlo" run configs/reweight_lt_fmnist.yaml --device cuda --no-progress --out "${main_out}" \
-  --set "data.root=${prefix}/usr/share/datasets/fashion-mnist" > "${report_dir}/main_job.log" 2>&1 ||
-  main_status=$?
+  "${main_data[@]}" > "${report_dir}/main_job.log" 2>&1 || main_status=$?
 main_seconds=$(( $(date +%s) - main_start ))
 
 # Every row of one GPU (--ranks 0: the two-rank rows need a GPU per rank), ReLU and Swish.
 ablate_status=0
 rm -f "${report_dir}"/ablate_*.status
+# The ablations' names: relu and swish, or relu_run1, relu_run2, ... with MLO_ABLATE_RUNS > 1.
+ablations=()
 for variant in relu swish; do
+  if [ "${ablate_runs}" = 1 ]; then
+    ablations+=("${variant}")
+  else
+    for k in $(seq 1 "${ablate_runs}"); do ablations+=("${variant}_run${k}"); done
+  fi
+done
+for name in "${ablations[@]}"; do
   config=configs/ablation/lt_cifar10_resnet50.yaml
-  [ "${variant}" = swish ] && config=configs/ablation/lt_cifar10_resnet50_swish.yaml
-  log "mlo ablate on CUDA, batch 100, ${config}"
+  [ "${name%%_*}" = swish ] && config=configs/ablation/lt_cifar10_resnet50_swish.yaml
+  log "mlo ablate on CUDA, batch 100, ${config} (${name})"
   # An earlier check's table in a reused report folder must not pass for this one's.
-  rm -rf "${report_dir}/ablation_${variant}"
+  rm -rf "${report_dir}/ablation_${name}"
   "${build}/mlo" ablate "${config}" --device cuda --ranks 0 --set data.batch_size=100 \
-    --out "${report_dir}/ablation_${variant}" > "${report_dir}/ablate_${variant}.log" 2>&1 ||
-    { status=$?; ablate_status=${status}; echo "${status}" > "${report_dir}/ablate_${variant}.status"; }
+    --out "${report_dir}/ablation_${name}" > "${report_dir}/ablate_${name}.log" 2>&1 ||
+    { status=$?; ablate_status=${status}; echo "${status}" > "${report_dir}/ablate_${name}.status"; }
 done
 
 {
@@ -212,7 +233,7 @@ done
   echo "## The main job on CUDA (configs/reweight_lt_fmnist.yaml)"
   echo
   if [ "${main_status}" = 0 ]; then
-    echo "${main_seconds} s in all."
+    echo "${main_seconds} s in all, on ${main_label}."
     echo '```'
     grep -E "device:|final test|balanced|rarest" "${report_dir}/main_job.log" | tail -8
     echo '```'
@@ -223,16 +244,16 @@ done
     echo '```'
   fi
   echo
-  for variant in relu swish; do
-    echo "## mlo ablate on CUDA, batch 100, ${variant} (peak and reserved MiB, time ratios)"
+  for name in "${ablations[@]}"; do
+    echo "## mlo ablate on CUDA, batch 100, ${name} (peak and reserved MiB, time ratios)"
     echo
-    if [ -f "${report_dir}/ablation_${variant}/ablation.md" ]; then
-      sed -n '1,/^Peak:/p' "${report_dir}/ablation_${variant}/ablation.md" | grep -v '^Peak:'
+    if [ -f "${report_dir}/ablation_${name}/ablation.md" ]; then
+      sed -n '1,/^Peak:/p' "${report_dir}/ablation_${name}/ablation.md" | grep -v '^Peak:'
     else
-      echo "FAILED (exit $(cat "${report_dir}/ablate_${variant}.status" 2>/dev/null || echo "?"));" \
-        "the end of ablate_${variant}.log:"
+      echo "FAILED (exit $(cat "${report_dir}/ablate_${name}.status" 2>/dev/null || echo "?"));" \
+        "the end of ablate_${name}.log:"
       echo '```'
-      tail -15 "${report_dir}/ablate_${variant}.log"
+      tail -15 "${report_dir}/ablate_${name}.log"
       echo '```'
     fi
     echo

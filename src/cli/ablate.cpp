@@ -106,8 +106,12 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
       "meta-iterations per row measured for memory after one warm-up (default 1)");
   a->add_option_function<int64_t>(
       "--rounds", [o = &c->options](int64_t n) { o->ablation.rounds(n); },
-      "timing rounds, each timing one meta-iteration of every row (default 3; 0: the memory "
+      "timing rounds, each timing every row for --round-seconds (default 3; 0: the memory "
       "measurement's times)");
+  a->add_option_function<double>(
+      "--round-seconds", [o = &c->options](double s) { o->ablation.round_seconds(s); },
+      "the least time each row is timed for in a round: whole meta-iterations at the row's "
+      "measured pace, at least one (default 1; 0: one meta-iteration per round)");
   a->add_option_function<std::string>(
       "--problem", [o = &c->options](const std::string& p) { o->ablation.problem(p); },
       "the main problem (default: the experiment's default problem), whose model's features "

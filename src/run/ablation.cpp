@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -245,6 +246,9 @@ AblationResult run_ablation(const std::string& config_path,
   MLO_CHECK(options.iterations() >= 1, "ablation: iterations must be >= 1, got ",
             options.iterations());
   MLO_CHECK(options.rounds() >= 0, "ablation: rounds must be >= 0, got ", options.rounds());
+  MLO_CHECK(options.round_seconds() >= 0 && std::isfinite(options.round_seconds()),
+            "ablation: round_seconds must be a finite number >= 0 (0: one meta-iteration per "
+            "round), got ", options.round_seconds());
   AblationResult result;
   result.config_path = config_path;
   result.overrides = overrides;
@@ -354,7 +358,8 @@ AblationResult run_ablation(const std::string& config_path,
     result.rows.push_back(std::move(row));
   }
   if (options.rounds() > 0)
-    detail::time_in_rounds(config_path, overrides, options.rounds(), progress, result);
+    detail::time_in_rounds(config_path, overrides, options.rounds(), options.round_seconds(),
+                           progress, result);
   detail::time_own_processes(options.rounds(), result);
   return result;
 }

@@ -48,7 +48,8 @@ void synchronize(const c10::Device& device);
 
 /// What `time_interleaved` measured.
 struct TimedRounds {
-  std::vector<std::vector<double>> seconds;  ///< [row][round]: one meta-iteration's wall time
+  /// [row][round]: one meta-iteration's wall time (the mean over the round's iterations)
+  std::vector<std::vector<double>> seconds;
   std::vector<std::string> plans;            ///< per row: its checkpointing plan ("" for none)
   /// Per row: why it is not in the rounds ("" when it is; its seconds are then 0).
   std::vector<std::string> errors;
@@ -56,21 +57,27 @@ struct TimedRounds {
 
 /// Builds one experiment per entry of `row_overrides` (memory tracking off), all alive at once,
 /// warms each up by one meta-iteration of `problem` ("" = the default problem), then runs
-/// `rounds` rounds; round r times one meta-iteration of every row, starting at row r modulo
-/// the rows' count (each row takes each place in turn, so drifting machine load hits all
-/// alike). `names` label the progress lines. Throws when the first row (the reference) cannot
-/// be built; another row that cannot is left out of the rounds with its error.
+/// `rounds` rounds; round r times `per_round[k]` meta-iterations of every row k, starting at
+/// row r modulo the rows' count (each row takes each place in turn, so drifting machine load
+/// hits all alike). `names` label the progress lines. Throws when the first row (the
+/// reference) cannot be built; another row that cannot is left out of the rounds with its
+/// error.
 TimedRounds time_interleaved(const std::string& config_path,
                              const std::vector<std::vector<std::string>>& row_overrides,
                              const std::vector<std::string>& names, const std::string& problem,
-                             int64_t rounds,
+                             int64_t rounds, const std::vector<int64_t>& per_round,
                              const std::function<void(const std::string&)>& progress);
+
+/// Whole meta-iterations that take at least `round_seconds` at `seconds_each` apiece: at least
+/// one, at most 1000 (AblationOptions::round_seconds).
+int64_t iterations_per_round(double round_seconds, double seconds_each);
 
 /// The timing rounds of `run_ablation`: every single-process row of `result` timed against the
 /// baseline by `time_interleaved`; each row's time and time ratio replaced by the rounds'
 /// figures (a row left out keeps its measured ones, and `result.timing_error` says why).
 void time_in_rounds(const std::string& config_path, const std::vector<std::string>& overrides,
-                    int64_t rounds, const std::function<void(const std::string&)>& progress,
+                    int64_t rounds, double round_seconds,
+                    const std::function<void(const std::string&)>& progress,
                     AblationResult& result);
 
 /// The rows of several ranks: their time and ratio from the medians of their first `rounds`

@@ -74,10 +74,16 @@ std::string ablation_markdown(const AblationResult& r) {
       << " meta-iteration(s) per row (more where a level steps less often) after a warm-up, "
          "one row at a time. ";
   if (r.rounds > 0) {
-    out << "Time: " << r.rounds << " interleaved round(s), one meta-iteration of every row "
-        << "each (median; the time ratio is the median of the per-round ratios to the "
-           "baseline, with their range; rows of several ranks: the medians of as many metered "
-           "meta-iterations, theirs and the baseline's)."
+    std::vector<std::string> counts;
+    for (const auto& row : r.rows)
+      if (row.round_iterations > 0) counts.push_back(std::to_string(row.round_iterations));
+    out << "Time: " << r.rounds << " interleaved round(s), each timing every row for at least "
+        << format("%g", r.round_seconds) << " s at its measured pace (meta-iterations per round, "
+        << "row by row: " << join_levels(counts, ", ")
+        << "; a row's time is the median over rounds of its mean meta-iteration; the time ratio "
+           "is the median of the per-round ratios to the baseline, with their range; rows of "
+           "several ranks: the medians of as many metered meta-iterations, theirs and the "
+           "baseline's)."
         << (r.timing_error.empty() ? std::string() : " " + r.timing_error + ".");
   } else {
     out << "Time: the memory measurement's (rows one after the other, meter on)"
@@ -212,6 +218,7 @@ std::string ablation_json(const AblationResult& r) {
   j["batch"] = r.batch;
   j["iterations"] = r.iterations;
   j["rounds"] = r.rounds;
+  j["round_seconds"] = r.round_seconds;
   j["timing_error"] = r.timing_error;
   j["overrides"] = r.overrides;
   j["missing"] = r.missing;
@@ -242,6 +249,7 @@ std::string ablation_json(const AblationResult& r) {
                          {"measured_seconds", row.measured_seconds},
                          {"iteration_seconds", row.iteration_seconds},
                          {"round_seconds", row.round_seconds},
+                         {"round_iterations", row.round_iterations},
                          {"time_ratio_low", row.time_ratio_low},
                          {"time_ratio_high", row.time_ratio_high},
                          {"timing_plan", row.timing_plan},

@@ -2,8 +2,9 @@
 // time_own_processes). Memory is measured one row at a time (run/ablation_measure.cpp); time is
 // not, because a machine's load drifts: a row measured alone in a quiet minute looks faster than
 // the baseline measured in a busy one. Here every row's experiment is alive at once and each
-// round times one meta-iteration of each, so whatever the machine does between rounds, the rows
-// of one round see nearly the same.
+// round times each row for about AblationOptions::round_seconds (one meta-iteration where one
+// takes longer), so whatever the machine does between rounds, the rows of one round see nearly
+// the same.
 #include "ablation_detail.h"
 
 #include <mlo/base/error.h>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -24,10 +26,11 @@ namespace detail {
 TimedRounds time_interleaved(const std::string& config_path,
                              const std::vector<std::vector<std::string>>& row_overrides,
                              const std::vector<std::string>& names, const std::string& problem,
-                             int64_t rounds,
+                             int64_t rounds, const std::vector<int64_t>& per_round,
                              const std::function<void(const std::string&)>& progress) {
   MLO_CHECK(rounds >= 1, "ablation: rounds must be >= 1, got ", rounds);
-  MLO_CHECK(names.size() == row_overrides.size(), "ablation: ", names.size(), " names for ",
+  MLO_CHECK(names.size() == row_overrides.size() && per_round.size() == row_overrides.size(),
+            "ablation: ", names.size(), " names and ", per_round.size(), " counts for ",
             row_overrides.size(), " rows");
   struct Timed {
     std::unique_ptr<Experiment> experiment;
@@ -72,12 +75,14 @@ TimedRounds time_interleaved(const std::string& config_path,
       if (!t.experiment) continue;
       Engine& engine = t.experiment->engine();
       double seconds = 0;
+      const int64_t iterations = std::max<int64_t>(1, per_round[k]);
       try {
         synchronize(t.problem->device());
         const auto start = std::chrono::steady_clock::now();
-        for (int64_t s = 0; s < t.steps; ++s) engine.step();
+        for (int64_t s = 0; s < t.steps * iterations; ++s) engine.step();
         synchronize(t.problem->device());
-        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                  static_cast<double>(iterations);
       } catch (const std::exception& e) {
         // As in the building above: the reference's failure ends the rounds, another row's
         // takes that row out of them (it keeps its measured time).
@@ -107,19 +112,30 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
+int64_t iterations_per_round(double round_seconds, double seconds_each) {
+  if (!(round_seconds > 0) || !(seconds_each > 0)) return 1;
+  const double n = std::ceil(round_seconds / seconds_each);
+  return n >= 1000 ? 1000 : std::max<int64_t>(1, static_cast<int64_t>(n));
+}
+
 // The timing rounds (AblationOptions::rounds): every single-process row of `result` timed
 // against the baseline in the same rounds; each row's time and time ratio replaced by the
 // rounds' figures. A failure (one more experiment alive than memory allows) keeps the
 // measurement's times and says why in `timing_error`.
 void time_in_rounds(const std::string& config_path, const std::vector<std::string>& overrides,
-                    int64_t rounds, const std::function<void(const std::string&)>& progress,
+                    int64_t rounds, double round_seconds,
+                    const std::function<void(const std::string&)>& progress,
                     AblationResult& result) {
   std::vector<AblationRowResult*> timed;
   std::vector<std::vector<std::string>> row_overrides;
   std::vector<std::string> names;
+  std::vector<int64_t> per_round;
   for (auto& row : result.rows) {
     if (row.ranks > 1) continue;
     timed.push_back(&row);
+    // The memory measurement's pace (meter on, so a little slower than the rounds'): enough
+    // meta-iterations that a round of this row lasts about `round_seconds` or more.
+    per_round.push_back(iterations_per_round(round_seconds, row.measured_seconds));
     std::vector<std::string> all = overrides;
     all.insert(all.end(), row.row.overrides.begin(), row.row.overrides.end());
     row_overrides.push_back(std::move(all));
@@ -127,9 +143,11 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
   }
   if (timed.empty() || timed.front()->row.key != "baseline") return;
   result.rounds = rounds;
+  result.round_seconds = round_seconds;
   TimedRounds times;
   try {
-    times = time_interleaved(config_path, row_overrides, names, result.problem, rounds, progress);
+    times = time_interleaved(config_path, row_overrides, names, result.problem, rounds,
+                             per_round, progress);
   } catch (const std::exception& e) {
     result.rounds = 0;
     result.timing_error = e.what();
@@ -147,6 +165,7 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
       continue;
     }
     row.round_seconds = times.seconds[k];
+    row.round_iterations = per_round[k];
     row.seconds = median(row.round_seconds);
     std::vector<double> ratios;
     for (std::size_t r = 0; r < base.size(); ++r) ratios.push_back(row.round_seconds[r] / base[r]);

@@ -101,7 +101,8 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
 
   mlo::cli::AblateOptions options;
   options.out_dir = (dir / "out").string();
-  options.ablation.iterations(1).rounds(2);
+  // Each round times a row for at least 0.2 s: several meta-iterations of this tiny model.
+  options.ablation.iterations(1).rounds(2).round_seconds(0.2);
   options.program = MLO_TOOL;  // the per-rank rows run `mlo ablate-rank`
   const auto result = mlo::cli::ablate_command(config, {}, options);
 
@@ -165,10 +166,17 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
       CHECK(row.time_ratio_low == Approx(std::min(r0, r1)));
       CHECK(row.time_ratio_high == Approx(std::max(r0, r1)));
       CHECK(row.seconds == Approx((row.round_seconds[0] + row.round_seconds[1]) / 2));
+      // As many whole meta-iterations per round as reach 0.2 s at the pace measured with the
+      // meter, and no more.
+      INFO("measured " << row.measured_seconds << " s/iteration, " << row.round_iterations
+                       << " per round");
+      CHECK(row.round_iterations * row.measured_seconds >= 0.2);
+      CHECK((row.round_iterations == 1 || (row.round_iterations - 1) * row.measured_seconds < 0.2));
     } else {
       // Ranks: the median (of two: the mean) of its two metered meta-iterations over the
       // baseline's.
       CHECK(row.round_seconds.empty());
+      CHECK(row.round_iterations == 0);
       const double own = (row.iteration_seconds[0] + row.iteration_seconds[1]) / 2;
       const double reference = (base.iteration_seconds[0] + base.iteration_seconds[1]) / 2;
       CHECK(row.time_ratio == Approx(own / reference));
@@ -177,6 +185,7 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
     }
   }
   CHECK(result.rounds == 2);
+  CHECK(result.round_seconds == 0.2);
   CHECK(result.timing_error.empty());
   CHECK(base.time_ratio == 1.0);
   // Levels: precision and accumulation on both, the model's features on the classifier.
@@ -293,10 +302,14 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
       CHECK(json["rows"][i].at("peak_bytes").get<int64_t>() == result.rows[i].peak_bytes);
       CHECK(json["rows"][i].at("peak_over_floor").get<double>() ==
             Approx(result.rows[i].over_floor));
+      CHECK(json["rows"][i].at("round_iterations").get<int64_t>() ==
+            result.rows[i].round_iterations);
     }
+    CHECK(json.at("round_seconds").get<double>() == 0.2);
     CHECK(json.at("missing").size() == result.missing.size());  // no row failed (or: no Gloo)
     const std::string md = read_text(dir / "out" / "ablation.md");
     CHECK(md.find("SYNTHETIC") != std::string::npos);
+    CHECK_THAT(md, Contains("each timing every row for at least 0.2 s"));
     // The table names the levels each row touched, and the footprint table follows.
     CHECK_THAT(md, Contains("| +gradient accumulation 4 | classifier, reweighter | "));
     CHECK_THAT(md, Contains("| +checkpointing (optimal, budget 0.3) | classifier | "));
@@ -354,6 +367,11 @@ TEST_CASE("mlo ablate: chosen rows once each, only their options checked, unknow
   REQUIRE_THROWS_WITH(
       mlo::run::ablation_rows("classifier", 16, false, options, {{"reweighter", 6}}, {"reweighter"}),
       Contains("reweighter's batch 6 (data.meta_batch_size) is not a multiple of the accumulation 4"));
+  // The timing options are checked before any experiment is built.
+  REQUIRE_THROWS_WITH(
+      mlo::run::run_ablation("unread.yaml", {}, mlo::run::AblationOptions().round_seconds(-0.5)),
+      Contains("round_seconds must be a finite number >= 0 (0: one meta-iteration per round), "
+               "got -0.5"));
   options.rows({"swish"});
   REQUIRE_THROWS_WITH(mlo::run::ablation_rows("classifier", 16, false, options),
                       Contains("unknown row 'swish' (rows: baseline, precision, accumulation, "

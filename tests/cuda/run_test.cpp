@@ -144,7 +144,7 @@ TEST_CASE("CUDA: mlo ablate measures every one-process row with the allocator's 
   std::ofstream(config) << mlo_test::kTinyReweighting;
   mlo::cli::AblateOptions options;
   options.out_dir = (dir / "out").string();
-  options.ablation.iterations(1).ranks(0);
+  options.ablation.iterations(1).ranks(0).round_seconds(0.2);
   const auto result = mlo::cli::ablate_command(
       config,
       {"device=cuda", "problems.classifier.model.name=resnet32", "data.batch_size=64",
@@ -162,6 +162,10 @@ TEST_CASE("CUDA: mlo ablate measures every one-process row with the allocator's 
     CHECK(row.floor_bytes <= row.peak_bytes);
     CHECK(row.seconds > 0);
   }
+  // A meta-iteration of this model takes a few hundredths of a second on a GPU: each timing
+  // round times several, enough for 0.2 s at the measured pace.
+  CHECK(base.round_iterations > 1);
+  CHECK(base.round_iterations * base.measured_seconds >= 0.2);
   // On CUDA the precision row is fp16 with loss scaling, and it lowers the peak.
   const auto& fp16 = result.row("precision");
   CHECK(fp16.row.name.find("fp16") != std::string::npos);

@@ -54,6 +54,12 @@ struct AblationOptions {
   /// of its per-round ratios to the baseline of the same round, with their range. 0: the times
   /// of the memory measurement instead (one after the other, meter on).
   TORCH_ARG(int64_t, rounds) = 3;
+  /// The least time a row is timed for in each round: whole meta-iterations, as many as reach
+  /// it at the pace of the row's memory measurement (at least one). Where a meta-iteration takes
+  /// seconds (ResNet-50 on a CPU) every round times one; where it takes a tenth of one (a GPU)
+  /// a round times several, so the clock's and the launch queue's jitter weigh less. A row's
+  /// round time is then the mean over that round's meta-iterations. 0: one per round.
+  TORCH_ARG(double, round_seconds) = 1.0;
   /// "" (default): each feature applies to every level where it changes the peak (precision
   /// and accumulation on every level; the model's features on the main problem, the
   /// experiment's default problem). A problem's name narrows the level-wise features to it
@@ -128,8 +134,12 @@ struct AblationRowResult {
   /// Each meta-iteration of the measured window (meter on). The window holds `iterations`
   /// meta-iterations, and more until every level has taken an optimizer step in it.
   std::vector<double> iteration_seconds;
-  /// One meta-iteration's time per timing round (empty when not timed in rounds).
+  /// One meta-iteration's time per timing round, the mean over the round's
+  /// `round_iterations` (empty when not timed in rounds).
   std::vector<double> round_seconds;
+  /// Meta-iterations timed in each round (AblationOptions::round_seconds; 0 when not timed in
+  /// rounds).
+  int64_t round_iterations = 0;
   /// A lower bound of `peak_bytes`: `persistent_bytes + transient_bytes`, tensors that must be
   /// alive together at one instant of every measured meta-iteration (docs/memory-ablation.md,
   /// "The floor").
@@ -179,6 +189,7 @@ struct AblationResult {
   int64_t batch = 0;             ///< the problem's batch in the baseline
   int64_t iterations = 0;        ///< meta-iterations per row measured for memory
   int64_t rounds = 0;            ///< timing rounds (0: times from the memory measurement)
+  double round_seconds = 0;      ///< AblationOptions::round_seconds of the rounds
   /// Why the timing rounds did not run, if they were asked for and failed ("" otherwise).
   std::string timing_error;
   std::vector<std::string> overrides;  ///< the user's `--set`s
