@@ -48,7 +48,7 @@ void synchronize(const c10::Device& device);
 
 /// What `time_interleaved` measured.
 struct TimedRounds {
-  /// [row][round]: one meta-iteration's wall time (the mean over the round's iterations)
+  /// [row][round]: one meta-iteration's wall time (the median of the round's iterations)
   std::vector<std::vector<double>> seconds;
   std::vector<std::string> plans;            ///< per row: its checkpointing plan ("" for none)
   /// Per row: why it is not in the rounds ("" when it is; its seconds are then 0).
@@ -57,9 +57,10 @@ struct TimedRounds {
 
 /// Builds one experiment per entry of `row_overrides` (memory tracking off), all alive at once,
 /// warms each up by one meta-iteration of `problem` ("" = the default problem), then runs
-/// `rounds` rounds; round r times `per_round[k]` meta-iterations of every row k, starting at
-/// row r modulo the rows' count (each row takes each place in turn, so drifting machine load
-/// hits all alike). `names` label the progress lines. Throws when the first row (the
+/// `rounds` rounds; round r times `per_round[k]` meta-iterations of every row k, one at a time,
+/// the rows taking turns (row r modulo the rows' count first: each row takes each place in
+/// turn, so drifting machine load hits all alike); a row's round time is the median of its
+/// meta-iterations there. `names` label the progress lines. Throws when the first row (the
 /// reference) cannot be built; another row that cannot is left out of the rounds with its
 /// error.
 TimedRounds time_interleaved(const std::string& config_path,

@@ -80,10 +80,10 @@ std::string ablation_markdown(const AblationResult& r) {
     out << "Time: " << r.rounds << " interleaved round(s), each timing every row for at least "
         << format("%g", r.round_seconds) << " s at its measured pace (meta-iterations per round, "
         << "row by row: " << join_levels(counts, ", ")
-        << "; a row's time is the median over rounds of its mean meta-iteration; the time ratio "
-           "is the median of the per-round ratios to the baseline, with their range; rows of "
-           "several ranks: the medians of as many metered meta-iterations, theirs and the "
-           "baseline's)."
+        << "; the rows take turns meta-iteration by meta-iteration; a row's time is the "
+           "median over rounds of its median meta-iteration in each; the time ratio is the "
+           "median of the per-round ratios to the baseline, with their range; rows of several "
+           "ranks: the medians of as many metered meta-iterations, theirs and the baseline's)."
         << (r.timing_error.empty() ? std::string() : " " + r.timing_error + ".");
   } else {
     out << "Time: the memory measurement's (rows one after the other, meter on)"

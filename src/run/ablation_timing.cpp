@@ -3,8 +3,8 @@
 // not, because a machine's load drifts: a row measured alone in a quiet minute looks faster than
 // the baseline measured in a busy one. Here every row's experiment is alive at once and each
 // round times each row for about AblationOptions::round_seconds (one meta-iteration where one
-// takes longer), so whatever the machine does between rounds, the rows of one round see nearly
-// the same.
+// takes longer), the rows taking turns meta-iteration by meta-iteration, so whatever the machine
+// does, the rows of one round see nearly the same.
 #include "ablation_detail.h"
 
 #include <mlo/base/error.h>
@@ -22,6 +22,16 @@
 namespace mlo {
 namespace run {
 namespace detail {
+
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
 
 TimedRounds time_interleaved(const std::string& config_path,
                              const std::vector<std::vector<std::string>>& row_overrides,
@@ -69,29 +79,40 @@ TimedRounds time_interleaved(const std::string& config_path,
   for (int64_t r = 0; r < rounds; ++r) {
     std::string line =
         "timing: round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + ":";
+    // The rows take turns meta-iteration by meta-iteration (not row by row), so a slow spell
+    // of the machine, seconds long on a GPU host, falls on every row of the round alike.
+    std::vector<std::vector<double>> samples(rows.size());
+    const int64_t most = *std::max_element(per_round.begin(), per_round.end());
+    for (int64_t pass = 0; pass < std::max<int64_t>(1, most); ++pass) {
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const std::size_t k = (i + static_cast<std::size_t>(r)) % rows.size();
+        Timed& t = rows[k];
+        if (!t.experiment || pass >= std::max<int64_t>(1, per_round[k])) continue;
+        Engine& engine = t.experiment->engine();
+        try {
+          synchronize(t.problem->device());
+          const auto start = std::chrono::steady_clock::now();
+          for (int64_t s = 0; s < t.steps; ++s) engine.step();
+          synchronize(t.problem->device());
+          samples[k].push_back(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        } catch (const std::exception& e) {
+          // As in the building above: the reference's failure ends the rounds, another row's
+          // takes that row out of them (it keeps its measured time).
+          if (k == 0) throw;
+          out.errors[k] = e.what();
+          if (progress) progress("timing: " + names[k] + " left out of the rounds: " + e.what());
+          t = Timed();
+          samples[k].clear();
+        }
+      }
+    }
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const std::size_t k = (i + static_cast<std::size_t>(r)) % rows.size();
-      Timed& t = rows[k];
-      if (!t.experiment) continue;
-      Engine& engine = t.experiment->engine();
-      double seconds = 0;
-      const int64_t iterations = std::max<int64_t>(1, per_round[k]);
-      try {
-        synchronize(t.problem->device());
-        const auto start = std::chrono::steady_clock::now();
-        for (int64_t s = 0; s < t.steps * iterations; ++s) engine.step();
-        synchronize(t.problem->device());
-        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                  static_cast<double>(iterations);
-      } catch (const std::exception& e) {
-        // As in the building above: the reference's failure ends the rounds, another row's
-        // takes that row out of them (it keeps its measured time).
-        if (k == 0) throw;
-        out.errors[k] = e.what();
-        if (progress) progress("timing: " + names[k] + " left out of the rounds: " + e.what());
-        t = Timed();
-        continue;
-      }
+      if (samples[k].empty()) continue;
+      // The median of the round's meta-iterations: a stray slow one (a page fault, another
+      // process's burst) does not move it.
+      const double seconds = median(samples[k]);
       out.seconds[k][static_cast<std::size_t>(r)] = seconds;
       char part[96];
       std::snprintf(part, sizeof(part), " %s %.2f s;", names[k].c_str(), seconds);
@@ -101,16 +122,6 @@ TimedRounds time_interleaved(const std::string& config_path,
   }
   return out;
 }
-
-namespace {
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-}  // namespace
 
 int64_t iterations_per_round(double round_seconds, double seconds_each) {
   if (!(round_seconds > 0) || !(seconds_each > 0)) return 1;

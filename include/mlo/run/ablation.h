@@ -49,16 +49,17 @@ struct AblationOptions {
   /// steps, so one is enough.
   TORCH_ARG(int64_t, iterations) = 1;
   /// Timing rounds: every single-process row's experiment is built (memory tracking off) and
-  /// warmed up, then each round times one meta-iteration of every row, in an order rotated by
-  /// one row per round. A row's time is its median over the rounds; its time ratio the median
+  /// warmed up, then each round times every row (`round_seconds`), in an order rotated by one
+  /// row per round. A row's time is its median over the rounds; its time ratio the median
   /// of its per-round ratios to the baseline of the same round, with their range. 0: the times
   /// of the memory measurement instead (one after the other, meter on).
   TORCH_ARG(int64_t, rounds) = 3;
   /// The least time a row is timed for in each round: whole meta-iterations, as many as reach
   /// it at the pace of the row's memory measurement (at least one). Where a meta-iteration takes
   /// seconds (ResNet-50 on a CPU) every round times one; where it takes a tenth of one (a GPU)
-  /// a round times several, so the clock's and the launch queue's jitter weigh less. A row's
-  /// round time is then the mean over that round's meta-iterations. 0: one per round.
+  /// a round times several, the rows taking turns meta-iteration by meta-iteration, so a slow
+  /// spell of the machine falls on all of them alike. A row's round time is then the median of
+  /// its meta-iterations in that round. 0: one per round.
   TORCH_ARG(double, round_seconds) = 1.0;
   /// "" (default): each feature applies to every level where it changes the peak (precision
   /// and accumulation on every level; the model's features on the main problem, the
@@ -134,7 +135,7 @@ struct AblationRowResult {
   /// Each meta-iteration of the measured window (meter on). The window holds `iterations`
   /// meta-iterations, and more until every level has taken an optimizer step in it.
   std::vector<double> iteration_seconds;
-  /// One meta-iteration's time per timing round, the mean over the round's
+  /// One meta-iteration's time per timing round, the median of the round's
   /// `round_iterations` (empty when not timed in rounds).
   std::vector<double> round_seconds;
   /// Meta-iterations timed in each round (AblationOptions::round_seconds; 0 when not timed in
