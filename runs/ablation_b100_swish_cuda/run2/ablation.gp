@@ -1,8 +1,9 @@
-# drawn here from ablation.json in mlo ablate's chart format (the GPU machine had no gnuplot); `gnuplot runs/ablation_b100_swish_cuda/run2/ablation.gp` redraws it
+# gnuplot script written by mlo ablate; `gnuplot runs/ablation_b100_swish_cuda/run2/ablation.gp` redraws the chart
+if (!exists("outfile")) outfile = 'runs/ablation_b100_swish_cuda/run2/ablation.png'
 set terminal pngcairo size 1100,620 noenhanced font ',11'
-set output 'runs/ablation_b100_swish_cuda/run2/ablation.png.tmp'
-set title 'Memory ablation: ablation_lt_cifar10_resnet50_swish, batch 100, cuda:0, H100 (SYNTHETIC data)'
-set ylabel 'peak per meta-iteration (MiB, allocated, exact meter)'
+set output outfile
+set title 'Memory ablation: ablation_lt_cifar10_resnet50_swish, batch 100, cuda:0 (SYNTHETIC data)'
+set ylabel 'peak per meta-iteration (MiB, exact meter)'
 set yrange [0:*]
 set offsets 0,0,graph 0.16,0
 set grid ytics
