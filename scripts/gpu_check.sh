@@ -11,10 +11,10 @@
 #       on the GPU machine: unpacks the .debs into .gpu-prefix/, configures build-gpu/ against
 #       PYTHON's LibTorch (default python3; torch.utils.cmake_prefix_path), builds it with every
 #       core, runs the whole test suite (the [cuda] tests included), the main job on CUDA
-#       (configs/reweight_lt_fmnist.yaml, real Fashion-MNIST), and the whole `mlo ablate` on CUDA
-#       at batch 100 (every single-GPU row, fp16 with loss scaling), for the ReLU and the Swish
-#       ResNet-50, then writes REPORT_DIR/report.md: tests passed, the two ablation tables (peak
-#       and reserved MiB, savings, time ratios), the GPU's name and driver.
+#       (configs/reweight_lt_fmnist.yaml, real Fashion-MNIST where its .deb came along), and the
+#       whole `mlo ablate` on CUDA at batch 100 (every single-GPU row, fp16 with loss scaling), for
+#       the ReLU and the Swish ResNet-50, then writes REPORT_DIR/report.md: tests passed, the
+#       ablation tables (peak and reserved MiB, savings, time ratios), the GPU's name and driver.
 #       Without a visible GPU it stops after the CPU half (unpack, configure, build, the test
 #       suite with the [cuda] tests skipped and their reason) and exits 2; --cpu-only makes that
 #       the intended outcome (exit 0). --gpu-only builds only the `mlo` program and the

@@ -110,8 +110,8 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
       "measurement's times)");
   a->add_option_function<double>(
       "--round-seconds", [o = &c->options](double s) { o->ablation.round_seconds(s); },
-      "the least time each row is timed for in a round: whole meta-iterations at the row's "
-      "measured pace, at least one (default 1; 0: one meta-iteration per round)");
+      "about how long each row is timed for in a round: whole meta-iterations at the row's "
+      "measured pace, 1 to 1000 (default 1; 0: one meta-iteration per round)");
   a->add_option_function<std::string>(
       "--problem", [o = &c->options](const std::string& p) { o->ablation.problem(p); },
       "the main problem (default: the experiment's default problem), whose model's features "

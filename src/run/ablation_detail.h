@@ -48,8 +48,12 @@ void synchronize(const c10::Device& device);
 
 /// What `time_interleaved` measured.
 struct TimedRounds {
-  /// [row][round]: one meta-iteration's wall time (the median of the round's iterations)
+  /// [row][round]: one meta-iteration's wall time (the median of `samples[row][round]`)
   std::vector<std::vector<double>> seconds;
+  /// [row][round]: each meta-iteration's wall time in that round, in the order they ran.
+  std::vector<std::vector<std::vector<double>>> samples;
+  /// [round]: the rows' indices in the order their meta-iterations ran.
+  std::vector<std::vector<std::size_t>> order;
   std::vector<std::string> plans;            ///< per row: its checkpointing plan ("" for none)
   /// Per row: why it is not in the rounds ("" when it is; its seconds are then 0).
   std::vector<std::string> errors;
@@ -58,9 +62,9 @@ struct TimedRounds {
 /// Builds one experiment per entry of `row_overrides` (memory tracking off), all alive at once,
 /// warms each up by one meta-iteration of `problem` ("" = the default problem), then runs
 /// `rounds` rounds; round r times `per_round[k]` meta-iterations of every row k, one at a time,
-/// the rows taking turns (row r modulo the rows' count first: each row takes each place in
-/// turn, so drifting machine load hits all alike); a row's round time is the median of its
-/// meta-iterations there. `names` label the progress lines. Throws when the first row (the
+/// in passes: each pass times one meta-iteration of every row whose `row_passes` include it,
+/// row r modulo the rows' count first (each row takes each place in turn, so drifting machine
+/// load hits all alike); a row's round time is the median of its meta-iterations there. `names` label the progress lines. Throws when the first row (the
 /// reference) cannot be built; another row that cannot is left out of the rounds with its
 /// error.
 TimedRounds time_interleaved(const std::string& config_path,
@@ -68,6 +72,11 @@ TimedRounds time_interleaved(const std::string& config_path,
                              const std::vector<std::string>& names, const std::string& problem,
                              int64_t rounds, const std::vector<int64_t>& per_round,
                              const std::function<void(const std::string&)>& progress);
+
+/// Which of a round's `passes` passes a row with `count` meta-iterations runs in: `count` of
+/// them (at least 1, at most `passes`), the j-th in the middle of the j-th of `count` equal
+/// stretches of the round. Throws `mlo::Error` for `passes` < 1.
+std::vector<bool> row_passes(int64_t count, int64_t passes);
 
 /// Whole meta-iterations that take at least `round_seconds` at `seconds_each` apiece: at least
 /// one, at most 1000 (AblationOptions::round_seconds).

@@ -76,14 +76,17 @@ std::string ablation_markdown(const AblationResult& r) {
   if (r.rounds > 0) {
     std::vector<std::string> counts;
     for (const auto& row : r.rows)
-      if (row.round_iterations > 0) counts.push_back(std::to_string(row.round_iterations));
-    out << "Time: " << r.rounds << " interleaved round(s), each timing every row for at least "
-        << format("%g", r.round_seconds) << " s at its measured pace (meta-iterations per round, "
-        << "row by row: " << join_levels(counts, ", ")
+      if (row.round_iterations > 0)
+        counts.push_back(row.row.name + " " + std::to_string(row.round_iterations));
+    out << "Time: " << r.rounds << " interleaved round(s), each timing every row for "
+        << (r.round_seconds > 0 ? "about " + format("%g", r.round_seconds) +
+                                      " s at its measured pace (meta-iterations per round: " +
+                                      join_levels(counts, ", ") + ")"
+                                : std::string("one meta-iteration"))
         << "; the rows take turns meta-iteration by meta-iteration; a row's time is the "
            "median over rounds of its median meta-iteration in each; the time ratio is the "
            "median of the per-round ratios to the baseline, with their range; rows of several "
-           "ranks: the medians of as many metered meta-iterations, theirs and the baseline's)."
+           "ranks: the medians of as many metered meta-iterations, theirs and the baseline's."
         << (r.timing_error.empty() ? std::string() : " " + r.timing_error + ".");
   } else {
     out << "Time: the memory measurement's (rows one after the other, meter on)"
@@ -218,7 +221,7 @@ std::string ablation_json(const AblationResult& r) {
   j["batch"] = r.batch;
   j["iterations"] = r.iterations;
   j["rounds"] = r.rounds;
-  j["round_seconds"] = r.round_seconds;
+  j["round_target_seconds"] = r.round_seconds;
   j["timing_error"] = r.timing_error;
   j["overrides"] = r.overrides;
   j["missing"] = r.missing;

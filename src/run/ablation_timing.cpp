@@ -76,26 +76,36 @@ TimedRounds time_interleaved(const std::string& config_path,
     rows.push_back(std::move(t));
   }
   out.seconds.assign(rows.size(), std::vector<double>(static_cast<std::size_t>(rounds), 0.0));
+  out.samples.assign(rows.size(),
+                     std::vector<std::vector<double>>(static_cast<std::size_t>(rounds)));
+  // The passes of a round: the most meta-iterations any row takes. A row with fewer runs in
+  // passes spread evenly over the round (row_passes), so its meta-iterations and the others'
+  // cover the same stretch of time.
+  int64_t most = 1;
+  for (int64_t n : per_round) most = std::max(most, n);
+  std::vector<std::vector<bool>> in_pass(rows.size());
+  for (std::size_t k = 0; k < rows.size(); ++k) in_pass[k] = row_passes(per_round[k], most);
   for (int64_t r = 0; r < rounds; ++r) {
     std::string line =
         "timing: round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + ":";
     // The rows take turns meta-iteration by meta-iteration (not row by row), so a slow spell
     // of the machine, seconds long on a GPU host, falls on every row of the round alike.
-    std::vector<std::vector<double>> samples(rows.size());
-    const int64_t most = *std::max_element(per_round.begin(), per_round.end());
-    for (int64_t pass = 0; pass < std::max<int64_t>(1, most); ++pass) {
+    out.order.emplace_back();
+    for (int64_t pass = 0; pass < most; ++pass) {
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const std::size_t k = (i + static_cast<std::size_t>(r)) % rows.size();
         Timed& t = rows[k];
-        if (!t.experiment || pass >= std::max<int64_t>(1, per_round[k])) continue;
+        if (!t.experiment || !in_pass[k][static_cast<std::size_t>(pass)]) continue;
         Engine& engine = t.experiment->engine();
+        auto& mine = out.samples[k][static_cast<std::size_t>(r)];
         try {
           synchronize(t.problem->device());
           const auto start = std::chrono::steady_clock::now();
           for (int64_t s = 0; s < t.steps; ++s) engine.step();
           synchronize(t.problem->device());
-          samples[k].push_back(
+          mine.push_back(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+          out.order.back().push_back(k);
         } catch (const std::exception& e) {
           // As in the building above: the reference's failure ends the rounds, another row's
           // takes that row out of them (it keeps its measured time).
@@ -103,16 +113,17 @@ TimedRounds time_interleaved(const std::string& config_path,
           out.errors[k] = e.what();
           if (progress) progress("timing: " + names[k] + " left out of the rounds: " + e.what());
           t = Timed();
-          samples[k].clear();
+          mine.clear();
         }
       }
     }
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const std::size_t k = (i + static_cast<std::size_t>(r)) % rows.size();
-      if (samples[k].empty()) continue;
+      const auto& mine = out.samples[k][static_cast<std::size_t>(r)];
+      if (mine.empty() || !out.errors[k].empty()) continue;
       // The median of the round's meta-iterations: a stray slow one (a page fault, another
       // process's burst) does not move it.
-      const double seconds = median(samples[k]);
+      const double seconds = median(mine);
       out.seconds[k][static_cast<std::size_t>(r)] = seconds;
       char part[96];
       std::snprintf(part, sizeof(part), " %s %.2f s;", names[k].c_str(), seconds);
@@ -121,6 +132,15 @@ TimedRounds time_interleaved(const std::string& config_path,
     if (progress) progress(line);
   }
   return out;
+}
+
+std::vector<bool> row_passes(int64_t count, int64_t passes) {
+  MLO_CHECK(passes >= 1, "ablation: a round needs at least one pass, got ", passes);
+  std::vector<bool> in(static_cast<std::size_t>(passes), false);
+  const int64_t n = std::min(std::max<int64_t>(count, 1), passes);
+  // The j-th of n meta-iterations at the middle of the j-th of n equal stretches of the round.
+  for (int64_t j = 0; j < n; ++j) in[static_cast<std::size_t>((2 * j + 1) * passes / (2 * n))] = true;
+  return in;
 }
 
 int64_t iterations_per_round(double round_seconds, double seconds_each) {
@@ -144,8 +164,9 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
   for (auto& row : result.rows) {
     if (row.ranks > 1) continue;
     timed.push_back(&row);
-    // The memory measurement's pace (meter on, so a little slower than the rounds'): enough
-    // meta-iterations that a round of this row lasts about `round_seconds` or more.
+    // The memory measurement's pace (meter on, the row alone): enough meta-iterations that a
+    // round of this row lasts about `round_seconds` (the rounds' pace, with every row alive,
+    // can differ by tens of percent on a GPU).
     per_round.push_back(iterations_per_round(round_seconds, row.measured_seconds));
     std::vector<std::string> all = overrides;
     all.insert(all.end(), row.row.overrides.begin(), row.row.overrides.end());
@@ -154,7 +175,6 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
   }
   if (timed.empty() || timed.front()->row.key != "baseline") return;
   result.rounds = rounds;
-  result.round_seconds = round_seconds;
   TimedRounds times;
   try {
     times = time_interleaved(config_path, row_overrides, names, result.problem, rounds,
@@ -166,6 +186,7 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
       progress("timing rounds failed, times are the measurement's: " + result.timing_error);
     return;
   }
+  result.round_seconds = round_seconds;
   const std::vector<double>& base = times.seconds.front();
   for (std::size_t k = 0; k < timed.size(); ++k) {
     AblationRowResult& row = *timed[k];

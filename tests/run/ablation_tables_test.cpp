@@ -137,9 +137,10 @@ TEST_CASE("ablation tables under runs/: two GPU runs of one plan agree within 0.
           "[run][ablate]") {
   // On CUDA the allocator's peak includes cuDNN's workspace, whose size follows the convolution
   // algorithm cuDNN picks at run time (and the checkpointing planner's "9 segments of 18 blocks"
-  // may place them differently): the two H100 runs of the ReLU table's checkpointing row peaked
-  // 0.25 MiB apart and their floors 0.9 MiB apart. Every other row with the same plan agreed to
-  // the byte; the bound is 0.1% of the peak and of the floor, rows of another plan aside.
+  // may place them differently): two H100 runs of the ReLU table's checkpointing row, with the
+  // same plan, have peaked 0.25 MiB apart, and their floors once 0.9 MiB apart. Every other row
+  // with the same plan agreed to the byte; the bound is 0.1% of the peak and of the floor, rows
+  // of another plan aside.
   for (const char* config : {"runs/ablation_b100_cuda", "runs/ablation_b100_swish_cuda"}) {
     for_rows_of_one_plan(config, [](const auto& a, const auto& b) {
       for (const char* field : {"peak_bytes", "floor_bytes"}) {

@@ -54,12 +54,15 @@ struct AblationOptions {
   /// of its per-round ratios to the baseline of the same round, with their range. 0: the times
   /// of the memory measurement instead (one after the other, meter on).
   TORCH_ARG(int64_t, rounds) = 3;
-  /// The least time a row is timed for in each round: whole meta-iterations, as many as reach
-  /// it at the pace of the row's memory measurement (at least one). Where a meta-iteration takes
-  /// seconds (ResNet-50 on a CPU) every round times one; where it takes a tenth of one (a GPU)
-  /// a round times several, the rows taking turns meta-iteration by meta-iteration, so a slow
-  /// spell of the machine falls on all of them alike. A row's round time is then the median of
-  /// its meta-iterations in that round. 0: one per round.
+  /// About how long each row is timed for in a round: whole meta-iterations, as many as reach
+  /// it at the pace of the row's memory measurement (at least one, at most 1000; the rounds'
+  /// own pace, every row alive, may differ). Where a meta-iteration takes seconds (ResNet-50 on
+  /// a CPU) every round times one; where it takes a tenth of one (a GPU) a round times several,
+  /// the rows taking turns meta-iteration by meta-iteration and a row with fewer spread over the
+  /// round, so a slow spell of the machine falls on all of them alike. A row's round time is
+  /// the median of its meta-iterations in that round (which leaves out a cost paid once in
+  /// several meta-iterations, such as an optimizer step every 4th under accumulation: the
+  /// ablation's weight net's Adam step, negligible there). 0: one per round.
   TORCH_ARG(double, round_seconds) = 1.0;
   /// "" (default): each feature applies to every level where it changes the peak (precision
   /// and accumulation on every level; the model's features on the main problem, the
@@ -190,7 +193,7 @@ struct AblationResult {
   int64_t batch = 0;             ///< the problem's batch in the baseline
   int64_t iterations = 0;        ///< meta-iterations per row measured for memory
   int64_t rounds = 0;            ///< timing rounds (0: times from the memory measurement)
-  double round_seconds = 0;      ///< AblationOptions::round_seconds of the rounds
+  double round_seconds = 0;      ///< AblationOptions::round_seconds of the rounds that ran
   /// Why the timing rounds did not run, if they were asked for and failed ("" otherwise).
   std::string timing_error;
   std::vector<std::string> overrides;  ///< the user's `--set`s
