@@ -132,21 +132,49 @@ at::Tensor Classifier::weight_inputs(const Batch& batch, const at::Tensor& losse
   return frozen_.back().losses;
 }
 
+double Classifier::floor_for(const Batch& batch, double now) {
+  const void* key = batch.data.unsafeGetTensorImpl();
+  auto same = [&](const StepFloor& f) { return f.batch.unsafeGetTensorImpl() == key; };
+  if (loss_call() != LossCall::kOwnStep) {
+    const auto found = std::find_if(step_floors_.begin(), step_floors_.end(), same);
+    return found != step_floors_.end() ? found->floor : now;
+  }
+  step_floors_.erase(std::remove_if(step_floors_.begin(), step_floors_.end(), same),
+                     step_floors_.end());
+  step_floors_.push_back({batch.data, now});
+  const auto kept = static_cast<size_t>(std::max<int64_t>(1, config().gradient_accumulation()) *
+                                        std::max<int64_t>(1, config().unroll_steps()));
+  while (step_floors_.size() > kept) step_floors_.erase(step_floors_.begin());
+  return now;
+}
+
 void Classifier::save_step_state(torch::serialize::OutputArchive& archive) const {
   const auto& window = current_batches();
   for (size_t i = 0; i < window.size(); ++i) {
     const at::Tensor losses = frozen_losses(window[i]);
     if (losses.defined()) archive.write("frozen." + std::to_string(i), losses, /*is_buffer=*/true);
+    const void* key = window[i].data.unsafeGetTensorImpl();
+    for (const auto& f : step_floors_) {
+      if (f.batch.unsafeGetTensorImpl() != key) continue;
+      archive.write("floor." + std::to_string(i), torch::tensor(f.floor, torch::kDouble),
+                    /*is_buffer=*/true);
+    }
   }
 }
 
 void Classifier::load_step_state(torch::serialize::InputArchive& archive) {
   frozen_.clear();
+  step_floors_.clear();
   const auto& window = current_batches();
   for (size_t i = 0; i < window.size(); ++i) {
     at::Tensor losses;
     if (archive.try_read("frozen." + std::to_string(i), losses, /*is_buffer=*/true)) {
       frozen_.push_back({window[i].data, losses});
+    }
+    // (a state saved before the floors were kept has none: its window takes the rule's floor)
+    at::Tensor floor;
+    if (archive.try_read("floor." + std::to_string(i), floor, /*is_buffer=*/true)) {
+      step_floors_.push_back({window[i].data, floor.item<double>()});
     }
   }
 }
@@ -243,13 +271,13 @@ at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options)
 
 at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOptions& options) {
   Reweighter& reweighter = *options.reweighter();
-  // step_count() is this step's number from the step's start to the next step, so a
-  // re-evaluation of the step's batch applies the floor the step applied (the earlier batches of
-  // an accumulation window or an unrolled replay take it too: WeightNetOptions says so).
-  const double floor = options.weight_floor_after() == 0 ||
-                               step_count() > options.weight_floor_after()
-                           ? options.weight_floor()
-                           : 0.0;
+  // step_count() is this step's number from the step's start to the next step; a
+  // re-evaluation takes the floor its batch's own step took (floor_for), so the earlier batches
+  // of an accumulation window or an unrolled replay keep theirs.
+  const double floor = floor_for(batch, options.weight_floor_after() == 0 ||
+                                                step_count() > options.weight_floor_after()
+                                            ? options.weight_floor()
+                                            : 0.0);
   auto bounded = [&](at::Tensor w) {
     if (floor > 0) w = floor + (1 - floor) * w;
     if (options.max_relative_weight() <= 0) return w;

@@ -77,10 +77,10 @@ struct WeightNetOptions {
   /// <= 1/f) while every sample keeps a gradient to the weight net. In [0, 1); 0: no floor.
   TORCH_ARG(double, weight_floor) = 0.0;
   /// The floor applies only after the classifier's first `weight_floor_after` local steps (its
-  /// own steps and their re-evaluations alike, so a hypergradient sees the loss its step took;
-  /// one exception: a re-evaluation of several batches, an accumulation window or an unrolled
-  /// replay, takes the floor of its last step, so a window that straddles the start is
-  /// re-evaluated with the floor); before, the weights are the net's own. Early on a floor
+  /// own steps and their re-evaluations alike, so a hypergradient sees the loss its step took:
+  /// each batch of an accumulation window or an unrolled replay is re-evaluated with the floor
+  /// its own step took, also after a resume); before, the weights are the net's own. Early on a
+  /// floor
   /// squeezes the weights together faster than the net learns to spread them; later it stops
   /// the sharpening that long runs build up (docs/reweighting.md, finding 6). >= 0; 0: from the
   /// first step.
@@ -198,6 +198,17 @@ class Classifier : public Problem {
     at::Tensor losses;
   };
   std::vector<Frozen> frozen_;
+  // The floor each of the latest own steps applied (WeightNetOptions::weight_floor_after), by
+  // batch as in `frozen_`, for the last gradient_accumulation x unroll_steps steps: a
+  // re-evaluation of a window or a replay takes each batch's own floor, not the latest step's.
+  struct StepFloor {
+    at::Tensor batch;
+    double floor = 0;
+  };
+  std::vector<StepFloor> step_floors_;
+  // The floor for `batch`: `now` (recorded) in an own step; in a re-evaluation the floor its
+  // step recorded, or `now` for a batch no step of the window took.
+  double floor_for(const Batch& batch, double now);
 };
 
 /// Upper level: the weight net (`mlo::nn::MWN`, or `ClassMWN` for class_mwn), trained on the

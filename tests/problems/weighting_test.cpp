@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <sstream>
 #include <vector>
 
 namespace rw = mlo::problems::reweighting;
@@ -184,6 +185,42 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
     CHECK(m.at("weight_min") == Approx(f + (1 - f) * w[0]).epsilon(1e-14));
     // A hypergradient's re-evaluation of the step's batch (frozen inputs) takes the step's floor.
     CHECK(p.classifier->current_loss().item<double>() == Approx(normalized(f)).epsilon(1e-14));
+  }
+  // An accumulation window that straddles the start (2 micro-batches, the floor after step 1):
+  // its re-evaluation takes each batch's own floor, none for the first, 0.5 for the second,
+  // also in a classifier restored from the saved state.
+  {
+    auto q = make_pair(mlo::ProblemConfig().gradient_accumulation(2), 0.0);
+    q.classifier->data(std::vector<mlo::Batch>{mlo_test::three_samples(), mlo_test::three_samples()});
+    q.classifier->weighting(
+        rw::WeightNetOptions(q.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
+    q.classifier->resolve(/*meter=*/nullptr, {q.reweighter.get()});
+    for (int64_t step = 1; step <= 2; ++step) {
+      mlo::StepContext context;
+      context.unroll_start = step == 1;
+      q.classifier->step(context);
+    }
+    REQUIRE(q.classifier->current_batches().size() == 2);
+    CHECK(q.classifier->metrics().at("weight_floor") == 0.5);
+    const double window = (normalized(0.0) + normalized(0.5)) / 2;
+    CHECK(q.classifier->current_loss().item<double>() == Approx(window).epsilon(1e-14));
+    CHECK(q.classifier->current_loss(0).item<double>() ==
+          Approx(normalized(0.0) / 2).epsilon(1e-14));
+    std::stringstream stream;
+    {
+      torch::serialize::OutputArchive archive;
+      q.classifier->state_dict(archive);
+      archive.save_to(stream);
+    }
+    auto r = make_pair(mlo::ProblemConfig().gradient_accumulation(2), 0.0);
+    r.classifier->weighting(
+        rw::WeightNetOptions(r.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
+    r.classifier->resolve(/*meter=*/nullptr, {r.reweighter.get()});
+    torch::serialize::InputArchive archive;
+    archive.load_from(stream);
+    r.classifier->load_state_dict(archive);
+    REQUIRE(r.classifier->current_batches().size() == 2);
+    CHECK(r.classifier->current_loss().item<double>() == Approx(window).epsilon(1e-14));
   }
   // weight_floor_after 0 (the default): the floor from the first step, outside the steps too.
   p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5));
