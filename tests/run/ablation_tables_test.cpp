@@ -25,10 +25,12 @@ namespace fs = std::filesystem;
 namespace {
 
 // Two consecutive runs of each committed configuration at batch 100 (docs/memory-ablation.md),
-// and of the ReLU configuration's ZeRO-2 and ZeRO-3 rows.
+// of the ReLU configuration's ZeRO-2 and ZeRO-3 rows, and of the whole ReLU table again.
 const char* const kTables[] = {"runs/ablation_b100/run1",       "runs/ablation_b100/run2",
                                "runs/ablation_b100_swish/run1", "runs/ablation_b100_swish/run2",
                                "runs/ablation_b100_zero3/run1", "runs/ablation_b100_zero3/run2",
+                               // The ReLU configuration again, every row, at a later commit.
+                               "runs/ablation_b100_rerun/run1", "runs/ablation_b100_rerun/run2",
                                // The same two configurations on an H100 (scripts/gpu_check.sh).
                                "runs/ablation_b100_cuda/run1",  "runs/ablation_b100_cuda/run2",
                                "runs/ablation_b100_swish_cuda/run1",
@@ -124,7 +126,8 @@ TEST_CASE("ablation tables under runs/: two consecutive runs measured the same m
   // time ratios are compared in docs/memory-ablation.md, not here: they are measurements of a
   // shared machine.
   for (const char* config :
-       {"runs/ablation_b100", "runs/ablation_b100_swish", "runs/ablation_b100_zero3"}) {
+       {"runs/ablation_b100", "runs/ablation_b100_swish", "runs/ablation_b100_zero3",
+        "runs/ablation_b100_rerun"}) {
     const auto first = for_rows_of_one_plan(config, [](const auto& a, const auto& b) {
       CHECK(a.at("peak_bytes") == b.at("peak_bytes"));
       CHECK(a.at("floor_bytes") == b.at("floor_bytes"));
