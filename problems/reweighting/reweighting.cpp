@@ -90,6 +90,7 @@ Classifier& Classifier::weighting(Weighting weighting) {
               "': LogitAdjustmentOptions tau must be >= 0, got ", o->tau());
   }
   weighting_ = std::move(weighting);
+  step_floors_.clear();  // the floors the old options applied
   return *this;
 }
 
@@ -134,14 +135,16 @@ at::Tensor Classifier::weight_inputs(const Batch& batch, const at::Tensor& losse
 
 double Classifier::floor_for(const Batch& batch, double now) {
   const void* key = batch.data.unsafeGetTensorImpl();
-  auto same = [&](const StepFloor& f) { return f.batch.unsafeGetTensorImpl() == key; };
+  auto same = [&](const StepFloor& f) {
+    return !f.batch.expired() && f.batch._unsafe_get_target() == key;
+  };
   if (loss_call() != LossCall::kOwnStep) {
     const auto found = std::find_if(step_floors_.begin(), step_floors_.end(), same);
     return found != step_floors_.end() ? found->floor : now;
   }
   step_floors_.erase(std::remove_if(step_floors_.begin(), step_floors_.end(), same),
                      step_floors_.end());
-  step_floors_.push_back({batch.data, now});
+  step_floors_.push_back({StepFloor::Ref(batch.data.getIntrusivePtr()), now});
   const auto kept = static_cast<size_t>(std::max<int64_t>(1, config().gradient_accumulation()) *
                                         std::max<int64_t>(1, config().unroll_steps()));
   while (step_floors_.size() > kept) step_floors_.erase(step_floors_.begin());
@@ -155,7 +158,7 @@ void Classifier::save_step_state(torch::serialize::OutputArchive& archive) const
     if (losses.defined()) archive.write("frozen." + std::to_string(i), losses, /*is_buffer=*/true);
     const void* key = window[i].data.unsafeGetTensorImpl();
     for (const auto& f : step_floors_) {
-      if (f.batch.unsafeGetTensorImpl() != key) continue;
+      if (f.batch.expired() || f.batch._unsafe_get_target() != key) continue;
       archive.write("floor." + std::to_string(i), torch::tensor(f.floor, torch::kDouble),
                     /*is_buffer=*/true);
     }
@@ -174,7 +177,8 @@ void Classifier::load_step_state(torch::serialize::InputArchive& archive) {
     // (a state saved before the floors were kept has none: its window takes the rule's floor)
     at::Tensor floor;
     if (archive.try_read("floor." + std::to_string(i), floor, /*is_buffer=*/true)) {
-      step_floors_.push_back({window[i].data, floor.item<double>()});
+      step_floors_.push_back({StepFloor::Ref(window[i].data.getIntrusivePtr()),
+                              floor.item<double>()});
     }
   }
 }

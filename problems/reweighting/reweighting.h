@@ -29,6 +29,9 @@
 
 #include <mlo/core/problem.h>
 
+#include <c10/core/TensorImpl.h>
+#include <c10/core/UndefinedTensorImpl.h>
+#include <c10/util/intrusive_ptr.h>
 #include <torch/arg.h>
 
 #include <functional>
@@ -79,8 +82,8 @@ struct WeightNetOptions {
   /// The floor applies only after the classifier's first `weight_floor_after` local steps (its
   /// own steps and their re-evaluations alike, so a hypergradient sees the loss its step took:
   /// each batch of an accumulation window or an unrolled replay is re-evaluated with the floor
-  /// its own step took, also after a resume); before, the weights are the net's own. Early on a
-  /// floor
+  /// its own step took, also after a resume from a state saved since then); before, the
+  /// weights are the net's own. Early on a floor
   /// squeezes the weights together faster than the net learns to spread them; later it stops
   /// the sharpening that long runs build up (docs/reweighting.md, finding 6). >= 0; 0: from the
   /// first step.
@@ -199,15 +202,20 @@ class Classifier : public Problem {
   };
   std::vector<Frozen> frozen_;
   // The floor each of the latest own steps applied (WeightNetOptions::weight_floor_after), by
-  // batch as in `frozen_`, for the last gradient_accumulation x unroll_steps steps: a
-  // re-evaluation of a window or a replay takes each batch's own floor, not the latest step's.
+  // batch, for the last gradient_accumulation x unroll_steps steps: a re-evaluation of a window
+  // or a replay takes each batch's own floor, not the latest step's.
+  // NOTE: a weak reference to the batch's data tensor: it keeps the tensor's address from being
+  // reused (as `frozen_` does by holding the tensor) without keeping its storage alive for an
+  // unrolled method's longer window. A stream that hands one tensor to several of those steps
+  // (a VectorStream over fewer batches) gives them all the latest one's floor.
   struct StepFloor {
-    at::Tensor batch;
+    using Ref = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+    Ref batch;
     double floor = 0;
   };
   std::vector<StepFloor> step_floors_;
-  // The floor for `batch`: `now` (recorded) in an own step; in a re-evaluation the floor its
-  // step recorded, or `now` for a batch no step of the window took.
+  // The floor for `batch`: `now` (recorded) in an own step; in a re-evaluation or an evaluation
+  // the floor its step recorded, or `now` for a batch none of those steps took.
   double floor_for(const Batch& batch, double now);
 };
 

@@ -191,7 +191,8 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
   // also in a classifier restored from the saved state.
   {
     auto q = make_pair(mlo::ProblemConfig().gradient_accumulation(2), 0.0);
-    q.classifier->data(std::vector<mlo::Batch>{mlo_test::three_samples(), mlo_test::three_samples()});
+    q.classifier->data(
+        std::vector<mlo::Batch>{mlo_test::three_samples(), mlo_test::three_samples()});
     q.classifier->weighting(
         rw::WeightNetOptions(q.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
     q.classifier->resolve(/*meter=*/nullptr, {q.reweighter.get()});
@@ -221,6 +222,30 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
     r.classifier->load_state_dict(archive);
     REQUIRE(r.classifier->current_batches().size() == 2);
     CHECK(r.classifier->current_loss().item<double>() == Approx(window).epsilon(1e-14));
+  }
+  // Unrolled over 2 steps (a replay re-evaluates both batches; no accumulation): the first
+  // step's batch keeps its floor after the second step.
+  {
+    auto q = make_pair(mlo::ProblemConfig().unroll_steps(2), 0.0);
+    const std::vector<mlo::Batch> batches{mlo_test::three_samples(), mlo_test::three_samples()};
+    q.classifier->data(batches);
+    q.classifier->weighting(
+        rw::WeightNetOptions(q.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
+    q.classifier->resolve(/*meter=*/nullptr, {q.reweighter.get()});
+    for (int64_t step = 1; step <= 2; ++step) {
+      mlo::StepContext context;
+      context.unroll_start = step == 1;
+      q.classifier->step(context);
+    }
+    CHECK(q.classifier->loss(batches[0]).item<double>() ==
+          Approx(normalized(0.0)).epsilon(1e-14));
+    CHECK(q.classifier->loss(batches[1]).item<double>() ==
+          Approx(normalized(0.5)).epsilon(1e-14));
+    // New options forget the old ones' floors.
+    q.classifier->weighting(
+        rw::WeightNetOptions(q.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
+    CHECK(q.classifier->loss(batches[0]).item<double>() ==
+          Approx(normalized(0.5)).epsilon(1e-14));
   }
   // weight_floor_after 0 (the default): the floor from the first step, outside the steps too.
   p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5));
