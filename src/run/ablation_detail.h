@@ -64,9 +64,9 @@ struct TimedRounds {
 /// `rounds` rounds; round r times `per_round[k]` meta-iterations of every row k, one at a time,
 /// in passes: each pass times one meta-iteration of every row whose `row_passes` include it,
 /// row r modulo the rows' count first (each row takes each place in turn, so drifting machine
-/// load hits all alike); a row's round time is the median of its meta-iterations there. `names` label the progress lines. Throws when the first row (the
-/// reference) cannot be built; another row that cannot is left out of the rounds with its
-/// error.
+/// load hits all alike); a row's round time is the median of its meta-iterations there.
+/// `names` label the progress lines. Throws when the first row (the reference) cannot be built;
+/// another row that cannot is left out of the rounds with its error.
 TimedRounds time_interleaved(const std::string& config_path,
                              const std::vector<std::vector<std::string>>& row_overrides,
                              const std::vector<std::string>& names, const std::string& problem,

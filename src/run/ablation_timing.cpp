@@ -139,7 +139,9 @@ std::vector<bool> row_passes(int64_t count, int64_t passes) {
   std::vector<bool> in(static_cast<std::size_t>(passes), false);
   const int64_t n = std::min(std::max<int64_t>(count, 1), passes);
   // The j-th of n meta-iterations at the middle of the j-th of n equal stretches of the round.
-  for (int64_t j = 0; j < n; ++j) in[static_cast<std::size_t>((2 * j + 1) * passes / (2 * n))] = true;
+  for (int64_t j = 0; j < n; ++j) {
+    in[static_cast<std::size_t>((2 * j + 1) * passes / (2 * n))] = true;
+  }
   return in;
 }
 
