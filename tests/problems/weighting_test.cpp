@@ -70,6 +70,24 @@ Pair make_pair(const mlo::ProblemConfig& config, double lr) {
   return p;
 }
 
+// A pair of learning rate 0 whose classifier takes the floor 0.5 after its first step, resolved.
+Pair floored_after_one(const mlo::ProblemConfig& config) {
+  auto p = make_pair(config, 0.0);
+  p.classifier->weighting(
+      rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
+  p.classifier->resolve(/*meter=*/nullptr, {p.reweighter.get()});
+  return p;
+}
+
+// Two own steps of `classifier`, the first starting an unroll.
+void two_steps(rw::Classifier& classifier) {
+  for (int64_t step = 1; step <= 2; ++step) {
+    mlo::StepContext context;
+    context.unroll_start = step == 1;
+    classifier.step(context);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("Classifier: each weighting's loss in closed form", "[problems][reweighting]") {
@@ -190,17 +208,10 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
   // its re-evaluation takes each batch's own floor, none for the first, 0.5 for the second,
   // also in a classifier restored from the saved state.
   {
-    auto q = make_pair(mlo::ProblemConfig().gradient_accumulation(2), 0.0);
+    auto q = floored_after_one(mlo::ProblemConfig().gradient_accumulation(2));
     q.classifier->data(
         std::vector<mlo::Batch>{mlo_test::three_samples(), mlo_test::three_samples()});
-    q.classifier->weighting(
-        rw::WeightNetOptions(q.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
-    q.classifier->resolve(/*meter=*/nullptr, {q.reweighter.get()});
-    for (int64_t step = 1; step <= 2; ++step) {
-      mlo::StepContext context;
-      context.unroll_start = step == 1;
-      q.classifier->step(context);
-    }
+    two_steps(*q.classifier);
     REQUIRE(q.classifier->current_batches().size() == 2);
     CHECK(q.classifier->metrics().at("weight_floor") == 0.5);
     const double window = (normalized(0.0) + normalized(0.5)) / 2;
@@ -213,10 +224,7 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
       q.classifier->state_dict(archive);
       archive.save_to(stream);
     }
-    auto r = make_pair(mlo::ProblemConfig().gradient_accumulation(2), 0.0);
-    r.classifier->weighting(
-        rw::WeightNetOptions(r.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
-    r.classifier->resolve(/*meter=*/nullptr, {r.reweighter.get()});
+    auto r = floored_after_one(mlo::ProblemConfig().gradient_accumulation(2));
     torch::serialize::InputArchive archive;
     archive.load_from(stream);
     r.classifier->load_state_dict(archive);
@@ -226,17 +234,10 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
   // Unrolled over 2 steps (a replay re-evaluates both batches; no accumulation): the first
   // step's batch keeps its floor after the second step.
   {
-    auto q = make_pair(mlo::ProblemConfig().unroll_steps(2), 0.0);
+    auto q = floored_after_one(mlo::ProblemConfig().unroll_steps(2));
     const std::vector<mlo::Batch> batches{mlo_test::three_samples(), mlo_test::three_samples()};
     q.classifier->data(batches);
-    q.classifier->weighting(
-        rw::WeightNetOptions(q.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
-    q.classifier->resolve(/*meter=*/nullptr, {q.reweighter.get()});
-    for (int64_t step = 1; step <= 2; ++step) {
-      mlo::StepContext context;
-      context.unroll_start = step == 1;
-      q.classifier->step(context);
-    }
+    two_steps(*q.classifier);
     CHECK(q.classifier->loss(batches[0]).item<double>() ==
           Approx(normalized(0.0)).epsilon(1e-14));
     CHECK(q.classifier->loss(batches[1]).item<double>() ==
