@@ -289,6 +289,27 @@ AblationResult run_ablation(const std::string& config_path,
   const bool any_multi_rank = std::any_of(rows.begin(), rows.end(), [&](const AblationRow& row) {
     return row.ranks > 1 && multi_rank_gap(row, cuda).empty() && rank_runner;
   });
+  // The baseline measured again in this process, for the rows of several ranks around it
+  // (AblationRowResult::baseline_before_seconds): its first `rounds` metered meta-iterations,
+  // or none when it fails (the row then takes the baseline's first measurement, and says so).
+  std::vector<double> bracket;  // the latest, while no single-process row ran after it
+  const auto measure_bracket = [&](const std::string& when) -> std::vector<double> {
+    if (progress) progress("      the baseline again, " + when);
+    try {
+      std::vector<std::string> all = overrides;
+      all.insert(all.end(), rows.front().overrides.begin(), rows.front().overrides.end());
+      const auto base = measure_ablation_row(config_path, all, result.problem,
+                                             std::max(options.iterations(), options.rounds()));
+      return std::vector<double>(base.iteration_seconds.begin(),
+                                 base.iteration_seconds.begin() + options.rounds());
+    } catch (const std::exception& e) {
+      if (progress) progress("      the baseline failed this time: " + std::string(e.what()));
+      result.timing_error += (result.timing_error.empty() ? "" : "; ") +
+                             std::string("the baseline measured again ") + when +
+                             " failed: " + e.what();
+      return {};
+    }
+  };
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (progress) {
       const std::string overrides =
@@ -308,13 +329,15 @@ AblationResult run_ablation(const std::string& config_path,
       all.insert(all.end(), rows[i].overrides.begin(), rows[i].overrides.end());
       // On CUDA the ranks' collectives go through NCCL, one GPU per rank (cuda:LOCAL_RANK).
       if (rows[i].ranks > 1 && cuda) all.push_back("engine.backend=nccl");
-      // Rows of several ranks cannot join the timing rounds: they and the baseline measure as
-      // many meta-iterations as there are rounds, and their ratio is of the two medians.
+      // Rows of several ranks cannot join the timing rounds: each measures as many
+      // meta-iterations as there are rounds, and so does the baseline, here, just before and
+      // just after it; the ratio is of their medians (detail::time_own_processes).
       const bool timed_apart =
           options.rounds() > 0 && any_multi_rank && (i == 0 || rows[i].ranks > 1);
       const int64_t iterations =
           timed_apart ? std::max(options.iterations(), options.rounds()) : options.iterations();
       if (rows[i].ranks <= 1) {
+        bracket.clear();  // no longer next to the rows of several ranks that follow
         row = measure_ablation_row(config_path, all, result.problem, iterations);
         row.row = rows[i];
       } else {
@@ -323,7 +346,13 @@ AblationResult run_ablation(const std::string& config_path,
         // The ranks share the cores this process had.
         all.push_back("threads=" +
                       std::to_string(std::max<int64_t>(1, result.threads / rows[i].ranks)));
+        if (timed_apart && bracket.empty()) bracket = measure_bracket("before " + rows[i].name);
+        const std::vector<double> before = std::move(bracket);
+        bracket.clear();  // a row that fails leaves none: the next row measures its own
         row = combine_ranks(rows[i], rank_runner(all, rows[i].ranks, iterations));
+        if (timed_apart) bracket = measure_bracket("after " + rows[i].name);
+        row.baseline_before_seconds = before;
+        row.baseline_after_seconds = bracket;
       }
     } catch (const std::exception& e) {
       // The baseline is every ratio's reference: without it there is no table. Another row's

@@ -90,8 +90,10 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
                     const std::function<void(const std::string&)>& progress,
                     AblationResult& result);
 
-/// The rows of several ranks: their time and ratio from the medians of their first `rounds`
-/// metered meta-iterations and the baseline's.
+/// The rows of several ranks: their time and ratio from the median of their first `rounds`
+/// metered meta-iterations and that of the baseline's measured just before and just after them
+/// (AblationRowResult::baseline_before_seconds, pooled); where neither bracket holds `rounds`,
+/// the baseline row's own first `rounds` metered meta-iterations.
 void time_own_processes(int64_t rounds, AblationResult& result);
 
 /// One line describing a checkpointing plan ("" when `problem`'s model has none).

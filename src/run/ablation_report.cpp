@@ -85,8 +85,10 @@ std::string ablation_markdown(const AblationResult& r) {
                                 : std::string("one meta-iteration"))
         << "; the rows take turns meta-iteration by meta-iteration; a row's time is the "
            "median over rounds of its median meta-iteration in each; the time ratio is the "
-           "median of the per-round ratios to the baseline, with their range; rows of several "
-           "ranks: the medians of as many metered meta-iterations, theirs and the baseline's."
+           "median of the per-round ratios to the baseline, with their range; a row of several "
+           "ranks: the median of as many metered meta-iterations against the baseline's, "
+           "measured again just before and just after it (range: its fastest against the "
+           "slower of the two, its slowest against the faster)."
         << (r.timing_error.empty() ? std::string() : " " + r.timing_error + ".");
   } else {
     out << "Time: the memory measurement's (rows one after the other, meter on)"
@@ -253,6 +255,8 @@ std::string ablation_json(const AblationResult& r) {
                          {"iteration_seconds", row.iteration_seconds},
                          {"round_seconds", row.round_seconds},
                          {"round_iterations", row.round_iterations},
+                         {"baseline_before_seconds", row.baseline_before_seconds},
+                         {"baseline_after_seconds", row.baseline_after_seconds},
                          {"time_ratio_low", row.time_ratio_low},
                          {"time_ratio_high", row.time_ratio_high},
                          {"timing_plan", row.timing_plan},

@@ -211,21 +211,36 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
 }
 
 // Rows of several ranks ran in processes of their own, with the meter on: their ratio is of the
-// medians of their first `rounds` metered meta-iterations and the baseline's.
+// median of their first `rounds` metered meta-iterations and the baseline's, measured again just
+// before and after the row (the baseline's first measurement where those are missing).
 void time_own_processes(int64_t rounds, AblationResult& result) {
   if (result.rows.empty() || rounds < 1) return;
   const auto& base_metered = result.rows.front().iteration_seconds;
-  if (static_cast<int64_t>(base_metered.size()) < rounds) return;
-  const double base_median =
-      median(std::vector<double>(base_metered.begin(), base_metered.begin() + rounds));
+  const auto first = [rounds](const std::vector<double>& v) {
+    return std::vector<double>(v.begin(), v.begin() + rounds);
+  };
   for (auto& row : result.rows) {
     if (row.ranks <= 1 || static_cast<int64_t>(row.iteration_seconds.size()) < rounds) continue;
-    const std::vector<double> own(row.iteration_seconds.begin(),
-                                  row.iteration_seconds.begin() + rounds);
+    std::vector<std::vector<double>> brackets;
+    for (const auto* b : {&row.baseline_before_seconds, &row.baseline_after_seconds}) {
+      if (static_cast<int64_t>(b->size()) >= rounds) brackets.push_back(first(*b));
+    }
+    if (brackets.empty() && static_cast<int64_t>(base_metered.size()) >= rounds)
+      brackets.push_back(first(base_metered));
+    if (brackets.empty()) continue;
+    std::vector<double> pooled, medians;
+    for (const auto& b : brackets) {
+      pooled.insert(pooled.end(), b.begin(), b.end());
+      medians.push_back(median(b));
+    }
+    const double reference = median(pooled);
+    const std::vector<double> own = first(row.iteration_seconds);
     row.seconds = median(own);
-    row.time_ratio = row.seconds / base_median;
-    row.time_ratio_low = *std::min_element(own.begin(), own.end()) / base_median;
-    row.time_ratio_high = *std::max_element(own.begin(), own.end()) / base_median;
+    row.time_ratio = row.seconds / reference;
+    row.time_ratio_low = *std::min_element(own.begin(), own.end()) /
+                         *std::max_element(medians.begin(), medians.end());
+    row.time_ratio_high = *std::max_element(own.begin(), own.end()) /
+                          *std::min_element(medians.begin(), medians.end());
   }
 }
 

@@ -177,15 +177,29 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
       CHECK(row.round_iterations * row.measured_seconds >= 0.2);
       CHECK((row.round_iterations == 1 || (row.round_iterations - 1) * row.measured_seconds < 0.2));
     } else {
-      // Ranks: the median (of two: the mean) of its two metered meta-iterations over the
-      // baseline's.
+      // Ranks: the median (of two: the mean) of its two metered meta-iterations over that of
+      // the baseline's measured just before and just after it (2 each; of four: the mean of
+      // the middle two); the range against the slower and the faster bracket.
       CHECK(row.round_seconds.empty());
       CHECK(row.round_iterations == 0);
+      REQUIRE(row.baseline_before_seconds.size() == 2);
+      REQUIRE(row.baseline_after_seconds.size() == 2);
+      std::vector<double> four = row.baseline_before_seconds;
+      four.insert(four.end(), row.baseline_after_seconds.begin(),
+                  row.baseline_after_seconds.end());
+      std::sort(four.begin(), four.end());
+      CHECK(four[0] > 0);
+      const double before = (row.baseline_before_seconds[0] + row.baseline_before_seconds[1]) / 2;
+      const double after = (row.baseline_after_seconds[0] + row.baseline_after_seconds[1]) / 2;
       const double own = (row.iteration_seconds[0] + row.iteration_seconds[1]) / 2;
-      const double reference = (base.iteration_seconds[0] + base.iteration_seconds[1]) / 2;
-      CHECK(row.time_ratio == Approx(own / reference));
+      CHECK(row.seconds == Approx(own));
+      CHECK(row.time_ratio == Approx(own / ((four[1] + four[2]) / 2)));
       CHECK(row.time_ratio_low == Approx(std::min(row.iteration_seconds[0],
-                                                  row.iteration_seconds[1]) / reference));
+                                                  row.iteration_seconds[1]) /
+                                         std::max(before, after)));
+      CHECK(row.time_ratio_high == Approx(std::max(row.iteration_seconds[0],
+                                                   row.iteration_seconds[1]) /
+                                          std::min(before, after)));
     }
   }
   CHECK(result.rounds == 2);
@@ -279,6 +293,12 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
     CHECK(zero3.ranks == 2);
     CHECK(zero3.persistent_bytes < result.row("zero").persistent_bytes);
     CHECK(zero3.peak_bytes < zero.peak_bytes);
+    // Consecutive rows of several ranks share the baseline measured between them.
+    CHECK(zero.baseline_before_seconds == dp.baseline_after_seconds);
+    CHECK(zero3.baseline_before_seconds == zero.baseline_after_seconds);
+    CHECK(dp.baseline_before_seconds != dp.baseline_after_seconds);
+  } else {
+    for (const auto& row : result.rows) CHECK(row.baseline_before_seconds.empty());
   }
 
   {  // CSV and JSON parse back to the same numbers, labelled synthetic
@@ -308,6 +328,10 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
             Approx(result.rows[i].over_floor));
       CHECK(json["rows"][i].at("round_iterations").get<int64_t>() ==
             result.rows[i].round_iterations);
+      CHECK(json["rows"][i].at("baseline_before_seconds").get<std::vector<double>>() ==
+            result.rows[i].baseline_before_seconds);
+      CHECK(json["rows"][i].at("baseline_after_seconds").get<std::vector<double>>() ==
+            result.rows[i].baseline_after_seconds);
     }
     CHECK(json.at("round_target_seconds").get<double>() == 0.2);
     CHECK(json.at("missing").size() == result.missing.size());  // no row failed (or: no Gloo)
@@ -385,6 +409,46 @@ TEST_CASE("mlo ablate: a timing round spreads each row's meta-iterations over it
     CHECK(t.seconds[0][r] == three[1]);  // the median of three
     CHECK(t.seconds[1][r] == t.samples[1][r][0]);
   }
+}
+
+TEST_CASE("mlo ablate: a row of several ranks is timed against the baseline measured just "
+          "before and after it", "[cli][ablate]") {
+  using mlo::run::AblationRowResult;
+  mlo::run::AblationResult result;
+  AblationRowResult base;
+  base.iteration_seconds = {20, 22, 99};  // the first measurement: a slow start
+  AblationRowResult row;
+  row.ranks = 2;
+  row.iteration_seconds = {11, 13, 12, 50};  // beyond `rounds`: not counted
+  row.baseline_before_seconds = {10, 12, 11};
+  row.baseline_after_seconds = {14, 13, 12};
+  AblationRowResult unbracketed = row;  // its brackets failed: the first measurement instead
+  unbracketed.baseline_before_seconds.clear();
+  unbracketed.baseline_after_seconds = {1, 2};  // fewer than `rounds`: not used
+  AblationRowResult one_side = row;
+  one_side.baseline_after_seconds.clear();
+  AblationRowResult short_row = row;  // fewer meta-iterations than rounds: left as it was
+  short_row.iteration_seconds = {5, 6};
+  short_row.time_ratio = 7;
+  result.rows = {base, row, unbracketed, one_side, short_row};
+  mlo::run::detail::time_own_processes(3, result);
+
+  // Its median 12 over the pooled brackets' median (10 11 12 12 13 14: 12); the range: its
+  // fastest 11 over the slower bracket's median 13, its slowest 13 over the faster one's 11.
+  const auto& r = result.rows[1];
+  CHECK(r.seconds == 12);
+  CHECK(r.time_ratio == Approx(1.0));
+  CHECK(r.time_ratio_low == Approx(11.0 / 13.0));
+  CHECK(r.time_ratio_high == Approx(13.0 / 11.0));
+  const auto& u = result.rows[2];
+  CHECK(u.time_ratio == Approx(12.0 / 22.0));
+  CHECK(u.time_ratio_low == Approx(11.0 / 22.0));
+  CHECK(u.time_ratio_high == Approx(13.0 / 22.0));
+  const auto& o = result.rows[3];
+  CHECK(o.time_ratio == Approx(12.0 / 11.0));
+  CHECK(o.time_ratio_high == Approx(13.0 / 11.0));
+  CHECK(result.rows[4].time_ratio == 7);
+  CHECK(result.rows[0].time_ratio == 0);  // the baseline itself is not touched here
 }
 
 TEST_CASE("mlo ablate: chosen rows once each, only their options checked, unknown rows named",

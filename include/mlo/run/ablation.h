@@ -51,8 +51,12 @@ struct AblationOptions {
   /// Timing rounds: every single-process row's experiment is built (memory tracking off) and
   /// warmed up, then each round times every row (`round_seconds`), in an order rotated by one
   /// row per round. A row's time is its median over the rounds; its time ratio the median
-  /// of its per-round ratios to the baseline of the same round, with their range. 0: the times
-  /// of the memory measurement instead (one after the other, meter on).
+  /// of its per-round ratios to the baseline of the same round, with their range. A row of
+  /// several ranks runs in processes of its own, outside the rounds: it measures `rounds`
+  /// metered meta-iterations, and so does the baseline, again, in this process just before and
+  /// just after it (a slow spell of the machine between the baseline's first measurement and
+  /// the row would otherwise move its ratio). 0: the times of the memory measurement instead
+  /// (one after the other, meter on).
   TORCH_ARG(int64_t, rounds) = 3;
   /// About how long each row is timed for in a round: whole meta-iterations, as many as reach
   /// it at the pace of the row's memory measurement (at least one, at most 1000; the rounds'
@@ -144,6 +148,11 @@ struct AblationRowResult {
   /// Meta-iterations timed in each round (AblationOptions::round_seconds; 0 when not timed in
   /// rounds).
   int64_t round_iterations = 0;
+  /// A row of several ranks timed with rounds: the baseline measured again in this process
+  /// (meter on, as the row's ranks are) just before and just after the row's processes ran, its
+  /// first `rounds` metered meta-iterations each time (empty otherwise: the baseline's own
+  /// measurement is the reference). Two such rows in a row share the bracket between them.
+  std::vector<double> baseline_before_seconds, baseline_after_seconds;
   /// A lower bound of `peak_bytes`: `persistent_bytes + transient_bytes`, tensors that must be
   /// alive together at one instant of every measured meta-iteration (docs/memory-ablation.md,
   /// "The floor").
@@ -167,9 +176,11 @@ struct AblationRowResult {
   double peak_ratio = 0;   ///< peak / baseline peak
   /// Timed in rounds: the median over rounds of this row's time / the baseline's time in the
   /// same round. A row of several ranks (its own processes, meter on): the median over its
-  /// first `rounds` measured meta-iterations / the median of as many of the baseline's (which
-  /// then measures that many), the range over those meta-iterations. Without rounds:
-  /// measured_seconds / the baseline's measured_seconds.
+  /// first `rounds` measured meta-iterations / the median of the baseline's meta-iterations
+  /// measured just before and just after it (`baseline_before_seconds` and
+  /// `baseline_after_seconds` together); the range: its fastest meta-iteration / the slower
+  /// bracket's median to its slowest / the faster one's. Without rounds: measured_seconds / the
+  /// baseline's measured_seconds.
   double time_ratio = 0;
   /// The low end of the range of the per-round ratios (see `time_ratio`).
   double time_ratio_low = 0, time_ratio_high = 0;  ///< the range of the per-round ratios
