@@ -291,7 +291,8 @@ AblationResult run_ablation(const std::string& config_path,
   });
   // The baseline measured again in this process, for the rows of several ranks around it
   // (AblationRowResult::baseline_before_seconds): its first `rounds` metered meta-iterations,
-  // or none when it fails (the row then takes the baseline's first measurement, and says so).
+  // or none when it fails (the row then takes the other bracket alone, or with neither the
+  // baseline's first measurement; `timing_error` names the one that failed).
   std::vector<double> bracket;  // the latest, while no single-process row ran after it
   const auto measure_bracket = [&](const std::string& when) -> std::vector<double> {
     if (progress) progress("      the baseline again, " + when);
@@ -340,6 +341,10 @@ AblationResult run_ablation(const std::string& config_path,
         bracket.clear();  // no longer next to the rows of several ranks that follow
         row = measure_ablation_row(config_path, all, result.problem, iterations);
         row.row = rows[i];
+        // The baseline just measured is the bracket before a row of several ranks right after.
+        if (i == 0 && timed_apart)
+          bracket.assign(row.iteration_seconds.begin(),
+                         row.iteration_seconds.begin() + options.rounds());
       } else {
         MLO_CHECK(static_cast<bool>(rank_runner), "needs processes of its own (mlo ablate ",
                   "starts them; run_ablation was given no RankRunner)");

@@ -100,19 +100,24 @@ int64_t proc_status_bytes(const std::string& field) {
   return 0;
 }
 
-// Gives freed heap memory back to the system and restarts the peak-RSS count (VmHWM) at the
-// current RSS, so each row's peak is its own (Linux >= 4.0: clear_refs "5").
-void reset_rss_peak() {
+// Gives freed heap memory back to the system, and on the GPU the caching allocator's cached
+// blocks back to the driver: a row's reserved peak (reset when its meter starts) is then not an
+// earlier row's, and a process of several ranks started next finds the GPU free.
+void release_cached_memory() {
 #if defined(__GLIBC__)
   malloc_trim(0);
 #endif
-  std::ofstream clear("/proc/self/clear_refs");
-  if (clear) clear << "5";
 #if MLO_WITH_CUDA
-  // The same on the GPU: the caching allocator hands its cached blocks back to the driver, so
-  // that a row's reserved peak (reset when its meter starts) is not an earlier row's.
   if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
+}
+
+// release_cached_memory, and restarts the peak-RSS count (VmHWM) at the current RSS, so each
+// row's peak is its own (Linux >= 4.0: clear_refs "5").
+void reset_rss_peak() {
+  release_cached_memory();
+  std::ofstream clear("/proc/self/clear_refs");
+  if (clear) clear << "5";
 }
 
 // Bytes of every parameter and buffer of every problem's module (storages counted once).
@@ -340,6 +345,8 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
     result.floor_bytes = floor.persistent + floor.transient;
   }
   result.rss_growth_bytes = result.rss_peak_bytes - rss_start;
+  // Not held while the next row runs, perhaps in processes of its own on the same GPU.
+  release_cached_memory();
   return result;
 }
 

@@ -91,9 +91,15 @@ std::string ablation_markdown(const AblationResult& r) {
            "slower of the two, its slowest against the faster)."
         << (r.timing_error.empty() ? std::string() : " " + r.timing_error + ".");
   } else {
+    const bool bracketed =
+        std::any_of(r.rows.begin(), r.rows.end(), [](const AblationRowResult& row) {
+          return !row.baseline_before_seconds.empty() || !row.baseline_after_seconds.empty();
+        });
     out << "Time: the memory measurement's (rows one after the other, meter on)"
-        << (r.timing_error.empty() ? std::string(".")
-                                   : ": the timing rounds failed: " + r.timing_error);
+        << (bracketed ? "; a row of several ranks: against the baseline measured again just "
+                        "before and just after it"
+                      : "")
+        << (r.timing_error.empty() ? std::string(".") : ". " + r.timing_error + ".");
   }
   if (!r.overrides.empty()) {
     out << " Overrides:";

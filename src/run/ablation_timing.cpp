@@ -183,9 +183,10 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
                              per_round, progress);
   } catch (const std::exception& e) {
     result.rounds = 0;
-    result.timing_error = e.what();
-    if (progress)
-      progress("timing rounds failed, times are the measurement's: " + result.timing_error);
+    // First, before what failed earlier (a baseline measured again for the rows of ranks).
+    result.timing_error = std::string("the timing rounds failed: ") + e.what() +
+                          (result.timing_error.empty() ? "" : "; " + result.timing_error);
+    if (progress) progress("timing rounds failed, times are the measurement's: " + std::string(e.what()));
     return;
   }
   result.round_seconds = round_seconds;

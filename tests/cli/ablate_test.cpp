@@ -163,6 +163,8 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
     // Timing: single-process rows in the 2 interleaved rounds, their ratio the median (of two:
     // the mean) of the per-round ratios to the baseline, within their range.
     if (row.ranks == 1) {
+      CHECK(row.baseline_before_seconds.empty());
+      CHECK(row.baseline_after_seconds.empty());
       REQUIRE(row.round_seconds.size() == 2);
       const double r0 = row.round_seconds[0] / base.round_seconds[0];
       const double r1 = row.round_seconds[1] / base.round_seconds[1];
@@ -298,7 +300,10 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
     CHECK(zero3.baseline_before_seconds == zero.baseline_after_seconds);
     CHECK(dp.baseline_before_seconds != dp.baseline_after_seconds);
   } else {
-    for (const auto& row : result.rows) CHECK(row.baseline_before_seconds.empty());
+    for (const auto& row : result.rows) {
+      CHECK(row.baseline_before_seconds.empty());
+      CHECK(row.baseline_after_seconds.empty());
+    }
   }
 
   {  // CSV and JSON parse back to the same numbers, labelled synthetic
@@ -419,9 +424,9 @@ TEST_CASE("mlo ablate: a row of several ranks is timed against the baseline meas
   base.iteration_seconds = {20, 22, 99};  // the first measurement: a slow start
   AblationRowResult row;
   row.ranks = 2;
-  row.iteration_seconds = {11, 13, 12, 50};  // beyond `rounds`: not counted
-  row.baseline_before_seconds = {10, 12, 11};
-  row.baseline_after_seconds = {14, 13, 12};
+  row.iteration_seconds = {11, 13, 12, 50};      // beyond `rounds`: not counted
+  row.baseline_before_seconds = {10, 10, 30};    // median 10
+  row.baseline_after_seconds = {12, 13, 14, 100};  // median of the first 3: 13
   AblationRowResult unbracketed = row;  // its brackets failed: the first measurement instead
   unbracketed.baseline_before_seconds.clear();
   unbracketed.baseline_after_seconds = {1, 2};  // fewer than `rounds`: not used
@@ -433,22 +438,93 @@ TEST_CASE("mlo ablate: a row of several ranks is timed against the baseline meas
   result.rows = {base, row, unbracketed, one_side, short_row};
   mlo::run::detail::time_own_processes(3, result);
 
-  // Its median 12 over the pooled brackets' median (10 11 12 12 13 14: 12); the range: its
-  // fastest 11 over the slower bracket's median 13, its slowest 13 over the faster one's 11.
+  // Its median 12 over the median of both brackets' first 3 together (10 10 12 13 14 30: 12.5,
+  // not the mean of the two medians, 11.5, nor 13 with the 4th after); the range: its fastest
+  // 11 over the slower bracket's median 13, its slowest 13 over the faster one's 10.
   const auto& r = result.rows[1];
   CHECK(r.seconds == 12);
-  CHECK(r.time_ratio == Approx(1.0));
+  CHECK(r.time_ratio == Approx(12.0 / 12.5));
   CHECK(r.time_ratio_low == Approx(11.0 / 13.0));
-  CHECK(r.time_ratio_high == Approx(13.0 / 11.0));
+  CHECK(r.time_ratio_high == Approx(13.0 / 10.0));
   const auto& u = result.rows[2];
   CHECK(u.time_ratio == Approx(12.0 / 22.0));
   CHECK(u.time_ratio_low == Approx(11.0 / 22.0));
   CHECK(u.time_ratio_high == Approx(13.0 / 22.0));
   const auto& o = result.rows[3];
-  CHECK(o.time_ratio == Approx(12.0 / 11.0));
-  CHECK(o.time_ratio_high == Approx(13.0 / 11.0));
+  CHECK(o.time_ratio == Approx(12.0 / 10.0));
+  CHECK(o.time_ratio_low == Approx(11.0 / 10.0));
+  CHECK(o.time_ratio_high == Approx(13.0 / 10.0));
   CHECK(result.rows[4].time_ratio == 7);
   CHECK(result.rows[0].time_ratio == 0);  // the baseline itself is not touched here
+}
+
+TEST_CASE("mlo ablate: the baseline is measured again around each row of several ranks, shared "
+          "only between two such rows in a row", "[cli][ablate]") {
+  const fs::path dir = mlo_test::scratch_dir("ablate_bracket_test");
+  const std::string config = (dir / "tiny.yaml").string();
+  std::ofstream(config) << mlo_test::kTinyReweighting;
+  mlo::run::AblationOptions options;
+  // A single-process row between two rows of ranks, and the middle row of ranks failing.
+  options.iterations(1).rounds(2).round_seconds(0).rows(
+      {"data_parallel", "precision", "zero", "zero3"});
+  std::vector<std::string> log;
+  // Stand-in ranks (what they measure is not the point here): 3 meta-iterations of 1 s; ZeRO-2's
+  // fail.
+  const mlo::run::RankRunner ranks = [&](const std::vector<std::string>& overrides,
+                                         int64_t nproc, int64_t iterations) {
+    const std::string strategy = *std::find_if(overrides.begin(), overrides.end(),
+                                               [](const std::string& o) {
+                                                 return o.rfind("engine.strategy=", 0) == 0;
+                                               });
+    log.push_back("ranks " + strategy);
+    CHECK(iterations == 2);
+    if (strategy == "engine.strategy=zero2") throw std::runtime_error("a rank died");
+    mlo::run::AblationRowResult rank;
+    rank.iteration_seconds = {1, 1, 1};
+    rank.peak_bytes = rank.floor_bytes = 1000;
+    return std::vector<mlo::run::AblationRowResult>(static_cast<std::size_t>(nproc), rank);
+  };
+  const auto result = mlo::run::run_ablation(
+      config, {}, options,
+      [&](const std::string& line) {
+        if (line.find("the baseline again") != std::string::npos) log.push_back(line);
+      },
+      ranks);
+  if (!MLO_WITH_GLOO) {
+    // No Gloo (a LibTorch wheel): the rows of 2 CPU ranks are left out, and nothing is bracketed.
+    CHECK(log.empty());
+    CHECK(result.missing.size() == 3);
+    return;
+  }
+  // The baseline's own measurement is the bracket before data parallel, right after it; the
+  // precision row in between ends the sharing, so ZeRO-2 measures its own, and its failure
+  // leaves none for ZeRO-3.
+  CHECK(log == std::vector<std::string>{
+                   "ranks engine.strategy=distributed",
+                   "      the baseline again, after +data parallel, 2 ranks (per rank)",
+                   "      the baseline again, before +ZeRO-2, 2 ranks (per rank)",
+                   "ranks engine.strategy=zero2",
+                   "      the baseline again, before +ZeRO-3, 2 ranks (per rank)",
+                   "ranks engine.strategy=zero3",
+                   "      the baseline again, after +ZeRO-3, 2 ranks (per rank)"});
+  REQUIRE(result.missing.size() == 1);
+  CHECK_THAT(result.missing[0], Contains("a rank died"));
+  const auto& base = result.row("baseline");
+  const auto& dp = result.row("data_parallel");
+  const auto& zero3 = result.row("zero3");
+  CHECK(dp.baseline_before_seconds ==
+        std::vector<double>(base.iteration_seconds.begin(), base.iteration_seconds.begin() + 2));
+  for (const auto* v : {&dp.baseline_after_seconds, &zero3.baseline_before_seconds,
+                        &zero3.baseline_after_seconds}) {
+    REQUIRE(v->size() == 2);
+    CHECK(std::all_of(v->begin(), v->end(), [](double s) { return s > 0; }));
+  }
+  CHECK(zero3.baseline_before_seconds != dp.baseline_after_seconds);
+  CHECK(zero3.baseline_before_seconds != zero3.baseline_after_seconds);
+  CHECK(result.row("precision").baseline_before_seconds.empty());
+  CHECK(result.row("precision").baseline_after_seconds.empty());
+  CHECK(dp.seconds == 1);
+  CHECK(result.timing_error.empty());
 }
 
 TEST_CASE("mlo ablate: chosen rows once each, only their options checked, unknown rows named",

@@ -133,8 +133,9 @@ struct AblationRowResult {
   int64_t reserved_peak_bytes = 0;
   /// rss_peak_bytes minus the resident set before the row's experiment was built.
   int64_t rss_growth_bytes = 0;
-  /// Wall time per meta-iteration: the median of `round_seconds`, or `measured_seconds` when
-  /// the row was not timed in rounds (its own processes, or `rounds` 0).
+  /// Wall time per meta-iteration: the median of `round_seconds`; a row of several ranks with
+  /// rounds: the median of its first `rounds` metered meta-iterations; without rounds:
+  /// `measured_seconds`.
   double seconds = 0;
   /// Mean wall time per meta-iteration while its memory was measured (meter on, rows one after
   /// the other), over the first `iterations` of the measured window.
@@ -150,8 +151,9 @@ struct AblationRowResult {
   int64_t round_iterations = 0;
   /// A row of several ranks timed with rounds: the baseline measured again in this process
   /// (meter on, as the row's ranks are) just before and just after the row's processes ran, its
-  /// first `rounds` metered meta-iterations each time (empty otherwise: the baseline's own
-  /// measurement is the reference). Two such rows in a row share the bracket between them.
+  /// first `rounds` metered meta-iterations each time. Empty without rounds, or where that
+  /// measurement failed: the other one is then the reference alone, and with neither the
+  /// baseline's first measurement. Two such rows in a row share the bracket between them.
   std::vector<double> baseline_before_seconds, baseline_after_seconds;
   /// A lower bound of `peak_bytes`: `persistent_bytes + transient_bytes`, tensors that must be
   /// alive together at one instant of every measured meta-iteration (docs/memory-ablation.md,
@@ -179,11 +181,14 @@ struct AblationRowResult {
   /// first `rounds` measured meta-iterations / the median of the baseline's meta-iterations
   /// measured just before and just after it (`baseline_before_seconds` and
   /// `baseline_after_seconds` together); the range: its fastest meta-iteration / the slower
-  /// bracket's median to its slowest / the faster one's. Without rounds: measured_seconds / the
-  /// baseline's measured_seconds.
+  /// bracket's median to its slowest / the faster one's (one bracket or none: see
+  /// `baseline_before_seconds`). Without rounds: measured_seconds / the baseline's
+  /// measured_seconds.
   double time_ratio = 0;
-  /// The low end of the range of the per-round ratios (see `time_ratio`).
-  double time_ratio_low = 0, time_ratio_high = 0;  ///< the range of the per-round ratios
+  /// The range of `time_ratio`: the smallest and largest per-round ratio, or for a row of
+  /// several ranks its fastest meta-iteration over the slower bracket's median and its slowest
+  /// over the faster one's.
+  double time_ratio_low = 0, time_ratio_high = 0;
   double rss_ratio = 0;    ///< rss growth / baseline rss growth
   double over_floor = 0;   ///< peak / floor
   /// Processes the row ran on; above 1 every byte and time figure is the largest of any rank.
@@ -205,7 +210,8 @@ struct AblationResult {
   int64_t iterations = 0;        ///< meta-iterations per row measured for memory
   int64_t rounds = 0;            ///< timing rounds (0: times from the memory measurement)
   double round_seconds = 0;      ///< AblationOptions::round_seconds of the rounds that ran
-  /// Why the timing rounds did not run, if they were asked for and failed ("" otherwise).
+  /// Why the timing rounds did not run, if they were asked for and failed, and which of the
+  /// baseline's measurements around the rows of several ranks failed ("" otherwise).
   std::string timing_error;
   std::vector<std::string> overrides;  ///< the user's `--set`s
   /// The measured rows, the baseline first, in the order they ran (a row that failed is in
@@ -239,7 +245,8 @@ using RankRunner = std::function<std::vector<AblationRowResult>(
 /// experiment, runs one warm-up meta-iteration and `options.iterations()` measured ones, and
 /// computes the floor; then times the single-process rows in `options.rounds()` interleaved
 /// rounds. Rows on several ranks run through `ranks` (without one they are listed as not
-/// measured) and keep the times of their own processes. Calls `progress` with one line per row
+/// measured) and take their times from their own processes, against the baseline measured
+/// again here just before and just after each (with rounds). Calls `progress` with one line per row
 /// and per round. Throws `mlo::Error` for a bad configuration or option or a failed baseline; a
 /// later row that fails is listed in `missing` with its error.
 AblationResult run_ablation(const std::string& config_path,
