@@ -31,6 +31,11 @@ const char* const kTables[] = {"runs/ablation_b100/run1",       "runs/ablation_b
                                "runs/ablation_b100_zero3/run1", "runs/ablation_b100_zero3/run2",
                                // The ReLU configuration again, every row, at a later commit.
                                "runs/ablation_b100_rerun/run1", "runs/ablation_b100_rerun/run2",
+                               // Both again, the rows of ranks timed against a bracketed baseline.
+                               "runs/ablation_b100_brackets/run1",
+                               "runs/ablation_b100_brackets/run2",
+                               "runs/ablation_b100_swish_brackets/run1",
+                               "runs/ablation_b100_swish_brackets/run2",
                                // The same two configurations on an H100 (scripts/gpu_check.sh).
                                "runs/ablation_b100_cuda/run1",  "runs/ablation_b100_cuda/run2",
                                "runs/ablation_b100_swish_cuda/run1",
@@ -127,7 +132,8 @@ TEST_CASE("ablation tables under runs/: two consecutive runs measured the same m
   // shared machine.
   for (const char* config :
        {"runs/ablation_b100", "runs/ablation_b100_swish", "runs/ablation_b100_zero3",
-        "runs/ablation_b100_rerun"}) {
+        "runs/ablation_b100_rerun", "runs/ablation_b100_brackets",
+        "runs/ablation_b100_swish_brackets"}) {
     const auto first = for_rows_of_one_plan(config, [](const auto& a, const auto& b) {
       CHECK(a.at("peak_bytes") == b.at("peak_bytes"));
       CHECK(a.at("floor_bytes") == b.at("floor_bytes"));
