@@ -154,7 +154,9 @@ struct AblationRowResult {
   /// first `rounds` metered meta-iterations each time. Empty without rounds, or where that
   /// measurement failed: the other one is then the reference alone, and with neither the
   /// baseline's first measurement. Two such rows in a row share the bracket between them.
-  std::vector<double> baseline_before_seconds, baseline_after_seconds;
+  std::vector<double> baseline_before_seconds;
+  /// The bracket measured just after the row (see `baseline_before_seconds`).
+  std::vector<double> baseline_after_seconds;
   /// A lower bound of `peak_bytes`: `persistent_bytes + transient_bytes`, tensors that must be
   /// alive together at one instant of every measured meta-iteration (docs/memory-ablation.md,
   /// "The floor").
@@ -188,7 +190,8 @@ struct AblationRowResult {
   /// The range of `time_ratio`: the smallest and largest per-round ratio, or for a row of
   /// several ranks its fastest meta-iteration over the slower bracket's median and its slowest
   /// over the faster one's.
-  double time_ratio_low = 0, time_ratio_high = 0;
+  double time_ratio_low = 0;
+  double time_ratio_high = 0;  ///< the high end of that range (see `time_ratio_low`)
   double rss_ratio = 0;    ///< rss growth / baseline rss growth
   double over_floor = 0;   ///< peak / floor
   /// Processes the row ran on; above 1 every byte and time figure is the largest of any rank.
