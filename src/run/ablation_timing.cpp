@@ -186,7 +186,8 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
     // First, before what failed earlier (a baseline measured again for the rows of ranks).
     result.timing_error = std::string("the timing rounds failed: ") + e.what() +
                           (result.timing_error.empty() ? "" : "; " + result.timing_error);
-    if (progress) progress("timing rounds failed, times are the measurement's: " + std::string(e.what()));
+    if (progress)
+      progress("timing rounds failed, times are the measurement's: " + std::string(e.what()));
     return;
   }
   result.round_seconds = round_seconds;
