@@ -289,27 +289,12 @@ AblationResult run_ablation(const std::string& config_path,
   const bool any_multi_rank = std::any_of(rows.begin(), rows.end(), [&](const AblationRow& row) {
     return row.ranks > 1 && multi_rank_gap(row, cuda).empty() && rank_runner;
   });
-  // The baseline measured again in this process, for the rows of several ranks around it
-  // (AblationRowResult::baseline_before_seconds): its first `rounds` metered meta-iterations,
-  // or none when it fails (the row then takes the other bracket alone, or with neither the
-  // baseline's first measurement; `timing_error` names the one that failed).
+  // The baseline measured again around the rows of several ranks (detail::measure_bracket).
   std::vector<double> bracket;  // the latest, while no single-process row ran after it
-  const auto measure_bracket = [&](const std::string& when) -> std::vector<double> {
-    if (progress) progress("      the baseline again, " + when);
-    try {
-      std::vector<std::string> all = overrides;
-      all.insert(all.end(), rows.front().overrides.begin(), rows.front().overrides.end());
-      const auto base = measure_ablation_row(config_path, all, result.problem,
-                                             std::max(options.iterations(), options.rounds()));
-      return std::vector<double>(base.iteration_seconds.begin(),
-                                 base.iteration_seconds.begin() + options.rounds());
-    } catch (const std::exception& e) {
-      if (progress) progress("      the baseline failed this time: " + std::string(e.what()));
-      result.timing_error += (result.timing_error.empty() ? "" : "; ") +
-                             std::string("the baseline measured again ") + when +
-                             " failed: " + e.what();
-      return {};
-    }
+  const auto measure_bracket = [&](const std::string& when) {
+    std::vector<std::string> all = overrides;
+    all.insert(all.end(), rows.front().overrides.begin(), rows.front().overrides.end());
+    return detail::measure_bracket(config_path, all, options, when, progress, result);
   };
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (progress) {

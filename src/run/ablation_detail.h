@@ -90,6 +90,17 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
                     const std::function<void(const std::string&)>& progress,
                     AblationResult& result);
 
+/// The baseline (`base_overrides`: the user's and its own) measured again in this process for
+/// the rows of several ranks around it (AblationRowResult::baseline_before_seconds): its first
+/// `options.rounds()` metered meta-iterations, or none when it fails (the row then takes the
+/// other bracket alone, or with neither the baseline's first measurement); the failure is
+/// added to `result.timing_error`. `when` ("before +ZeRO-2, ...") labels progress and error.
+std::vector<double> measure_bracket(const std::string& config_path,
+                                    const std::vector<std::string>& base_overrides,
+                                    const AblationOptions& options, const std::string& when,
+                                    const std::function<void(const std::string&)>& progress,
+                                    AblationResult& result);
+
 /// The rows of several ranks: their time and ratio from the median of their first `rounds`
 /// metered meta-iterations and that of the baseline's measured just before and just after them
 /// (AblationRowResult::baseline_before_seconds, pooled); where neither bracket holds `rounds`,

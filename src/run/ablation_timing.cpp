@@ -212,6 +212,27 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
   }
 }
 
+std::vector<double> measure_bracket(const std::string& config_path,
+                                    const std::vector<std::string>& base_overrides,
+                                    const AblationOptions& options, const std::string& when,
+                                    const std::function<void(const std::string&)>& progress,
+                                    AblationResult& result) {
+  if (progress) progress("      the baseline again, " + when);
+  try {
+    const auto base =
+        measure_ablation_row(config_path, base_overrides, result.problem,
+                             std::max(options.iterations(), options.rounds()));
+    return std::vector<double>(base.iteration_seconds.begin(),
+                               base.iteration_seconds.begin() + options.rounds());
+  } catch (const std::exception& e) {
+    if (progress) progress("      the baseline failed this time: " + std::string(e.what()));
+    result.timing_error += (result.timing_error.empty() ? "" : "; ") +
+                           std::string("the baseline measured again ") + when +
+                           " failed: " + e.what();
+    return {};
+  }
+}
+
 // Rows of several ranks ran in processes of their own, with the meter on: their ratio is of the
 // median of their first `rounds` metered meta-iterations and the baseline's, measured again just
 // before and after the row (the baseline's first measurement where those are missing).
