@@ -16,6 +16,8 @@
 #include <sstream>
 #include <stdexcept>
 
+namespace atomic_file_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
@@ -97,3 +99,5 @@ TEST_CASE("Atomic file: a full disk (a file-size limit) is an error naming the f
   CHECK(read(file) == "previous");
   CHECK_FALSE(fs::exists(file.string() + ".tmp"));
 }
+
+}  // namespace atomic_file_test

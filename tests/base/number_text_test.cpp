@@ -13,6 +13,8 @@
 #include <random>
 #include <string>
 
+namespace number_text_test {
+
 namespace {
 
 double read_back(const std::string& text) { return std::strtod(text.c_str(), nullptr); }
@@ -73,3 +75,5 @@ TEST_CASE("number_text: random doubles read back exactly, and one digit fewer do
   }
   CHECK(checked > 19000);
 }
+
+}  // namespace number_text_test

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <type_traits>
 
+namespace torch_compat_test {
+
 TEST_CASE("torch_compat: the version string is the headers' own", "[base][compat]") {
   CHECK(std::strcmp(mlo::detail::torch_version(), TORCH_VERSION) == 0);
   CHECK(MLO_TORCH_AT_LEAST(1, 13));
@@ -103,3 +105,5 @@ TEST_CASE("torch_compat: a memory reporter overrides the allocator's callback",
   }
   CHECK(counter->bytes >= 4000);
 }
+
+}  // namespace torch_compat_test

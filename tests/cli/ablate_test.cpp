@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+namespace ablate_test {
+
 namespace fs = std::filesystem;
 
 using Catch::Matchers::Contains;
@@ -571,3 +573,5 @@ TEST_CASE("mlo ablate: chosen rows once each, only their options checked, unknow
                       Contains("unknown row 'swish' (rows: baseline, precision, accumulation, "
                                "checkpointing, activations, finite_difference, all, data_parallel, zero, zero3)"));
 }
+
+}  // namespace ablate_test

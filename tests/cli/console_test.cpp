@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+namespace console_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
@@ -225,3 +227,5 @@ TEST_CASE("Console: long lines are wrapped within the console width, pairs kept 
   }
   CHECK(joined == line);
 }
+
+}  // namespace console_test

@@ -8,6 +8,8 @@
 
 #include <csignal>
 
+namespace fault_test {
+
 using Catch::Matchers::Contains;
 using mlo::cli::RaiseAt;
 
@@ -36,3 +38,5 @@ TEST_CASE("--raise-at: malformed values are refused, naming the part", "[cli][fa
   CHECK_THROWS_WITH(RaiseAt::parse("7:KILL:-1"), Contains("RANK must be a rank >= 0, got '-1'"));
   CHECK_THROWS_WITH(RaiseAt::parse("7:KILL:1:2"), Contains("expected STEP:SIGNAL"));
 }
+
+}  // namespace fault_test

@@ -21,6 +21,8 @@
 #include <sstream>
 #include <thread>
 
+namespace launch_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
@@ -410,3 +412,5 @@ TEST_CASE("mlo launch: a distributed run that ends inside an accumulation window
   REQUIRE(resumed.code == 0);
   CHECK_THAT(resumed.output, Contains("resumed from") && Contains("at global step 4"));
 }
+
+}  // namespace launch_test

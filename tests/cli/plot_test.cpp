@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+namespace plot_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
@@ -171,3 +173,5 @@ TEST_CASE("plot: a run without a metric leaves no hole in the data blocks", "[cl
   CHECK_THROWS_WITH(mlo::cli::plot_runs({(dir.path / "a").string()}, options),
                     Contains("is a folder"));
 }
+
+}  // namespace plot_test

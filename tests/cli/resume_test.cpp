@@ -22,6 +22,8 @@
 #include <set>
 #include <sstream>
 
+namespace resume_test {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -358,3 +360,5 @@ TEST_CASE("Resume: a saved config in other number forms is the same config; a ch
   mlo::cli::run_experiment(config, options);
   CHECK(read(dir / "log.txt").find(warning) != std::string::npos);
 }
+
+}  // namespace resume_test

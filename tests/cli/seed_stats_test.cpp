@@ -12,6 +12,8 @@
 #include <cmath>
 #include <fstream>
 
+namespace seed_stats_test {
+
 namespace cli = mlo::cli;
 namespace fs = std::filesystem;
 
@@ -125,3 +127,5 @@ TEST_CASE("Seed summaries: only the requested seeds, diverged seeds kept, unpair
                     Catch::Matchers::Contains("have no seed in common"));
   fs::remove_all(root);
 }
+
+}  // namespace seed_stats_test

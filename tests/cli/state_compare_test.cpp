@@ -12,6 +12,8 @@
 #include <cmath>
 #include <filesystem>
 
+namespace state_compare_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
@@ -109,3 +111,5 @@ TEST_CASE("State comparison: optimizers match their parameters by position, not 
   CHECK_THAT(mlo_test::state_file_difference(a, trained(2.0, "c.pt")),
              Contains("state/group 0 param 0/momentum_buffer: element 0 of 6 differs"));
 }
+
+}  // namespace state_compare_test

@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace buffers_test {
+
 namespace {
 
 constexpr double kMomentum = 0.1;
@@ -116,3 +118,5 @@ TEST_CASE("Buffers: batch-norm statistics see only the lower problem's training 
     CHECK(var_diff < 1e-5);
   }
 }
+
+}  // namespace buffers_test

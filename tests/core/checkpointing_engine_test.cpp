@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace checkpointing_engine_test {
+
 namespace {
 
 struct Scale : mlo::Problem {  // upper: per-output scales of the lower's target
@@ -177,3 +179,5 @@ TEST_CASE("Checkpointing under bf16: the first step (planned inside autocast) tr
     CHECK(diff <= 1e-6);
   }
 }
+
+}  // namespace checkpointing_engine_test

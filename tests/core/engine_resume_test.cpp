@@ -8,6 +8,8 @@
 
 #include <sstream>
 
+namespace engine_resume_test {
+
 namespace {
 
 struct ScalarImpl : torch::nn::Module {
@@ -207,3 +209,5 @@ TEST_CASE("Resume: sama with Adam, saved anywhere in an unroll, resumes bit for 
     require_identical(run(build, 7, stop), straight);
   }
 }
+
+}  // namespace engine_resume_test

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace engine_test {
+
 using Catch::Matchers::Contains;
 using mlo::ProblemConfig;
 
@@ -456,3 +458,5 @@ TEST_CASE("Engine: offload cpu on a model that is on the CPU is refused", "[core
                                "memory away from a GPU, but this problem's parameters are on "
                                "cpu already (use device cuda, or offload none)"));
 }
+
+}  // namespace engine_test

@@ -5,6 +5,8 @@
 
 #include <string>
 
+namespace error_test {
+
 TEST_CASE("MLO_INTERNAL_ASSERT: names mlo, the condition and the place, not PyTorch", "[core]") {
   const int expected = 2;
   try {
@@ -27,3 +29,5 @@ TEST_CASE("MLO_CHECK: a user error is an mlo::Error, not an internal one", "[cor
   CHECK_THROWS_WITH([] { MLO_CHECK(false, "bad value ", 7); }(), "bad value 7");
   CHECK_NOTHROW([] { MLO_INTERNAL_ASSERT(true, "never"); }());
 }
+
+}  // namespace error_test

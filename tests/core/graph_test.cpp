@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace graph_test {
+
 using Catch::Matchers::Contains;
 using mlo::ProblemConfig;
 
@@ -107,3 +109,5 @@ TEST_CASE("Graph: the Dependencies constructor builds the same graph", "[core][g
   CHECK(engine.graph().leaves() == std::vector<mlo::Problem*>{inner.get()});
   CHECK(engine.graph().parents(inner.get()) == std::vector<mlo::Problem*>{outer.get()});
 }
+
+}  // namespace graph_test

@@ -11,6 +11,8 @@
 #include <limits>
 #include <string>
 
+namespace metrics_test {
+
 using Catch::Matchers::Contains;
 
 TEST_CASE("Metrics: metric_segment makes free text one segment of a metric name", "[core]") {
@@ -91,3 +93,5 @@ TEST_CASE("Problem: a step records its loss and learning rate", "[core]") {
   CHECK(p->headline_metrics() ==
         std::vector<std::string>{"loss", "acc", "lr", "mem_peak_mb"});
 }
+
+}  // namespace metrics_test

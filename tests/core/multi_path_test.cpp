@@ -12,6 +12,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace multi_path_test {
+
 namespace {
 
 constexpr double a = 2.0, b = 0.7, c = -0.3, d = 1.5, e = 0.4, g = 3.0, h = -1.0;
@@ -111,3 +113,5 @@ TEST_CASE("Two children: the parent sums both paths (Neumann, converged)", "[cor
   // alpha * sum_k (1 - alpha a)^k -> 1/a; 60 terms reach 1e-12 for alpha a <= 0.75.
   two_children(mlo::ProblemConfig().method(mlo::NeumannOptions().iterations(60).alpha(0.5)), true);
 }
+
+}  // namespace multi_path_test

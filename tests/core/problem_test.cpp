@@ -6,6 +6,8 @@
 
 #include <sstream>
 
+namespace problem_test {
+
 using Catch::Matchers::Contains;
 using mlo::ProblemConfig;
 using mlo_test::Toy;
@@ -233,3 +235,5 @@ TEST_CASE("Problem: training_step knows its own step from a hypergradient's re-e
     CHECK(p->metrics().at("calls") == 3.0);  // an evaluation records, as user code asks
   }
 }
+
+}  // namespace problem_test

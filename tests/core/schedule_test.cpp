@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace schedule_test {
+
 using mlo::ProblemConfig;
 using mlo_test::Toy;
 using mlo_test::Trace;
@@ -212,3 +214,5 @@ TEST_CASE("Schedule: roll_back on the first unroll redoes the step with a fresh 
     }
   }
 }
+
+}  // namespace schedule_test

@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace three_level_test {
+
 namespace {
 
 constexpr double a = 2.0, b = 0.7, c = 0.3, d = 1.5, e = 0.4, f = 0.9, g = 3.0;
@@ -94,3 +96,5 @@ TEST_CASE("Three levels: CG chains exact inverse Hessians through mid and low",
   run_and_check(mlo::ProblemConfig().method(mlo::CGOptions().iterations(1).alpha(0.3)),
                 f / d + (b / a) * (e / d));
 }
+
+}  // namespace three_level_test

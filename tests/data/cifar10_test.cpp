@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace cifar10_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using mlo::data::Cifar10;
@@ -136,3 +138,5 @@ TEST_CASE("Cifar10: malformed files give an error naming the file", "[data][cifa
     REQUIRE_THROWS_WITH(load_test(), Contains(test_file) && Contains("is empty"));
   }
 }
+
+}  // namespace cifar10_test

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <vector>
 
+namespace dataset_registry_test {
+
 using Catch::Contains;
 
 TEST_CASE("Dataset registry: the built-in datasets, their folders and generated data",
@@ -96,3 +98,5 @@ TEST_CASE("Dataset registry: Fashion-MNIST's files count as present compressed o
   std::ofstream(tmp.path / "train-images-idx3-ubyte.gz") << "";
   CHECK(mlo::data::dataset_present("fashion_mnist", tmp.path.string()));
 }
+
+}  // namespace dataset_registry_test

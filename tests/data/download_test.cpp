@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+namespace download_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using mlo_test::HttpRoute;
@@ -387,3 +389,5 @@ TEST_CASE("download: plain files land under their names; an empty root uses the 
   CHECK(mlo::data::prepare_dataset("plain_download_test", "", false) == entry.download_root);
   CHECK(server.requests() == 2);
 }
+
+}  // namespace download_test

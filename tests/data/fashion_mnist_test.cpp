@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace fashion_mnist_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using mlo::data::FashionMnist;
@@ -172,3 +174,5 @@ TEST_CASE("FashionMnist: the real files of dataset-fashion-mnist", "[data][fashi
   CHECK(std::abs(pixels.mean().item<double>() - 0.2860) < 5e-4);
   CHECK(std::abs(pixels.std().item<double>() - 0.3530) < 5e-4);
 }
+
+}  // namespace fashion_mnist_test

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <set>
 
+namespace long_tail_test {
+
 using Catch::Matchers::Contains;
 using mlo::data::LongTailOptions;
 
@@ -170,3 +172,5 @@ TEST_CASE("Subset: gathers images and targets by index", "[data][long_tail]") {
   REQUIRE_THROWS_WITH(mlo::data::Subset(images, targets, torch::tensor(std::vector<int64_t>{6})),
                       Contains("index 6 out of range (6 samples)"));
 }
+
+}  // namespace long_tail_test

@@ -8,6 +8,8 @@
 
 #include <sstream>
 
+namespace shard_test {
+
 using Catch::Matchers::Contains;
 using mlo::data::LoaderOptions;
 using mlo::data::LoaderStream;
@@ -146,3 +148,5 @@ TEST_CASE("Sharded LoaderStream: uneven batches are refused, augmentations diffe
   LoaderStream again(images, targets, LoaderOptions(options).shard(Shard{0, 2}), noise);
   CHECK(torch::equal(again.next().data, b0.data));
 }
+
+}  // namespace shard_test

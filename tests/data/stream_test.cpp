@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <sstream>
 
+namespace stream_test {
+
 using Catch::Matchers::Contains;
 using mlo::data::LoaderOptions;
 using mlo::data::LoaderStream;
@@ -156,3 +158,5 @@ TEST_CASE("SeededSampler: drives a torch::data DataLoader deterministically", "[
   CHECK(std::vector<int64_t>(a.begin(), a.begin() + 12) !=
         std::vector<int64_t>(a.begin() + 12, a.end()));
 }
+
+}  // namespace stream_test

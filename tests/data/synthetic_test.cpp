@@ -10,6 +10,8 @@
 #include <cmath>
 #include <vector>
 
+namespace synthetic_test {
+
 using Catch::Matchers::Contains;
 using mlo::data::SyntheticCifar;
 using mlo::data::SyntheticOptions;
@@ -102,3 +104,5 @@ TEST_CASE("SyntheticCifar: the noise is not a copy of the prototypes", "[data][s
   }
   CHECK(worst < 0.5);
 }
+
+}  // namespace synthetic_test

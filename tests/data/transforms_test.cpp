@@ -8,6 +8,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+namespace transforms_test {
+
 using Catch::Matchers::Contains;
 namespace data = mlo::data;
 
@@ -118,3 +120,5 @@ TEST_CASE("Transforms: presets, determinism and uint8 conversion", "[data][trans
   const auto bytes = torch::tensor(std::vector<uint8_t>{0, 51, 255});
   CHECK(torch::allclose(data::to_float(bytes), torch::tensor(std::vector<float>{0, 0.2f, 1})));
 }
+
+}  // namespace transforms_test

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace engine_dist_test {
+
 using Catch::Matchers::Contains;
 
 namespace {
@@ -298,3 +300,5 @@ TEST_CASE("dist engine: ZeRO-3 resumes bit for bit from every rank's shards", "[
   CHECK_THAT(one[0].log, Contains("saved by strategy zero3 on 2 rank(s)") &&
                              Contains("resumes only with strategy zero3 on 2 ranks"));
 }
+
+}  // namespace engine_dist_test

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+namespace netns_test {
+
 namespace {
 
 using mlo_test::values;
@@ -179,3 +181,5 @@ TEST_CASE("dist: collectives over 2 Gloo ranks on two network namespaces joined 
   CHECK(left.find(names[0]) == std::string::npos);
   CHECK(left.find(names[1]) == std::string::npos);
 }
+
+}  // namespace netns_test

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <sstream>
 
+namespace process_group_test {
+
 using Catch::Matchers::Contains;
 
 namespace {
@@ -139,3 +141,5 @@ TEST_CASE("dist: the rendezvous variables are checked, naming the bad one", "[di
   group->all_reduce_mean({t});
   CHECK(torch::equal(t, torch::full({2}, 3.0)));
 }
+
+}  // namespace process_group_test

@@ -14,6 +14,8 @@
 #include <tuple>
 #include <vector>
 
+namespace binomial_schedule_test {
+
 using mlo::hypergrad::ReverseAction;
 using Kind = ReverseAction::Kind;
 
@@ -150,3 +152,5 @@ TEST_CASE("Binomial schedule: closed form equals the dynamic program; schedules 
   CHECK(mlo::hypergrad::default_snapshots(10) == 4);
   CHECK(mlo::hypergrad::default_snapshots(1) == 1);
 }
+
+}  // namespace binomial_schedule_test

@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+namespace cg_test {
+
 using mlo::testing::Quadratic;
 using mlo::testing::relative_error;
 
@@ -86,3 +88,5 @@ TEST_CASE("CG: rejects bad options", "[hypergrad]") {
   CHECK_THROWS_AS(mlo::hypergrad::CG(mlo::CGOptions().alpha(-1)),
                   mlo::Error);
 }
+
+}  // namespace cg_test

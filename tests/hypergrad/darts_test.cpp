@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace darts_test {
+
 using mlo::testing::Quadratic;
 
 namespace {
@@ -129,3 +131,5 @@ TEST_CASE("Darts: the in-place restore gives the same result without a copy of t
   // Exactly one copy of w (512 doubles) less at the peak.
   CHECK(peak_exact - peak_in_place == 512 * 8);
 }
+
+}  // namespace darts_test

@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 
+namespace differentiable_optimizer_test {
+
 using mlo::hypergrad::DifferentiableOptimizer;
 using mlo::hypergrad::OptimizerState;
 
@@ -108,3 +110,5 @@ TEST_CASE("DifferentiableOptimizer: refuses a subclass of SGD (its step may diff
   torch::optim::SGD exact({w}, torch::optim::SGDOptions(0.1));
   CHECK_NOTHROW(mlo::hypergrad::DifferentiableOptimizer(exact, {w}, "p"));
 }
+
+}  // namespace differentiable_optimizer_test

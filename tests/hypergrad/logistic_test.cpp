@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+namespace logistic_test {
+
 using mlo::testing::ParameterModule;
 using mlo::testing::relative_error;
 
@@ -155,3 +157,5 @@ TEST_CASE("Every method rejects a vector with the wrong number of tensors", "[hy
   s.v.pop_back();
   CHECK_THROWS_AS(s.run(mlo::ProblemConfig().method(method)), mlo::Error);
 }
+
+}  // namespace logistic_test

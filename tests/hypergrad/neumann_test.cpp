@@ -8,6 +8,8 @@
 
 #include <vector>
 
+namespace neumann_test {
+
 using mlo::testing::Quadratic;
 using mlo::testing::relative_error;
 
@@ -92,3 +94,5 @@ TEST_CASE("Neumann: rejects bad options", "[hypergrad]") {
   CHECK_THROWS_AS(mlo::hypergrad::Neumann(mlo::NeumannOptions().alpha(0)),
                   mlo::Error);
 }
+
+}  // namespace neumann_test

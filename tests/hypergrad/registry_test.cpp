@@ -8,6 +8,8 @@
 
 #include <memory>
 
+namespace registry_test {
+
 namespace {
 
 // A user-defined method (the identity map), registered under a name the library does not know.
@@ -167,3 +169,5 @@ TEST_CASE("Registry: a name is held by one options type; the defaults it hands o
   CHECK(&mlo::ProblemConfig().method() == &before);
   CHECK(mlo::ProblemConfig().method().name() == "darts");
 }
+
+}  // namespace registry_test

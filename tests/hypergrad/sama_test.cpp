@@ -13,6 +13,8 @@
 
 #include <sstream>
 
+namespace sama_test {
+
 using mlo::testing::Quadratic;
 using mlo::testing::run_unroll;
 
@@ -155,3 +157,5 @@ TEST_CASE("Sama: its record of the latest step saves and loads (resumable method
   }
   CHECK(differs);
 }
+
+}  // namespace sama_test

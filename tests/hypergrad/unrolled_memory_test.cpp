@@ -11,6 +11,8 @@
 
 #include <memory>
 
+namespace unrolled_memory_test {
+
 namespace {
 
 using mlo::testing::ParameterModule;
@@ -92,3 +94,5 @@ TEST_CASE("Unrolled memory: binomial O(log K) states, none O(K)", "[hypergrad][u
   CHECK((binomial_10.result - none_10.result).abs().max().item<double>() <=
         1e-5 * none_10.result.abs().max().item<double>());
 }
+
+}  // namespace unrolled_memory_test

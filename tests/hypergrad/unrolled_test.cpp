@@ -16,6 +16,8 @@
 #include <functional>
 #include <memory>
 
+namespace unrolled_test {
+
 using mlo::testing::Quadratic;
 using mlo::testing::run_unroll;
 using mlo::testing::SavedState;
@@ -387,3 +389,5 @@ TEST_CASE("Unrolled: the replay leaves the problem's metrics exactly as the step
   CHECK(low->calls > 3);  // the replay did evaluate the loss
   CHECK(low->metrics() == before);
 }
+
+}  // namespace unrolled_test

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+namespace metrics_writer_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
@@ -62,3 +64,5 @@ TEST_CASE("MetricsWriter: a metric name with a space is refused, naming it", "[i
                           Contains("mlo::metric_segment"));
   CHECK(read(dir / "metrics.csv") == "step,source,metric,value\n");  // nothing written
 }
+
+}  // namespace metrics_writer_test

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+namespace state_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
@@ -76,3 +78,5 @@ TEST_CASE("State file: a changed byte inside a tensor is refused, naming the fil
         Contains("the state file '" + file.string() + "' is damaged or incomplete"));
   }
 }
+
+}  // namespace state_test

@@ -18,6 +18,8 @@
 #include <sstream>
 #include <string>
 
+namespace tensorboard_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
@@ -191,3 +193,5 @@ TEST_CASE("MetricsWriter: TensorBoard tags", "[io][tensorboard]") {
   writer.write(1, "classifier", {{"loss", 0.5}});
   CHECK_FALSE(fs::exists(off.path / "tb"));
 }
+
+}  // namespace tensorboard_test

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace accumulation_test {
+
 using mlo::ProblemConfig;
 
 namespace {
@@ -209,3 +211,5 @@ TEST_CASE("Accumulation: a lower level's hypergradient uses all G micro-batches 
     require_same(run(1), run(4), 1e-5);
   }
 }
+
+}  // namespace accumulation_test

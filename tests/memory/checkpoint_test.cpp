@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+namespace checkpoint_test {
+
 using mlo::memory::checkpoint_range;
 using mlo::memory::CheckpointPlan;
 using mlo::memory::Segment;
@@ -261,3 +263,5 @@ TEST_CASE("Checkpoint: no grad mode, identity ranges and in-place inputs", "[mem
                                           chain->parameters()),
                   mlo::Error);
 }
+
+}  // namespace checkpoint_test

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace meter_test {
+
 using mlo::memory::MemoryMeter;
 
 TEST_CASE("Meter: an N-element float tensor shows exactly 4N bytes", "[memory][meter]") {
@@ -81,3 +83,5 @@ TEST_CASE("Footprint: parameters, gradients and optimizer state", "[memory][foot
   CHECK(after.optimizer_state == 2 * 55 * 4);  // exp_avg and exp_avg_sq
   CHECK(after.total() == 4 * 55 * 4);
 }
+
+}  // namespace meter_test

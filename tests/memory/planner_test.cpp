@@ -14,6 +14,8 @@
 #include <random>
 #include <vector>
 
+namespace planner_test {
+
 using mlo::Checkpointing;
 using mlo::memory::ChainProfile;
 using mlo::CheckpointingOptions;
@@ -260,3 +262,5 @@ TEST_CASE("Planner: a bf16 profile inside autocast sees every block's weight gra
     CHECK(bf16.blocks[i].param_grad_bytes == fp32.blocks[i].param_grad_bytes);
   }
 }
+
+}  // namespace planner_test

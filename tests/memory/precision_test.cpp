@@ -9,6 +9,8 @@
 
 #include <limits>
 
+namespace precision_test {
+
 using Catch::Matchers::Contains;
 using mlo::Precision;
 using mlo::ProblemConfig;
@@ -130,3 +132,5 @@ TEST_CASE("Precision: bf16 lowers the peak forward memory of a small CNN", "[mem
   WARN("CNN forward peak: fp32 " << fp32 << " B, bf16 " << bf16 << " B, ratio " << ratio);
   CHECK(ratio < 0.75);
 }
+
+}  // namespace precision_test

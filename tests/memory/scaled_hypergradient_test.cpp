@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace scaled_hypergradient_test {
+
 namespace {
 
 constexpr double a = 2.0, b = 0.7, g = 3.0;
@@ -189,3 +191,5 @@ TEST_CASE("Loss scaling through a hypergradient: an overflow in one micro-step d
     CHECK(p.upper->optimizer_steps() == 1);
   }
 }
+
+}  // namespace scaled_hypergradient_test

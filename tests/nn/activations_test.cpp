@@ -8,6 +8,8 @@
 #include <functional>
 #include <vector>
 
+namespace activations_test {
+
 using mlo::nn::SwishBackend;
 
 namespace {
@@ -114,3 +116,5 @@ TEST_CASE("InplaceReLU: same values and gradients as relu, without a new tensor"
   CHECK(torch::equal(relu(leaf), torch::relu(copy)));
   CHECK(torch::equal(leaf.detach(), copy));
 }
+
+}  // namespace activations_test

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+namespace chain_test {
+
 namespace {
 
 // stem -> act -> layer1.0 -> layer1.1 -> head on [N, 4] inputs.
@@ -145,3 +147,5 @@ TEST_CASE("Chain: bad names and ranges throw mlo::Error", "[nn]") {
   CHECK(empty->is_empty());
   CHECK(torch::equal(empty->forward(x), x));
 }
+
+}  // namespace chain_test

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+namespace cnn_test {
+
 namespace {
 
 int64_t count_params(const torch::nn::Module& m) {
@@ -127,3 +129,5 @@ TEST_CASE("CNN: a forward without a graph equals the forward with one, bit for b
                        }()));
   }
 }
+
+}  // namespace cnn_test

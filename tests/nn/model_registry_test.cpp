@@ -8,6 +8,8 @@
 
 #include <torch/torch.h>
 
+namespace model_registry_test {
+
 using Catch::Contains;
 
 namespace {
@@ -59,3 +61,5 @@ TEST_CASE("Model registry: a program's own model, and unknown names", "[nn]") {
                     Contains("unknown model 'vgg'; registered models: cnn, mwn, probe_for_test, "
                              "resnet32, resnet50"));
 }
+
+}  // namespace model_registry_test

@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+namespace mwn_test {
+
 TEST_CASE("MWN: [N, 1] losses to [N, 1] weights in (0, 1)", "[nn]") {
   torch::manual_seed(0);
   mlo::nn::MWN mwn;  // hidden 100
@@ -43,3 +45,5 @@ TEST_CASE("MWN: bad shapes and options throw mlo::Error", "[nn]") {
   CHECK_THROWS_AS(mwn(torch::rand({5, 2})), mlo::Error);
   CHECK_THROWS_WITH(mlo::nn::MWN(mlo::nn::MWNOptions(0)), Catch::Contains("hidden"));
 }
+
+}  // namespace mwn_test

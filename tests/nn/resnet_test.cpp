@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace resnet_test {
+
 namespace {
 
 int64_t conv(int64_t in, int64_t out, int64_t k) { return in * out * k * k; }  // no bias
@@ -259,3 +261,5 @@ TEST_CASE("ResNet: bad options throw mlo::Error naming the field", "[nn]") {
       mlo::nn::BasicBlock(mlo::nn::BasicBlockOptions(8, 4).shortcut(mlo::nn::Shortcut::kZeroPad)),
       mlo::Error);
 }
+
+}  // namespace resnet_test

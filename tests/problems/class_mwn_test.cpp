@@ -10,6 +10,8 @@
 
 #include <cmath>
 
+namespace class_mwn_test {
+
 namespace rw = mlo::problems::reweighting;
 
 TEST_CASE("ClassMWN: w = sigmoid(fc2(relu(fc1([l, log(n_y / n_max)]))))",
@@ -96,3 +98,5 @@ TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the froz
   CHECK(den > 0);
   CHECK(std::sqrt(num / den) < 1e-6);
 }
+
+}  // namespace class_mwn_test

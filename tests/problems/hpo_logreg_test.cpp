@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace hpo_logreg_test {
+
 namespace hpo = mlo::problems::hpo;
 
 namespace {
@@ -56,3 +58,5 @@ TEST_CASE("HPO: every method lowers the validation loss below frozen weights", "
     CHECK(learned < 0.8 * baseline);
   }
 }
+
+}  // namespace hpo_logreg_test

@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace l2rw_test {
+
 namespace rw = mlo::problems::reweighting;
 
 namespace {
@@ -131,3 +133,5 @@ TEST_CASE("L2RW under bf16: the look-ahead forwards see their perturbations",
   // Each weight within 0.05 of the float32 one (bf16 keeps ~3 significant digits of each loss).
   CHECK((bf16 - fp32).abs().max().item<double>() < 0.05);
 }
+
+}  // namespace l2rw_test

@@ -19,6 +19,8 @@
 #include <cmath>
 #include <vector>
 
+namespace long_tail_baselines_test {
+
 namespace rw = mlo::problems::reweighting;
 using Catch::Matchers::Contains;
 
@@ -236,3 +238,5 @@ TEST_CASE("Experiment: reweighting.weight_floor_after reaches the classifier, ch
       after_of({"reweighting.weight_floor_after=-3"}),
       Contains("reweighting.weight_floor_after: must be >= 0 (steps; 0 = from the first), got -3"));
 }
+
+}  // namespace long_tail_baselines_test

@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace reweighting_test {
+
 namespace rw = mlo::problems::reweighting;
 
 namespace {
@@ -404,3 +406,5 @@ TEST_CASE("Reweighting: a roll-back redo is an own step, with the updated weight
     CHECK(torch::allclose(w1[i], want, 1e-10, 1e-12));
   }
 }
+
+}  // namespace reweighting_test

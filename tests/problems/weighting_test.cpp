@@ -16,6 +16,8 @@
 #include <sstream>
 #include <vector>
 
+namespace weighting_test {
+
 namespace rw = mlo::problems::reweighting;
 using Catch::Matchers::Contains;
 
@@ -351,3 +353,5 @@ TEST_CASE(
   // It froze nothing: a re-evaluation of the step's batch still reads the step's inputs.
   CHECK(p.classifier->current_loss().item<double>() == Approx(want / w_sum).epsilon(1e-12));
 }
+
+}  // namespace weighting_test

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+namespace ablation_tables_test {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -210,3 +212,5 @@ TEST_CASE("configs/ablation: the Swish config is the ReLU config but for the act
   CHECK(differences[1].find("activation: relu -> ") != std::string::npos);
   CHECK(differences[1].find("activation: swish") != std::string::npos);
 }
+
+}  // namespace ablation_tables_test

@@ -21,6 +21,8 @@
 
 #include <filesystem>
 
+namespace device_test {
+
 using Catch::Matchers::Contains;
 using mlo::run::device_name_error;
 using mlo::run::parse_run_config;
@@ -150,3 +152,5 @@ TEST_CASE("Device: engine.channels_last lays convolutions out NHWC and keeps the
   }
   CHECK(convolutions >= 2);
 }
+
+}  // namespace device_test

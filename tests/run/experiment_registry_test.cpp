@@ -12,6 +12,8 @@
 
 #include <algorithm>
 
+namespace experiment_registry_test {
+
 using Catch::Matchers::Contains;
 using mlo::run::parse_run_config;
 
@@ -249,3 +251,5 @@ TEST_CASE("Experiment keys: add_problems refuses a configured problem the run do
   CHECK(wired.graph().parents(built[1].get()) == Parents{built[2].get()});
   CHECK(wired.graph().parents(built[2].get()).empty());
 }
+
+}  // namespace experiment_registry_test

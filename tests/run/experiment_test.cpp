@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <functional>
 
+namespace experiment_test {
+
 using Catch::Matchers::Contains;
 using mlo::problems::reweighting::ReweightingExperiment;
 using mlo::run::EvalSet;
@@ -245,3 +247,5 @@ TEST_CASE("Experiment: evaluation runs in training-sized batches and never sets 
   // The default is 0 (the training batch), not a fixed size.
   CHECK(Settings().data.test_batch_size == 0);
 }
+
+}  // namespace experiment_test

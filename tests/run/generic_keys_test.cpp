@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+namespace generic_keys_test {
+
 namespace {
 
 // The classifier's learning rate in the tiny pair (tests/support/tiny_reweighting.h).
@@ -264,3 +266,5 @@ TEST_CASE("Generic keys: every key of problems.<name> reaches the built problem"
   CHECK(checked == static_cast<int>(keys.size()));
   CHECK(checked >= static_cast<int>(table.size()) + 10);
 }
+
+}  // namespace generic_keys_test

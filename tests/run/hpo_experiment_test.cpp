@@ -13,6 +13,8 @@
 
 #include <cmath>
 
+namespace hpo_experiment_test {
+
 namespace {
 
 // The scenario of tests/problems/hpo_logreg_test.cpp: 2000 global steps, unroll 100 (20 outer
@@ -93,3 +95,5 @@ TEST_CASE("HPO experiment: the frozen baseline is the hand-built pair with froze
   }
   CHECK(baseline < std::log(2.0));  // it did learn something: better than predicting 1/2
 }
+
+}  // namespace hpo_experiment_test

@@ -17,6 +17,8 @@
 
 #include <string>
 
+namespace user_method_test {
+
 using Catch::Contains;
 using fixed_point::FixedPoint;
 using fixed_point::FixedPointOptions;
@@ -131,3 +133,5 @@ TEST_CASE("User method: trains the HPO experiment well below the frozen weights"
   // The margin the built-in methods meet in hpo_experiment_test: 20% below frozen weights.
   CHECK(learned < 0.8 * frozen);
 }
+
+}  // namespace user_method_test

@@ -12,6 +12,8 @@
 
 #include <cmath>
 
+namespace yaml_test {
+
 using Catch::Matchers::Contains;
 using mlo::run::parse_run_config;
 using Settings = mlo::problems::reweighting::ReweightingExperiment::Settings;
@@ -424,3 +426,5 @@ TEST_CASE("YAML: the data-parallel keys reach the engine and problem configs", "
       parse_run_config(kValid, "tiny.yaml", {"problems.classifier.data_parallel=maybe"}),
       Contains("problems.classifier.data_parallel"));
 }
+
+}  // namespace yaml_test
