@@ -118,9 +118,10 @@ std::string ablation_markdown(const AblationResult& r) {
   if (cpu_times) {
     out << " CPU time ratio: the same rounds' process CPU time (user and system, every thread) "
            "per meta-iteration, the median of the per-round ratios to the baseline's, with their "
-           "range; time spent waiting for a core held by another process is not in it, so on a "
-           "busy machine it repeats where the wall-time ratio does not (rows of several ranks: "
-           "wall time only).";
+           "range; time spent waiting for a core that another process holds is not in it (a "
+           "burst of other work during one row's meta-iteration lengthens its wall time, not its "
+           "CPU time), while a slower pace of the computation itself is in both (rows of several "
+           "ranks: wall time only).";
   }
   out << "\n\n"
       << "| row | levels | peak MiB (exact) | saving | " << (cuda ? "reserved MiB | " : "")

@@ -55,8 +55,10 @@ struct AblationOptions {
   /// several ranks runs in processes of its own, outside the rounds: it measures `rounds`
   /// metered meta-iterations, and so does the baseline, again, in this process just before and
   /// just after it (a slow spell of the machine between the baseline's first measurement and
-  /// the row would otherwise move its ratio). 0: the times of the memory measurement instead
-  /// (one after the other, meter on).
+  /// the row would otherwise move its ratio). On the CPU the rounds also read the process's
+  /// CPU time, which gives each single-process row a CPU time ratio formed the same way
+  /// (AblationRowResult::cpu_time_ratio). 0: the times of the memory measurement instead (one
+  /// after the other, meter on).
   TORCH_ARG(int64_t, rounds) = 3;
   /// About how long each row is timed for in a round: whole meta-iterations, as many as reach
   /// it at the pace of the row's memory measurement (at least one, at most 1000; the rounds'
