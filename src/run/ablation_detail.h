@@ -42,10 +42,6 @@ inline constexpr int64_t kMaxWindow = 64;
 /// its steps needs several); returns how many it ran.
 int64_t warm_up(Engine& engine, int64_t steps_per_iteration);
 
-/// This process's CPU time so far, in seconds: user and system time of every thread
-/// (CLOCK_PROCESS_CPUTIME_ID). Time spent waiting for a core is not in it.
-double process_cpu_seconds();
-
 /// Waits for `device`'s queued kernels (a no-op on the CPU), so a wall-clock reading after it
 /// includes them.
 void synchronize(const c10::Device& device);
@@ -56,11 +52,6 @@ struct TimedRounds {
   std::vector<std::vector<double>> seconds;
   /// [row][round]: each meta-iteration's wall time in that round, in the order they ran.
   std::vector<std::vector<std::vector<double>>> samples;
-  /// [row][round]: one meta-iteration's process CPU time (the median of `cpu_samples[row][round]`).
-  std::vector<std::vector<double>> cpu_seconds;
-  /// [row][round]: each meta-iteration's process CPU time (user + system, every thread), read
-  /// around the same span as `samples`.
-  std::vector<std::vector<std::vector<double>>> cpu_samples;
   /// [round]: the rows' indices in the order their meta-iterations ran.
   std::vector<std::vector<std::size_t>> order;
   std::vector<std::string> plans;            ///< per row: its checkpointing plan ("" for none)

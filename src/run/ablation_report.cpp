@@ -110,34 +110,12 @@ std::string ablation_markdown(const AblationResult& r) {
   const bool cuda = std::any_of(r.rows.begin(), r.rows.end(), [](const AblationRowResult& row) {
     return row.reserved_peak_bytes > 0;
   });
-  // On the CPU the rounds also read the process's CPU time: a column of its own, the ratio
-  // that another process's load on the machine does not move.
-  const bool cpu_times =
-      std::any_of(r.rows.begin(), r.rows.end(),
-                  [](const AblationRowResult& row) { return !row.round_cpu_seconds.empty(); });
-  if (cpu_times) {
-    out << " CPU time ratio: the same rounds' process CPU time (user and system, every thread) "
-           "per meta-iteration, the median of the per-round ratios to the baseline's, with their "
-           "range; time spent waiting for a core that another process holds is not in it (a "
-           "burst of other work during one row's meta-iteration lengthens its wall time, not its "
-           "CPU time), while a slower pace of the computation itself is in both (rows of several "
-           "ranks: wall time only).";
-  }
   out << "\n\n"
       << "| row | levels | peak MiB (exact) | saving | " << (cuda ? "reserved MiB | " : "")
-      << "RSS growth MiB | s / meta-iter | time ratio (range) | "
-      << (cpu_times ? "CPU time ratio (range) | " : "") << "floor MiB | peak/floor |\n"
-      << "| --- | --- | ---: | ---: | " << (cuda ? "---: | " : "") << "---: | ---: | ---: | "
-      << (cpu_times ? "---: | " : "") << "---: | ---: |\n";
+      << "RSS growth MiB | s / meta-iter | time ratio (range) | floor MiB | peak/floor |\n"
+      << "| --- | --- | ---: | ---: | " << (cuda ? "---: | " : "")
+      << "---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& row : r.rows) {
-    std::string cpu_ratio = "-";
-    if (!row.round_cpu_seconds.empty()) {
-      cpu_ratio = format("%.2f", row.cpu_time_ratio);
-      if (row.row.key != "baseline") {
-        cpu_ratio += " (" + format("%.2f", row.cpu_time_ratio_low) + "-" +
-                     format("%.2f", row.cpu_time_ratio_high) + ")";
-      }
-    }
     std::string ratio = format("%.2f", row.time_ratio);
     if (row.row.key != "baseline" && !row.round_seconds.empty()) {
       ratio += " (" + format("%.2f", row.time_ratio_low) + "-" +
@@ -154,12 +132,10 @@ std::string ablation_markdown(const AblationResult& r) {
         << (row.row.key == "baseline" ? std::string("-") : change(row.peak_ratio)) << " | "
         << (cuda ? mib(row.reserved_peak_bytes) + " | " : std::string())
         << mib(row.rss_growth_bytes) << " | " << format("%.2f", row.seconds) << " | " << ratio
-        << " | " << (cpu_times ? cpu_ratio + " | " : std::string()) << mib(row.floor_bytes) << " | "
-        << format("%.2f", row.over_floor) << " |\n";
+        << " | " << mib(row.floor_bytes) << " | " << format("%.2f", row.over_floor) << " |\n";
   }
   for (const auto& missing : r.missing) {
-    out << "| " << missing << " | | | | " << (cuda ? "| " : "") << (cpu_times ? "| " : "")
-        << "| | | | |\n";
+    out << "| " << missing << " | | | | " << (cuda ? "| " : "") << "| | | | |\n";
   }
   out << "\nPeak: parameters and buffers plus the exact meter's highest tensor count in a "
          "meta-iteration (saving: its change against the baseline's). Levels: the problems "
@@ -222,8 +198,7 @@ std::string ablation_csv(const AblationResult& r) {
   out << "key,row,data,peak_bytes,peak_ratio,rss_growth_bytes,rss_peak_bytes,seconds,time_ratio,"
          "floor_bytes,persistent_bytes,transient_bytes,peak_over_floor,state_bytes,"
          "micro_batch,steps_per_iteration,reserved_peak_bytes,ranks,floor_instant,levels,"
-         "measured_seconds,time_ratio_low,time_ratio_high,round_seconds,cpu_seconds,"
-         "cpu_time_ratio,cpu_time_ratio_low,cpu_time_ratio_high,round_cpu_seconds\n";
+         "measured_seconds,time_ratio_low,time_ratio_high,round_seconds\n";
   for (const auto& row : r.rows) {
     out << row.row.key << "," << csv_field(row.row.name) << "," << data_label(r) << ","
         << row.peak_bytes << "," << format("%.6f", row.peak_ratio) << "," << row.rss_growth_bytes
@@ -235,13 +210,9 @@ std::string ablation_csv(const AblationResult& r) {
         << csv_field(join_levels(row.row.levels, ";")) << ","
         << format("%.6f", row.measured_seconds) << "," << format("%.6f", row.time_ratio_low) << ","
         << format("%.6f", row.time_ratio_high) << ",";
-    std::vector<std::string> rounds, cpu_rounds;
+    std::vector<std::string> rounds;
     for (double seconds : row.round_seconds) rounds.push_back(format("%.6f", seconds));
-    for (double seconds : row.round_cpu_seconds) cpu_rounds.push_back(format("%.6f", seconds));
-    out << join_levels(rounds, ";") << "," << format("%.6f", row.cpu_seconds) << ","
-        << format("%.6f", row.cpu_time_ratio) << "," << format("%.6f", row.cpu_time_ratio_low)
-        << "," << format("%.6f", row.cpu_time_ratio_high) << "," << join_levels(cpu_rounds, ";")
-        << "\n";
+    out << join_levels(rounds, ";") << "\n";
   }
   return out.str();
 }
@@ -294,11 +265,6 @@ std::string ablation_json(const AblationResult& r) {
                          {"baseline_after_seconds", row.baseline_after_seconds},
                          {"time_ratio_low", row.time_ratio_low},
                          {"time_ratio_high", row.time_ratio_high},
-                         {"round_cpu_seconds", row.round_cpu_seconds},
-                         {"cpu_seconds", row.cpu_seconds},
-                         {"cpu_time_ratio", row.cpu_time_ratio},
-                         {"cpu_time_ratio_low", row.cpu_time_ratio_low},
-                         {"cpu_time_ratio_high", row.cpu_time_ratio_high},
                          {"timing_plan", row.timing_plan},
                          {"footprints", footprints_json(row.footprints)}});
   }

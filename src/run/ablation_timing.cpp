@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <memory>
 
 namespace mlo {
@@ -33,13 +32,6 @@ double median(std::vector<double> values) {
 }
 
 }  // namespace
-
-double process_cpu_seconds() {
-  timespec now{};
-  MLO_CHECK(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now) == 0,
-            "ablation: the process's CPU time cannot be read");
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
-}
 
 TimedRounds time_interleaved(const std::string& config_path,
                              const std::vector<std::vector<std::string>>& row_overrides,
@@ -86,8 +78,6 @@ TimedRounds time_interleaved(const std::string& config_path,
   out.seconds.assign(rows.size(), std::vector<double>(static_cast<std::size_t>(rounds), 0.0));
   out.samples.assign(rows.size(),
                      std::vector<std::vector<double>>(static_cast<std::size_t>(rounds)));
-  out.cpu_seconds = out.seconds;
-  out.cpu_samples = out.samples;
   // The passes of a round: the most meta-iterations any row takes. A row with fewer runs in
   // passes spread evenly over the round (row_passes), so its meta-iterations and the others'
   // cover the same stretch of time.
@@ -108,16 +98,13 @@ TimedRounds time_interleaved(const std::string& config_path,
         if (!t.experiment || !in_pass[k][static_cast<std::size_t>(pass)]) continue;
         Engine& engine = t.experiment->engine();
         auto& mine = out.samples[k][static_cast<std::size_t>(r)];
-        auto& mine_cpu = out.cpu_samples[k][static_cast<std::size_t>(r)];
         try {
           synchronize(t.problem->device());
-          const double cpu_start = process_cpu_seconds();
           const auto start = std::chrono::steady_clock::now();
           for (int64_t s = 0; s < t.steps; ++s) engine.step();
           synchronize(t.problem->device());
           mine.push_back(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-          mine_cpu.push_back(process_cpu_seconds() - cpu_start);
           out.order.back().push_back(k);
         } catch (const std::exception& e) {
           // As in the building above: the reference's failure ends the rounds, another row's
@@ -127,7 +114,6 @@ TimedRounds time_interleaved(const std::string& config_path,
           if (progress) progress("timing: " + names[k] + " left out of the rounds: " + e.what());
           t = Timed();
           mine.clear();
-          mine_cpu.clear();
         }
       }
     }
@@ -139,10 +125,8 @@ TimedRounds time_interleaved(const std::string& config_path,
       // process's burst) does not move it.
       const double seconds = median(mine);
       out.seconds[k][static_cast<std::size_t>(r)] = seconds;
-      const double cpu = median(out.cpu_samples[k][static_cast<std::size_t>(r)]);
-      out.cpu_seconds[k][static_cast<std::size_t>(r)] = cpu;
-      char part[128];
-      std::snprintf(part, sizeof(part), " %s %.2f s (CPU %.2f s);", names[k].c_str(), seconds, cpu);
+      char part[96];
+      std::snprintf(part, sizeof(part), " %s %.2f s;", names[k].c_str(), seconds);
       line += part;
     }
     if (progress) progress(line);
@@ -208,10 +192,6 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
   }
   result.round_seconds = round_seconds;
   const std::vector<double>& base = times.seconds.front();
-  const std::vector<double>& base_cpu = times.cpu_seconds.front();
-  // On CUDA the process's CPU time is the host's share only (kernel launches, waiting): not the
-  // row's cost, so only wall time is kept there.
-  const bool on_cpu = result.device.rfind("cpu", 0) == 0;
   for (std::size_t k = 0; k < timed.size(); ++k) {
     AblationRowResult& row = *timed[k];
     if (!times.errors[k].empty()) {
@@ -228,16 +208,6 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
     row.time_ratio = median(ratios);
     row.time_ratio_low = *std::min_element(ratios.begin(), ratios.end());
     row.time_ratio_high = *std::max_element(ratios.begin(), ratios.end());
-    if (on_cpu) {
-      row.round_cpu_seconds = times.cpu_seconds[k];
-      row.cpu_seconds = median(row.round_cpu_seconds);
-      std::vector<double> cpu_ratios;
-      for (std::size_t r = 0; r < base_cpu.size(); ++r)
-        cpu_ratios.push_back(row.round_cpu_seconds[r] / base_cpu[r]);
-      row.cpu_time_ratio = median(cpu_ratios);
-      row.cpu_time_ratio_low = *std::min_element(cpu_ratios.begin(), cpu_ratios.end());
-      row.cpu_time_ratio_high = *std::max_element(cpu_ratios.begin(), cpu_ratios.end());
-    }
     if (times.plans[k] != row.plan) row.timing_plan = times.plans[k];
   }
 }

@@ -17,11 +17,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <sched.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -179,20 +174,6 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
       CHECK(row.time_ratio_low == Approx(std::min(r0, r1)));
       CHECK(row.time_ratio_high == Approx(std::max(r0, r1)));
       CHECK(row.seconds == Approx((row.round_seconds[0] + row.round_seconds[1]) / 2));
-      // The same rounds' process CPU time, its ratio formed the same way. One thread, so a
-      // meta-iteration's CPU time is at most its wall time (LibTorch's own idle threads aside,
-      // a millisecond's slack).
-      REQUIRE(row.round_cpu_seconds.size() == 2);
-      const double c0 = row.round_cpu_seconds[0] / base.round_cpu_seconds[0];
-      const double c1 = row.round_cpu_seconds[1] / base.round_cpu_seconds[1];
-      CHECK(row.cpu_time_ratio == Approx((c0 + c1) / 2));
-      CHECK(row.cpu_time_ratio_low == Approx(std::min(c0, c1)));
-      CHECK(row.cpu_time_ratio_high == Approx(std::max(c0, c1)));
-      CHECK(row.cpu_seconds == Approx((row.round_cpu_seconds[0] + row.round_cpu_seconds[1]) / 2));
-      for (std::size_t r = 0; r < 2; ++r) {
-        CHECK(row.round_cpu_seconds[r] > 0);
-        CHECK(row.round_cpu_seconds[r] <= row.round_seconds[r] + 1e-3);
-      }
       // As many whole meta-iterations per round as reach 0.2 s at the pace measured with the
       // meter, and no more.
       INFO("measured " << row.measured_seconds << " s/iteration, " << row.round_iterations
@@ -205,8 +186,6 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
       // the middle two); the range against the slower and the faster bracket.
       CHECK(row.round_seconds.empty());
       CHECK(row.round_iterations == 0);
-      CHECK(row.round_cpu_seconds.empty());
-      CHECK(row.cpu_time_ratio == 0);
       REQUIRE(row.baseline_before_seconds.size() == 2);
       REQUIRE(row.baseline_after_seconds.size() == 2);
       std::vector<double> four = row.baseline_before_seconds;
@@ -345,10 +324,6 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
       CHECK(fields[16] == "0");  // the allocator's reserved bytes: CUDA only
       CHECK(std::stoll(fields[17]) == result.rows[i].ranks);
       CHECK(fields[18] == result.rows[i].floor_instant);
-      const auto column = std::find(header.begin(), header.end(), "cpu_time_ratio");
-      REQUIRE(column != header.end());
-      CHECK(std::stod(fields[static_cast<std::size_t>(column - header.begin())]) ==
-            Approx(result.rows[i].cpu_time_ratio).margin(1e-6));
     }
     const auto json = nlohmann::json::parse(read_text(dir / "out" / "ablation.json"));
     CHECK(json.at("data") == "synthetic");
@@ -364,8 +339,6 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
             result.rows[i].baseline_before_seconds);
       CHECK(json["rows"][i].at("baseline_after_seconds").get<std::vector<double>>() ==
             result.rows[i].baseline_after_seconds);
-      CHECK(json["rows"][i].at("round_cpu_seconds").get<std::vector<double>>() ==
-            result.rows[i].round_cpu_seconds);
     }
     CHECK(json.at("round_target_seconds").get<double>() == 0.2);
     CHECK(json.at("missing").size() == result.missing.size());  // no row failed (or: no Gloo)
@@ -374,7 +347,6 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
     CHECK_THAT(md, Contains("each timing every row for about 0.2 s at its measured pace "
                             "(meta-iterations per round: Baseline "));
     // The table names the levels each row touched, and the footprint table follows.
-    CHECK_THAT(md, Contains("| time ratio (range) | CPU time ratio (range) | floor MiB |"));
     CHECK_THAT(md, Contains("| +gradient accumulation 4 | classifier, reweighter | "));
     CHECK_THAT(md, Contains("| +checkpointing (optimal, budget 0.3) | classifier | "));
     CHECK_THAT(md, Contains("| row | classifier | reweighter |"));
@@ -443,95 +415,7 @@ TEST_CASE("mlo ablate: a timing round spreads each row's meta-iterations over it
     CHECK(three[0] > 0);
     CHECK(t.seconds[0][r] == three[1]);  // the median of three
     CHECK(t.seconds[1][r] == t.samples[1][r][0]);
-    // Each meta-iteration's CPU time beside its wall time; a round's, their median.
-    REQUIRE(t.cpu_samples[0][r].size() == 3);
-    REQUIRE(t.cpu_samples[1][r].size() == 1);
-    std::vector<double> cpu = t.cpu_samples[0][r];
-    std::sort(cpu.begin(), cpu.end());
-    CHECK(cpu[0] > 0);
-    CHECK(t.cpu_seconds[0][r] == cpu[1]);
-    CHECK(t.cpu_seconds[1][r] == t.cpu_samples[1][r][0]);
   }
-}
-
-namespace {
-
-// A child process spinning on the core this thread is pinned to, for as long as it lives; the
-// thread's former affinity comes back with it.
-class BusyNeighbour {
- public:
-  BusyNeighbour() {
-    REQUIRE(sched_getaffinity(0, sizeof(before_), &before_) == 0);
-    int core = 0;
-    while (core < CPU_SETSIZE && !CPU_ISSET(core, &before_)) ++core;
-    REQUIRE(core < CPU_SETSIZE);
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(core, &one);
-    REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
-  }
-  void start() {
-    child_ = fork();
-    REQUIRE(child_ >= 0);
-    if (child_ == 0) {
-      for (volatile uint64_t i = 0;; i = i + 1) {
-      }
-    }
-  }
-  ~BusyNeighbour() {
-    if (child_ > 0) {
-      kill(child_, SIGKILL);
-      waitpid(child_, nullptr, 0);
-    }
-    sched_setaffinity(0, sizeof(before_), &before_);
-  }
-
- private:
-  cpu_set_t before_{};
-  pid_t child_ = -1;
-};
-
-double ratio_of_medians(const std::vector<double>& a, const std::vector<double>& b) {
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return median(a) / median(b);
-}
-
-}  // namespace
-
-TEST_CASE("mlo ablate: the rounds' CPU time leaves out the time another process holds the core",
-          "[cli][ablate]") {
-  // One row of the tiny reweighting pair (one thread), 15 meta-iterations in one round, with
-  // this thread pinned to one core: first alone, then with a child process spinning on that
-  // core. The wall time of a meta-iteration grows by the child's share of the core; its CPU
-  // time does not.
-  const fs::path dir = mlo_test::scratch_dir("ablate_cpu_time_test");
-  const std::string config = (dir / "tiny.yaml").string();
-  std::ofstream(config) << mlo_test::kTinyReweighting;
-  const auto time = [&] {
-    const auto t = mlo::run::detail::time_interleaved(config, {{}}, {"a"}, "", 1, {15}, nullptr);
-    REQUIRE(t.samples[0][0].size() == 15);
-    REQUIRE(t.cpu_samples[0][0].size() == 15);
-    return t;
-  };
-  BusyNeighbour neighbour;
-  const auto alone = time();
-  neighbour.start();
-  const auto shared = time();
-  const auto& wall = shared.samples[0][0];
-  const auto& cpu = shared.cpu_samples[0][0];
-  INFO("alone: wall " << alone.seconds[0][0] << " s, CPU " << alone.cpu_seconds[0][0]
-                      << " s; shared: wall " << shared.seconds[0][0] << " s, CPU "
-                      << shared.cpu_seconds[0][0] << " s");
-  // The child took its share: the shared meta-iterations' wall time is well above their CPU
-  // time (about twice under a fair scheduler).
-  CHECK(ratio_of_medians(wall, cpu) > 1.4);
-  // Their CPU time is what it was alone.
-  const double cpu_change = ratio_of_medians(cpu, alone.cpu_samples[0][0]);
-  CHECK(cpu_change > 0.75);
-  CHECK(cpu_change < 1.33);
 }
 
 TEST_CASE("mlo ablate: a row of several ranks is timed against the baseline measured just "

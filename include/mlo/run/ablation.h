@@ -55,10 +55,8 @@ struct AblationOptions {
   /// several ranks runs in processes of its own, outside the rounds: it measures `rounds`
   /// metered meta-iterations, and so does the baseline, again, in this process just before and
   /// just after it (a slow spell of the machine between the baseline's first measurement and
-  /// the row would otherwise move its ratio). On the CPU the rounds also read the process's
-  /// CPU time, which gives each single-process row a CPU time ratio formed the same way
-  /// (AblationRowResult::cpu_time_ratio). 0: the times of the memory measurement instead (one
-  /// after the other, meter on).
+  /// the row would otherwise move its ratio). 0: the times of the memory measurement instead
+  /// (one after the other, meter on).
   TORCH_ARG(int64_t, rounds) = 3;
   /// About how long each row is timed for in a round: whole meta-iterations, as many as reach
   /// it at the pace of the row's memory measurement (at least one, at most 1000; the rounds'
@@ -151,19 +149,6 @@ struct AblationRowResult {
   /// Meta-iterations timed in each round (AblationOptions::round_seconds; 0 when not timed in
   /// rounds).
   int64_t round_iterations = 0;
-  /// On the CPU, timed in rounds: one meta-iteration's process CPU time (user + system, every
-  /// thread) per round, the median of the round's `round_iterations`, measured alongside
-  /// `round_seconds`. Time the process spends waiting for a core another process holds is not
-  /// in it, so it repeats where wall time does not on a busy machine. Empty on CUDA (the work is
-  /// the GPU's) and for rows not timed in rounds.
-  std::vector<double> round_cpu_seconds;
-  /// The median of `round_cpu_seconds` (0 when that is empty).
-  double cpu_seconds = 0;
-  /// The median over rounds of this row's CPU time / the baseline's in the same round, with the
-  /// smallest and largest per-round ratio (0 when `round_cpu_seconds` is empty).
-  double cpu_time_ratio = 0;
-  double cpu_time_ratio_low = 0;   ///< the low end of `cpu_time_ratio`'s range
-  double cpu_time_ratio_high = 0;  ///< the high end of `cpu_time_ratio`'s range
   /// A row of several ranks timed with rounds: the baseline measured again in this process
   /// (meter on, as the row's ranks are) just before and just after the row's processes ran, its
   /// first `rounds` metered meta-iterations each time. Empty without rounds, or where that
