@@ -25,13 +25,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+using mlo::run::detail::median;  // the rounds' own, so the copies' figures are formed alike
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+namespace {
 
 int usage(const char* program, const std::string& why) {
   std::fprintf(stderr,

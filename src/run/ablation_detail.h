@@ -46,6 +46,10 @@ int64_t warm_up(Engine& engine, int64_t steps_per_iteration);
 /// includes them.
 void synchronize(const c10::Device& device);
 
+/// The median of `values` (the mean of the middle two for an even count), as the timing rounds
+/// form a row's time and ratio. Throws `mlo::Error` for no values.
+double median(std::vector<double> values);
+
 /// What `time_interleaved` measured.
 struct TimedRounds {
   /// [row][round]: one meta-iteration's wall time (the median of `samples[row][round]`)

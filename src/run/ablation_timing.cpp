@@ -23,15 +23,12 @@ namespace mlo {
 namespace run {
 namespace detail {
 
-namespace {
-
 double median(std::vector<double> values) {
+  MLO_CHECK(!values.empty(), "ablation: the median of no values");
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
-
-}  // namespace
 
 TimedRounds time_interleaved(const std::string& config_path,
                              const std::vector<std::vector<std::string>>& row_overrides,
