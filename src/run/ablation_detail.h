@@ -61,6 +61,8 @@ struct TimedRounds {
   std::vector<std::string> plans;            ///< per row: its checkpointing plan ("" for none)
   /// Per row: why it is not in the rounds ("" when it is; its seconds are then 0).
   std::vector<std::string> errors;
+  /// Whether freed heap memory was kept for reuse during the rounds (memory::HeapReuse).
+  bool heap_reuse = false;
 };
 
 /// Builds one experiment per entry of `row_overrides` (memory tracking off), all alive at once,

@@ -89,6 +89,10 @@ std::string ablation_markdown(const AblationResult& r) {
            "ranks: the median of as many metered meta-iterations against the baseline's, "
            "measured again just before and just after it (range: its fastest against the "
            "slower of the two, its slowest against the faster)."
+        << (r.heap_reuse ? " During the rounds freed heap memory was kept for reuse, as a GPU's "
+                           "caching allocator keeps device memory (rows of several ranks: "
+                           "not)."
+                         : "")
         << (r.timing_error.empty() ? std::string() : " " + r.timing_error + ".");
   } else {
     const bool bracketed =
@@ -230,6 +234,7 @@ std::string ablation_json(const AblationResult& r) {
   j["iterations"] = r.iterations;
   j["rounds"] = r.rounds;
   j["round_target_seconds"] = r.round_seconds;
+  j["heap_reuse"] = r.heap_reuse;
   j["timing_error"] = r.timing_error;
   j["overrides"] = r.overrides;
   j["missing"] = r.missing;

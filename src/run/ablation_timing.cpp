@@ -8,6 +8,7 @@
 #include "ablation_detail.h"
 
 #include <mlo/base/error.h>
+#include <mlo/memory/heap.h>
 #include <mlo/run/ablation.h>
 #include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
@@ -39,6 +40,10 @@ TimedRounds time_interleaved(const std::string& config_path,
   MLO_CHECK(names.size() == row_overrides.size() && per_round.size() == row_overrides.size(),
             "ablation: ", names.size(), " names and ", per_round.size(), " counts for ",
             row_overrides.size(), " rows");
+  // Freed heap memory kept for reuse while the rows are alive (declared first: it ends after
+  // them, and gives back what they held). Without it glibc maps each large tensor afresh and
+  // every row pays page faults whose cost follows the kernel's state, not the row's computation.
+  memory::HeapReuse heap;
   struct Timed {
     std::unique_ptr<Experiment> experiment;
     Problem* problem = nullptr;
@@ -46,6 +51,7 @@ TimedRounds time_interleaved(const std::string& config_path,
   };
   std::vector<Timed> rows;
   TimedRounds out;
+  out.heap_reuse = heap.active();
   out.errors.assign(row_overrides.size(), "");
   for (std::size_t k = 0; k < row_overrides.size(); ++k) {
     if (progress) progress("timing: building and warming up " + names[k]);
@@ -188,6 +194,7 @@ void time_in_rounds(const std::string& config_path, const std::vector<std::strin
     return;
   }
   result.round_seconds = round_seconds;
+  result.heap_reuse = times.heap_reuse;
   const std::vector<double>& base = times.seconds.front();
   for (std::size_t k = 0; k < timed.size(); ++k) {
     AblationRowResult& row = *timed[k];

@@ -11,6 +11,7 @@
 
 #include <mlo/build_config.h>
 #include <mlo/run/yaml.h>
+#include <mlo/memory/heap.h>
 #include <mlo/memory/meter.h>
 #include <mlo/run/ablation_report.h>
 #include <mlo/run/experiment.h>
@@ -341,11 +342,15 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
             result.rows[i].baseline_after_seconds);
     }
     CHECK(json.at("round_target_seconds").get<double>() == 0.2);
+    // The rounds kept freed heap memory wherever the allocator allows it (not under ASan).
+    const bool reusable = mlo::memory::HeapReuse().active();
+    CHECK(json.at("heap_reuse").get<bool>() == reusable);
     CHECK(json.at("missing").size() == result.missing.size());  // no row failed (or: no Gloo)
     const std::string md = read_text(dir / "out" / "ablation.md");
     CHECK(md.find("SYNTHETIC") != std::string::npos);
     CHECK_THAT(md, Contains("each timing every row for about 0.2 s at its measured pace "
                             "(meta-iterations per round: Baseline "));
+    CHECK((md.find("freed heap memory was kept for reuse") != std::string::npos) == reusable);
     // The table names the levels each row touched, and the footprint table follows.
     CHECK_THAT(md, Contains("| +gradient accumulation 4 | classifier, reweighter | "));
     CHECK_THAT(md, Contains("| +checkpointing (optimal, budget 0.3) | classifier | "));

@@ -213,6 +213,8 @@ struct AblationResult {
   int64_t iterations = 0;        ///< meta-iterations per row measured for memory
   int64_t rounds = 0;            ///< timing rounds (0: times from the memory measurement)
   double round_seconds = 0;      ///< AblationOptions::round_seconds of the rounds that ran
+  /// Whether the rounds ran with freed heap memory kept for reuse (memory::HeapReuse; glibc).
+  bool heap_reuse = false;
   /// Why the timing rounds did not run, if they were asked for and failed, and which of the
   /// baseline's measurements around the rows of several ranks failed ("" otherwise).
   std::string timing_error;
