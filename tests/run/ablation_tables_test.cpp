@@ -47,6 +47,11 @@ const char* const kTables[] = {"runs/ablation_b100/run1",       "runs/ablation_b
                                // Its two rows nearest the baseline, with twelve rounds.
                                "runs/ablation_b100_rounds12/run1",
                                "runs/ablation_b100_rounds12/run2",
+                               // Both configurations, the rounds with freed heap memory reused.
+                               "runs/ablation_b100_heap_reuse/run1",
+                               "runs/ablation_b100_heap_reuse/run2",
+                               "runs/ablation_b100_swish_heap_reuse/run1",
+                               "runs/ablation_b100_swish_heap_reuse/run2",
                                // The same two configurations on an H100 (scripts/gpu_check.sh).
                                "runs/ablation_b100_cuda/run1",  "runs/ablation_b100_cuda/run2",
                                "runs/ablation_b100_swish_cuda/run1",
@@ -145,7 +150,8 @@ TEST_CASE("ablation tables under runs/: two consecutive runs measured the same m
        {"runs/ablation_b100", "runs/ablation_b100_swish", "runs/ablation_b100_zero3",
         "runs/ablation_b100_rerun", "runs/ablation_b100_brackets",
         "runs/ablation_b100_swish_brackets", "runs/ablation_b100_rounds5",
-        "runs/ablation_b100_cpu_time", "runs/ablation_b100_rounds12"}) {
+        "runs/ablation_b100_cpu_time", "runs/ablation_b100_rounds12",
+        "runs/ablation_b100_heap_reuse", "runs/ablation_b100_swish_heap_reuse"}) {
     const auto first = for_rows_of_one_plan(config, [](const auto& a, const auto& b) {
       CHECK(a.at("peak_bytes") == b.at("peak_bytes"));
       CHECK(a.at("floor_bytes") == b.at("floor_bytes"));
