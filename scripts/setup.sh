@@ -35,8 +35,9 @@ PACKAGES=(
 # For scripts/fuzz.sh (libFuzzer ships in clang's runtime package); GCC's sanitizers, used by
 # scripts/test.sh --sanitize, come with build-essential; python3-venv for .venv/, where the
 # tensorboard package (PyPI) reads the event files back in a test; doxygen for the API
-# reference (`cmake --build build --target docs`, built by CI with warnings as errors).
-CHECK_PACKAGES=(clang libclang-rt-14-dev python3-venv doxygen)
+# reference (`cmake --build build --target docs`, built by CI with warnings as errors);
+# libcpuinfo-dev for scripts/as_avx2_cpu.sh (the suite as on a CPU without AVX-512).
+CHECK_PACKAGES=(clang libclang-rt-14-dev python3-venv doxygen libcpuinfo-dev)
 check_tools=0
 
 skip_apt="${MLO_SKIP_APT:-0}"

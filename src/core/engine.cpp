@@ -105,6 +105,18 @@ void Engine::check_config(const Problem& problem) const {
             c.precision() == Precision::kFP16 ? " (fp16 needs a CUDA device and a CUDA build of "
                                                 "mlo; on CPU use bf16)"
                                               : " (needs a CUDA build of mlo)");
+  if (c.precision() == Precision::kBF16 && device == c10::kCPU && !memory::cpu_has_native_bf16()) {
+    // (once per process: every level and every engine of a program would say the same)
+    static bool warned = false;
+    if (!warned) {
+      warned = true;
+      spdlog::warn("problem '{}': precision bf16 on a CPU without native bf16 ({}): LibTorch "
+                   "converts to fp32 inside every kernel, so expect bf16 levels to run several "
+                   "times slower than fp32 (up to an order of magnitude) and to save little "
+                   "memory or none; fp32 is the better choice on this machine",
+                   name, memory::cpu_bf16_shortfall());
+    }
+  }
   // NOTE: optimal and min_memory pick segments by each rank's own measured block times; under
   // zero3 two ranks could pick different plans, whose gathers (3 per checkpointed block, 2 per
   // stored one) would not pair up.

@@ -8,6 +8,16 @@
 #include <torch/serialize/archive.h>
 
 #include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 namespace mlo {
 namespace memory {
@@ -22,6 +32,64 @@ bool precision_supported(Precision precision, c10::DeviceType device) {
       return MLO_WITH_CUDA && device == c10::kCUDA;
   }
   return false;
+}
+
+namespace {
+
+// Whether the CPU has bf16 arithmetic units that the OS lets programs use.
+bool cpu_bf16_units() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;  // OSXSAVE
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  // AVX-512 state (opmask, upper halves of ZMM0-15, ZMM16-31) and AMX tile state enabled.
+  const bool avx512_state = (xcr0_low & 0xe6u) == 0xe6u;
+  const bool amx_state = (xcr0_low & (3u << 17)) == (3u << 17);
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool amx_bf16 = (edx & (1u << 22)) != 0;
+  const unsigned max_subleaf = eax;
+  bool avx512_bf16 = false;
+  if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) {
+    avx512_bf16 = (eax & (1u << 5)) != 0;
+  }
+  return (avx512_bf16 && avx512_state) || (amx_bf16 && amx_state);
+#elif defined(__aarch64__) && defined(__linux__) && defined(HWCAP2_BF16)
+  return (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
+#else
+  return false;
+#endif
+}
+
+// The oneDNN cap of the environment that keeps its kernels below bf16 instructions, or "".
+std::string onednn_cap() {
+  for (const char* name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    std::string isa(value);
+    std::transform(isa.begin(), isa.end(), isa.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    // The ISAs from AVX512_CORE_BF16 up (oneDNN's names); anything else stops below them.
+    static const std::array<const char*, 8> kWithBf16 = {
+        "ALL", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16",
+        "AVX10_1_512", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16"};
+    if (std::find(kWithBf16.begin(), kWithBf16.end(), isa) == kWithBf16.end()) {
+      return std::string(name) + "=" + value;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+bool cpu_has_native_bf16() { return cpu_bf16_shortfall().empty(); }
+
+std::string cpu_bf16_shortfall() {
+  static const std::string units =
+      cpu_bf16_units() ? "" : "the CPU has no bf16 arithmetic units (AVX512-BF16 or AMX-BF16)";
+  if (!units.empty()) return units;
+  const std::string cap = onednn_cap();  // (read each time: tests set it)
+  return cap.empty() ? "" : cap + " keeps oneDNN's kernels below AVX512_CORE_BF16";
 }
 
 AutocastGuard::AutocastGuard(Precision precision, c10::DeviceType device) : device_(device) {

@@ -112,25 +112,43 @@ TEST_CASE("Precision: bf16 on CPU trains the HPO problem to within 5% of fp32",
   CHECK(std::abs(bf16 - fp32) <= 0.05 * fp32);
 }
 
-TEST_CASE("Precision: bf16 lowers the peak forward memory of a small CNN", "[memory][precision]") {
+TEST_CASE("Precision: bf16 halves what a forward keeps for backward, and its peak where native",
+          "[memory][precision]") {
   torch::manual_seed(0);
   torch::nn::Sequential cnn(
       torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 32, 3).padding(1)), torch::nn::ReLU(),
       torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)), torch::nn::ReLU(),
       torch::nn::AdaptiveAvgPool2d(1), torch::nn::Flatten(), torch::nn::Linear(64, 10));
   const auto x = torch::randn({16, 3, 32, 32});
-  auto peak_of_forward = [&](Precision precision) {
+  struct Forward {
+    int64_t peak = 0;  // the highest bytes during the forward
+    int64_t kept = 0;  // the bytes still held once it returns: what backward will read
+  };
+  auto forward = [&](Precision precision) {
     mlo::memory::MemoryMeter meter;
     mlo::memory::MemoryMeter::Active on(meter);
     AutocastGuard guard(precision, c10::kCPU);
     auto loss = cnn->forward(x).to(torch::kFloat).sum();
-    return meter.peak();
+    return Forward{meter.peak(), meter.current()};
   };
-  const int64_t fp32 = peak_of_forward(Precision::kFP32);
-  const int64_t bf16 = peak_of_forward(Precision::kBF16);
-  const double ratio = static_cast<double>(bf16) / static_cast<double>(fp32);
-  WARN("CNN forward peak: fp32 " << fp32 << " B, bf16 " << bf16 << " B, ratio " << ratio);
-  CHECK(ratio < 0.75);
+  const Forward fp32 = forward(Precision::kFP32);
+  const Forward bf16 = forward(Precision::kBF16);
+  const double kept = static_cast<double>(bf16.kept) / static_cast<double>(fp32.kept);
+  const double peak = static_cast<double>(bf16.peak) / static_cast<double>(fp32.peak);
+  WARN("CNN forward: kept fp32 " << fp32.kept << " B, bf16 " << bf16.kept << " B (ratio " << kept
+                                 << "); peak fp32 " << fp32.peak << " B, bf16 " << bf16.peak
+                                 << " B (ratio " << peak << ")");
+  // What autocast guarantees on every CPU: the activations saved for backward are bf16, half
+  // of fp32's (plus the bf16 copies of the input and weights).
+  CHECK(kept < 0.6);
+  // The peak also holds what the kernels allocate while they run: bf16 kernels where the CPU
+  // computes in bf16, fp32 copies and conversions where it does not.
+  if (mlo::memory::cpu_has_native_bf16()) {
+    CHECK(peak < 0.75);
+  } else {
+    WARN("the peak ratio is not checked: " << mlo::memory::cpu_bf16_shortfall()
+                                           << "; the kernels convert through fp32");
+  }
 }
 
 }  // namespace precision_test

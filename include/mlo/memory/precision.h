@@ -10,6 +10,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace torch {
@@ -25,6 +26,17 @@ namespace memory {
 /// Whether `precision` can run on `device` in this build: fp32 always; bf16 on CPU and, in CUDA
 /// builds, on CUDA; fp16 only on CUDA (LibTorch's CPU autocast has no fp16).
 bool precision_supported(Precision precision, c10::DeviceType device);
+
+/// Whether this machine's CPU computes in bf16 natively: x86 with AVX512-BF16 or AMX-BF16 (or an
+/// Arm CPU with the BF16 extension), and oneDNN not capped below them (`ONEDNN_MAX_CPU_ISA`,
+/// `DNNL_MAX_CPU_ISA`). Without it, LibTorch's CPU kernels convert bf16 to fp32 and back inside
+/// every operation: bf16 autocast still trains correctly, but runs several times slower than
+/// fp32 and may take more memory, not less (docs/memory.md).
+bool cpu_has_native_bf16();
+
+/// Why `cpu_has_native_bf16()` is false ("the CPU has no AVX512-BF16 or AMX-BF16 units",
+/// "ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN below AVX512_CORE_BF16"), or "" when it is true.
+std::string cpu_bf16_shortfall();
 
 /// Enables autocast to the precision's dtype on `device` while alive (no-op for fp32), and
 /// restores the previous autocast state afterwards. Nestable; a nested region starts with an
