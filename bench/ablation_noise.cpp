@@ -13,9 +13,9 @@
 //   build/bench/ablation_noise CONFIG.yaml [--copies N] [--rounds R] [--set key=value]...
 // Progress goes to stderr; the experiments' log lines and the figures to stdout.
 // ablation_detail.h names AblationOptions without declaring it: the public header first.
-#include <mlo/run/ablation.h>
+#include "ablation.h"
 
-#include "run/ablation_detail.h"
+#include "ablation_detail.h"
 
 #include <algorithm>
 #include <cmath>

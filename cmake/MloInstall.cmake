@@ -1,26 +1,31 @@
 # Install rules and the CMake package config, so another project can `find_package(mlo)`:
 #
 #   find_package(mlo REQUIRED)          # also finds the LibTorch mlo was built against
-#   target_link_libraries(app PRIVATE mlo::mlo)
+#   target_link_libraries(app PRIVATE mlo::core)  # problems, engine, runs: LibTorch only
+#   target_link_libraries(app PRIVATE mlo::mlo)   # and YAML experiments, datasets, downloads
 #   target_link_libraries(app PRIVATE mlo::cli)   # the `mlo` command line: mlo::cli::main
 #
-# spdlog, CLI11 and nlohmann_json are PRIVATE dependencies of the shared libraries and are not
-# needed by consumers.
+# spdlog, CLI11, nlohmann_json, yaml-cpp, libcurl, OpenSSL and libarchive are PRIVATE
+# dependencies of the shared libraries and are not needed by consumers.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 # Consumers compile mlo's headers, which need C++17.
-target_compile_features(mlo PUBLIC cxx_std_17)
-# The installed libmlo keeps the paths of the libraries it links that are outside the system
-# directories (e.g. a LibTorch 2.x unpacked under /opt), so it loads without LD_LIBRARY_PATH.
-set_target_properties(mlo PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+target_compile_features(mlo_core PUBLIC cxx_std_17)
+# The installed libraries keep the paths of the libraries they link that are outside the system
+# directories (e.g. a LibTorch 2.x unpacked under /opt), so they load without LD_LIBRARY_PATH,
+# and find each other beside them ($ORIGIN).
+set_target_properties(mlo_core mlo_run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE
+  INSTALL_RPATH "$ORIGIN")
 # NOTE: CMake leaves out link folders inside the project, and the 2.x lane's LibTorch lives in
 # the checkout's .venv/: name LibTorch's own folder (outside the system paths) explicitly.
 if(EXISTS "${TORCH_INSTALL_PREFIX}/lib" AND NOT TORCH_INSTALL_PREFIX MATCHES "^/usr(/|$)")
-  set_property(TARGET mlo APPEND PROPERTY INSTALL_RPATH "${TORCH_INSTALL_PREFIX}/lib")
+  set_property(TARGET mlo_core mlo_run APPEND PROPERTY INSTALL_RPATH "${TORCH_INSTALL_PREFIX}/lib")
 endif()
+set_target_properties(mlo_core PROPERTIES EXPORT_NAME core)
+set_target_properties(mlo_run PROPERTIES EXPORT_NAME run)
 
-install(TARGETS mlo mlo_cli EXPORT mloTargets
+install(TARGETS mlo_core mlo_run mlo mlo_cli EXPORT mloTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

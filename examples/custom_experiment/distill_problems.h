@@ -5,7 +5,9 @@
 //                      wants the student to do well on a validation set (`student_valid`)
 //   Top:               picks the teacher's L2 strength for a second validation set
 // Each level's parameters enter the loss of the level below (u2l) and the level below's
-// parameters enter its own loss (l2u). The pointers between them do not own: the engine does.
+// parameters enter its own loss (l2u). Each reaches the others through typed handles, which the
+// engine links when it starts (by type here: each kind of problem appears once) and which do not
+// own: the engine does.
 // Used by examples/three_level.cpp (wired in code) and main.cpp here (built from YAML).
 #include <mlo/mlo.h>
 #include <torch/torch.h>
@@ -21,7 +23,7 @@ struct Top;
 
 struct Student : mlo::Problem {
   using mlo::Problem::Problem;
-  Teacher* teacher = nullptr;
+  mlo::Handle<Teacher> teacher{this};
   torch::Tensor predict(const torch::Tensor& x) const {
     return module_as<torch::nn::LinearImpl>()->forward(x);
   }
@@ -30,8 +32,8 @@ struct Student : mlo::Problem {
 
 struct Teacher : mlo::Problem {
   using mlo::Problem::Problem;
-  Student* student = nullptr;
-  Top* top = nullptr;
+  mlo::Handle<Student> student{this};
+  mlo::Handle<Top> top{this};
   mlo::Batch student_valid;
   torch::Tensor predict(const torch::Tensor& x) const {
     return module_as<torch::nn::LinearImpl>()->forward(x);
@@ -41,7 +43,7 @@ struct Teacher : mlo::Problem {
 
 struct Top : mlo::Problem {
   using mlo::Problem::Problem;
-  Teacher* teacher = nullptr;
+  mlo::Handle<Teacher> teacher{this};
   torch::Tensor log_strength() const { return module().parameters()[0]; }
   torch::Tensor training_step(const mlo::Batch& b) override {
     return mse(teacher->predict(b.data), b.target);

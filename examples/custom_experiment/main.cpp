@@ -74,7 +74,7 @@ class DistillExperiment : public mlo::run::Experiment {
   };
 
   explicit DistillExperiment(const mlo::run::RunConfig& config)
-      : engine_(mlo::run::make_engine_config(config.engine)) {
+      : engine_(config.engine) {
     const auto& s = config.settings_as<Settings>();
     if (config.threads > 0) torch::set_num_threads(static_cast<int>(config.threads));
     torch::manual_seed(static_cast<uint64_t>(config.seed));
@@ -95,10 +95,7 @@ class DistillExperiment : public mlo::run::Experiment {
     test_ = make(s.test).to(device);
 
     // Each problem: its generic settings (method, unroll, ...) and optimizer from the YAML.
-    auto settings = [&](const std::string& name) { return config.problems.at(name); };
-    auto problem_config = [&](const std::string& name) {
-      return mlo::run::make_problem_config(settings(name), "problems." + name);
-    };
+    auto problem_config = [&](const std::string& name) { return config.problems.at(name).config; };
     student_ = std::make_shared<Student>("student", problem_config("student"));
     student_->module(torch::nn::Linear(d, 1)).data(std::vector<mlo::Batch>{unlabeled});
     teacher_ = std::make_shared<Teacher>("teacher", problem_config("teacher"));
@@ -114,11 +111,6 @@ class DistillExperiment : public mlo::run::Experiment {
     for (const auto& p : std::vector<mlo::ProblemPtr>{student_, teacher_, top_}) {
       mlo::run::setup_problem(*p, config);  // optimizer and learning-rate schedule
     }
-    student_->teacher = teacher_.get();
-    teacher_->student = student_.get();
-    teacher_->top = top_.get();
-    top_->teacher = teacher_.get();
-
     // The graph from the YAML's dependencies (or the default above), wired by name.
     mlo::run::add_problems(engine_, config, {top_, teacher_, student_});
   }

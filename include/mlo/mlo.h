@@ -1,6 +1,8 @@
 #pragma once
 /// \file
-/// Umbrella header: everything a user of mlo needs.
+/// Umbrella header of the core library (mlo::core): problems, handles, the engine and its
+/// schedule, the hypergradient methods, runs. The run layer (mlo::run) adds YAML experiments,
+/// datasets by name: <mlo/run.h>, <mlo/data.h>. Models: <mlo/nn.h>.
 
 #include <mlo/base/enum_names.h>
 #include <mlo/base/error.h>
@@ -8,8 +10,11 @@
 #include <mlo/core/config.h>
 #include <mlo/core/engine.h>
 #include <mlo/core/graph.h>
+#include <mlo/core/handle.h>
 #include <mlo/core/method.h>
 #include <mlo/core/path.h>
 #include <mlo/core/problem.h>
-#include <mlo/data/batch.h>
+#include <mlo/core/batch.h>
+#include <mlo/core/schedule.h>
 #include <mlo/hypergrad.h>
+#include <mlo/io/run.h>

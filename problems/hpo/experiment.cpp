@@ -38,9 +38,9 @@ LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings
   const int64_t features = data.train.data.size(1);
   LogRegHpo pair;
   pair.inner = std::make_shared<LogRegInner>(
-      "inner", run::make_problem_config(config.problems.at("inner"), "problems.inner"));
+      "inner", config.problems.at("inner").config);
   pair.outer = std::make_shared<LogRegOuter>(
-      "outer", run::make_problem_config(config.problems.at("outer"), "problems.outer"));
+      "outer", config.problems.at("outer").config);
   pair.inner->module(torch::nn::Linear(features, 1));
   run::setup_problem(*pair.inner, config);
   pair.inner->data(std::vector<Batch>{shard(data.train, "inner")});
@@ -123,22 +123,19 @@ HpoExperiment::HpoExperiment(const run::RunConfig& config)
   // NOTE: in one process on every rank (strategy default, full batches): it is small, every
   // rank gets the same result, and it joins no process group before the learned pair's engine.
   spdlog::info("hpo: training the baseline with the L2 weights frozen at {} ({} steps)",
-               settings_.hpo.initial_weight, config_.engine.train_iters);
+               settings_.hpo.initial_weight, config_.engine.train_iters());
   frozen_ = build_pair(config_, settings_, data_, /*frozen=*/true);
   {
-    run::EngineSettings plain = config_.engine;
-    plain.valid_step = 0;
-    plain.log_step = 0;
-    plain.track_memory = false;
-    plain.early_stopping.enabled = false;
-    plain.strategy = dist::Strategy::kDefault;
-    Engine baseline(run::make_engine_config(plain));
+    EngineConfig plain = config_.engine;
+    plain.valid_step(0).log_step(0).track_memory(false).strategy(dist::Strategy::kDefault);
+    plain.early_stopping().enabled(false);
+    Engine baseline(plain);
     add_pair(baseline, frozen_, config_);
     baseline.run();
   }
 
   learned_ = build_pair(config_, settings_, data_, /*frozen=*/false);
-  engine_ = std::make_unique<Engine>(run::make_engine_config(config_.engine));
+  engine_ = std::make_unique<Engine>(config_.engine);
   add_pair(*engine_, learned_, config_);
 }
 
@@ -162,8 +159,9 @@ std::string HpoExperiment::describe() const {
       << "; training set of " << data_.train.size() << " (inner), validation set of "
       << data_.valid.size() << " (outer: the L2 weights learn on it), test set of "
       << data_.test.size() << " (final report only)\n";
-  out << "inner: logistic regression (hypergradient: " << config_.problems.at("inner").method
-      << ", unroll " << config_.problems.at("inner").unroll_steps
+  const ProblemConfig& inner = config_.problems.at("inner").config;
+  out << "inner: logistic regression (hypergradient: " << inner.method().name()
+      << ", unroll " << inner.unroll_steps()
       << "), outer: one L2 weight per feature from " << settings_.hpo.initial_weight
       << "; baseline: the same training with the weights frozen (trained already)";
   return out.str();

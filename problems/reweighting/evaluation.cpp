@@ -121,7 +121,7 @@ std::string ReweightingExperiment::describe() const {
       << (settings_.model("classifier").batch_norm ? " (batch norm)" : "");
   if (reweighter_) {
     out << ", reweighter: " << settings_.reweighting.method
-        << " (hypergradient: " << config_.problems.at("classifier").method
+        << " (hypergradient: " << config_.problems.at("classifier").config.method().name()
         << (settings_.reweighting.normalize_weights ? ", normalized" : ", unnormalized")
         << (settings_.reweighting.freeze_weight_inputs ? ", frozen weight inputs" : "")
         << ", weight floor " << settings_.reweighting.weight_floor;

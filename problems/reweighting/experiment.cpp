@@ -111,10 +111,8 @@ void ReweightingExperiment::build_problems() {
   const bool pin = run::resolve_device(config_).is_cuda();  // batches copied to a GPU
   const int64_t channels = train_images_.size(1);
   const int64_t size = train_images_.size(2);
-  const run::ProblemSettings& cs = config_.problems.at("classifier");
-
-  classifier_ = std::make_shared<Classifier>("classifier",
-                                             run::make_problem_config(cs, "problems.classifier"));
+  classifier_ =
+      std::make_shared<Classifier>("classifier", config_.problems.at("classifier").config);
   classifier_->module(
       make_model(settings_.model("classifier"), channels, size, kClasses, "problems.classifier"));
   run::setup_problem(*classifier_, config_);
@@ -133,7 +131,7 @@ void ReweightingExperiment::build_problems() {
   classifier_->data(train_stream_);
 
   classifier_->num_classes = kClasses;
-  engine_ = std::make_unique<Engine>(run::make_engine_config(config_.engine));
+  engine_ = std::make_unique<Engine>(config_.engine);
   const std::string& method = settings_.reweighting.method;
   if (method == "l2rw") {
     // Learning to Reweight: no upper problem; the classifier draws meta batches itself.
@@ -167,9 +165,8 @@ void ReweightingExperiment::build_problems() {
     run::add_problems(*engine_, config_, {classifier_});
     return;
   }
-  const run::ProblemSettings& rs = found->second;
-  reweighter_ = std::make_shared<Reweighter>("reweighter",
-                                             run::make_problem_config(rs, "problems.reweighter"));
+  const ProblemConfig& rs = found->second.config;
+  reweighter_ = std::make_shared<Reweighter>("reweighter", rs);
   if (method == "class_mwn") {
     reweighter_->module(ClassMWN(settings_.model("reweighter").hidden, train_counts_));
   } else {
@@ -180,7 +177,7 @@ void ReweightingExperiment::build_problems() {
   // NOTE: a sharded stream cannot split a smaller last batch evenly, so under a distributed
   // strategy the meta stream drops it (whatever the world size, so that the batches do not
   // depend on it).
-  const bool meta_sharded = config_.engine.strategy != dist::Strategy::kDefault && rs.data_parallel;
+  const bool meta_sharded = config_.engine.strategy() != dist::Strategy::kDefault && rs.data_parallel();
   const data::Shard meta_shard = run::data_shard(config_, "reweighter");
   run::check_shardable(config_, d.meta_batch_size > 0 ? "data.meta_batch_size" : "data.batch_size",
                        meta_batch_size(d), meta_shard);

@@ -14,7 +14,7 @@
 /// of the per-sample losses along v (two forwards, no per-sample gradients):
 ///   d_i ~ (l_i(w + h v) - l_i(w - h v)) / (2h),   h = alpha / |v|.
 
-#include <mlo/data/batch.h>
+#include <mlo/core/batch.h>
 
 #include <ATen/core/Tensor.h>
 

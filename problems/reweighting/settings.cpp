@@ -95,8 +95,7 @@ void ReweightingExperiment::Settings::visit_problem(const std::string& problem, 
 }
 
 void ReweightingExperiment::Settings::defaults(run::RunConfig& config) const {
-  config.engine.early_stopping.metric = "valid/balanced_acc";
-  config.engine.early_stopping.mode = "max";
+  config.engine.early_stopping().metric("valid/balanced_acc").mode(Mode::kMax);
 }
 
 run::DependencyConfig ReweightingExperiment::Settings::default_dependencies(
@@ -165,16 +164,16 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
                       "), got " + std::to_string(size));
     }
   }
-  if (c.engine.early_stopping.enabled && data.valid_size == 0) {
+  if (c.engine.early_stopping().enabled() && data.valid_size == 0) {
     c.fail("data.valid_size",
            "is 0 (no validation split) while engine.early_stopping is enabled: "
            "early stopping watches a validation metric (" +
-               c.engine.early_stopping.metric +
+               c.engine.early_stopping().metric() +
                "); set a validation set size > 0 or disable early stopping");
   }
-  if (c.engine.valid_step > 0 && data.valid_size == 0) {
+  if (c.engine.valid_step() > 0 && data.valid_size == 0) {
     c.fail("data.valid_size", "is 0 (no validation set) while engine.valid_step is " +
-                                  std::to_string(c.engine.valid_step) +
+                                  std::to_string(c.engine.valid_step()) +
                                   ": validation would have nothing to evaluate; set "
                                   "engine.valid_step: 0 or a validation set size > 0");
   }
@@ -182,7 +181,7 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
   // lower-level settings would do nothing. Said here because only this experiment knows why.
   if (!has_reweighter && c.dependencies.u2l.empty() && c.dependencies.l2u.empty()) {
     const auto found = c.problems.find("classifier");
-    const std::string key = run::lower_only_setting(found->second);
+    const std::string key = run::lower_only_setting(found->second.config);
     if (!key.empty()) {
       c.fail("problems.classifier." + key,
              "acts only on a lower problem (one with a problem above it), and 'classifier' has "
@@ -203,7 +202,7 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
       classes += (classes.empty() ? "" : ", ") + metric_segment(name);
     }
   }
-  const std::string& metric = c.engine.early_stopping.metric;
+  const std::string& metric = c.engine.early_stopping().metric();
   if (std::count(metrics.begin(), metrics.end(), metric) == 0) {
     c.fail("engine.early_stopping.metric",
            "must be a validation metric: valid/acc, valid/balanced_acc, valid/rare3_acc, "

@@ -3,6 +3,9 @@
 #include <mlo/base/number_text.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <utility>
 
@@ -34,6 +37,28 @@ Check<double> in_range(double low, double high) {
     return v >= low && v <= high ? std::string()
                                  : "must be in [" + number_text(low) + ", " + number_text(high) +
                                        "], got " + number_text(v);
+  };
+}
+
+Check<double> above(double low) {
+  return [low](const double& v) {
+    return v > low ? std::string() : "must be > " + number_text(low) + ", got " + number_text(v);
+  };
+}
+
+Check<double> above_up_to(double low, double high) {
+  return [low, high](const double& v) {
+    return v > low && v <= high ? std::string()
+                                : "must be in (" + number_text(low) + ", " + number_text(high) +
+                                      "], got " + number_text(v);
+  };
+}
+
+Check<double> between(double low, double high) {
+  return [low, high](const double& v) {
+    return v > low && v < high ? std::string()
+                               : "must be in (" + number_text(low) + ", " + number_text(high) +
+                                     "), got " + number_text(v);
   };
 }
 
@@ -152,6 +177,153 @@ class Checker : public Fields {
 };
 
 }  // namespace
+
+namespace {
+
+// Whether `text` reads back as the same string when written plain (unquoted) in YAML: names,
+// paths and such, but nothing a reader could take for a number, a boolean, null, or syntax.
+bool plain_safe(const std::string& text) {
+  if (text.empty()) return false;
+  static const char* const kWords[] = {"true", "false", "yes", "no", "on", "off", "y", "n",
+                                       "null", "~"};
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* word : kWords) {
+    if (lower == word) return false;
+  }
+  const auto first = static_cast<unsigned char>(text[0]);
+  if (!(std::isalpha(first) || text[0] == '_' || text[0] == '/')) return false;  // numbers, .inf
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (!(std::isalnum(u) || c == '_' || c == '-' || c == '.' || c == '/' || c == '+')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char escape[8];
+      std::snprintf(escape, sizeof(escape), "\\x%02x", u);
+      out += escape;
+    } else {
+      out += c;  // (UTF-8 passes through)
+    }
+  }
+  return out + "\"";
+}
+
+std::string yaml_scalar(const std::string& text) { return plain_safe(text) ? text : quoted(text); }
+
+// A float that every YAML reader reads as one: YAML 1.1's (PyYAML's) needs a point, "5.0e-04".
+std::string yaml_float(double value) {
+  if (!std::isfinite(value)) return std::isnan(value) ? ".nan" : value > 0 ? ".inf" : "-.inf";
+  std::string s = number_text(value);
+  const auto exponent = s.find('e');
+  if (s.find('.') == std::string::npos) {
+    if (exponent == std::string::npos) {
+      s += ".0";
+    } else {
+      s.insert(exponent, ".0");
+    }
+  }
+  return s;
+}
+
+// Writes block mappings, `indent` spaces deep.
+class YamlWriter : public Fields {
+ public:
+  YamlWriter(std::string& out, int indent) : out_(out), indent_(indent) {}
+
+  void operator()(const char* key, int64_t& value, const Check<int64_t>&) override {
+    line(key, std::to_string(value));
+  }
+  void operator()(const char* key, double& value, const Check<double>&) override {
+    line(key, yaml_float(value));
+  }
+  void operator()(const char* key, bool& value) override { line(key, value ? "true" : "false"); }
+  void operator()(const char* key, std::string& value, const Check<std::string>&) override {
+    line(key, yaml_scalar(value));
+  }
+  void operator()(const char* key, std::vector<int64_t>& value) override {
+    std::string text;
+    for (const int64_t v : value) text += (text.empty() ? "" : ", ") + std::to_string(v);
+    line(key, "[" + text + "]");
+  }
+  void operator()(const char* key,
+                  std::map<std::string, std::vector<std::string>>& value) override {
+    if (value.empty()) {
+      line(key, "{}");
+      return;
+    }
+    open(key);
+    for (const auto& [name, list] : value) {
+      std::string text;
+      for (const auto& item : list) text += (text.empty() ? "" : ", ") + yaml_scalar(item);
+      pad(indent_ + 2);
+      out_ += yaml_scalar(name) + ": [" + text + "]\n";
+    }
+  }
+  void section(const char* key, const std::function<void(Fields&)>& body) override {
+    nested(key, [&](Fields& f) { body(f); });
+  }
+  void entries(const char* key, const std::vector<std::string>& existing,
+               const std::function<void(const std::string&, Fields&)>& body) override {
+    nested(key, [&](Fields& f) {
+      auto& writer = static_cast<YamlWriter&>(f);
+      for (const auto& name : existing) {
+        writer.nested(yaml_scalar(name).c_str(), [&](Fields& g) { body(name, g); });
+      }
+    });
+  }
+
+ private:
+  void pad(int n) { out_.append(static_cast<size_t>(n), ' '); }
+  void line(const char* key, const std::string& value) {
+    pad(indent_);
+    out_ += std::string(key) + ": " + value + "\n";
+  }
+  void open(const char* key) {
+    pad(indent_);
+    out_ += std::string(key) + ":\n";
+  }
+  // `key:` and its body one level deeper, or `key: {}` when the body writes nothing.
+  void nested(const char* key, const std::function<void(Fields&)>& body) {
+    std::string inner;
+    YamlWriter writer(inner, indent_ + 2);
+    body(writer);
+    if (inner.empty()) {
+      line(key, "{}");
+    } else {
+      open(key);
+      out_ += inner;
+    }
+  }
+
+  std::string& out_;
+  int indent_;
+};
+
+}  // namespace
+
+std::string yaml_text(const std::function<void(Fields&)>& visit) {
+  std::string out;
+  YamlWriter writer(out, 0);
+  visit(writer);
+  return out;
+}
 
 std::string first_failed_check(const std::function<void(Fields&)>& visit) {
   std::string failure;

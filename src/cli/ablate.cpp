@@ -6,7 +6,7 @@
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
 #include <mlo/dist/process_group.h>
-#include <mlo/run/ablation_report.h>
+#include "ablation_report.h"
 #include <mlo/run/yaml.h>
 
 #include <CLI/CLI.hpp>

@@ -2,7 +2,7 @@
 // Part of the mlo tool (src/cli): `mlo ablate`, the memory ablation table of an experiment
 // (the measuring is run::run_ablation, the outputs run/ablation_report.h).
 
-#include <mlo/run/ablation.h>
+#include "ablation.h"
 
 #include <memory>
 #include <string>

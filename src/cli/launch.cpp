@@ -201,12 +201,12 @@ int launch(const LaunchOptions& options) {
             "mlo launch: --master-port must be in [0, 65535], got ", o.master_port);
   // Read here too, so that a bad config or strategy fails once, before any rank starts.
   const run::RunConfig config = rank_config(o);
-  MLO_CHECK(o.nproc == 1 || config.engine.strategy != dist::Strategy::kDefault,
+  MLO_CHECK(o.nproc == 1 || config.engine.strategy() != dist::Strategy::kDefault,
             "mlo launch: --nproc ", o.nproc, " but engine.strategy is default (",
             config.where("engine.strategy"),
             "); set engine.strategy to distributed, zero1, zero2 or zero3 (e.g. --set "
             "engine.strategy=distributed)");
-  const double grace = o.grace_s >= 0 ? o.grace_s : config.engine.timeout_s;
+  const double grace = o.grace_s >= 0 ? o.grace_s : config.engine.timeout_s();
   const char* grace_from = o.grace_s >= 0 ? "--grace" : "engine.timeout_s";
   const int port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
   if (o.program.empty()) {

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
 
   RunArguments run_args;
   auto* run_cmd = add_run_command(app, run_args);
-  RunOptions& options = run_args.options;
+  RunCommand& options = run_args.options;
 
   auto* plan = app.add_subcommand(
       "plan", "Print the activation-checkpointing plan of an experiment's model");

@@ -2,7 +2,7 @@
 
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
-#include <mlo/base/gnuplot.h>
+#include "gnuplot.h"
 #include <mlo/base/number_text.h>
 
 #include <CLI/CLI.hpp>

@@ -22,7 +22,7 @@ struct RunArguments {
   /// `--set key=value ...`: several values per `--set`, and `--set` repeatable.
   std::vector<std::string> overrides;
   /// `--out`, `--resume`, `--stop-at`, `--log-all-ranks`; `--no-progress` sets `progress`.
-  RunOptions options;
+  RunCommand options;
   /// `--seeds 0-4` ("" = one run).
   std::string seeds;
   /// `--raise-at STEP:SIGNAL[:RANK]` ("" = none), read by `RaiseAt::parse` (fault.h).

@@ -1,10 +1,10 @@
 #pragma once
-// Part of the mlo tool (src/cli): runs an experiment with everything a long run needs — output
-// folder, resolved config, log file, metrics files, progress, periodic resumable state, Ctrl-C.
+// Part of the mlo tool (src/cli): `mlo run` on one configuration: builds the experiment, then
+// runs its engine as a run folder (mlo::Run, io/run.h: the same code any program uses).
 
 #include "fault.h"
 
-#include <mlo/core/problem.h>
+#include <mlo/core/metrics.h>
 #include <mlo/run/config.h>
 
 #include <optional>
@@ -14,11 +14,14 @@
 namespace mlo {
 namespace cli {
 
-struct RunOptions {
+/// What `mlo run` was asked, besides the configuration.
+struct RunCommand {
   /// Output folder ("" = runs/<config name>).
   std::string out_dir;
-  /// Continue from <out_dir>/state.pt.
+  /// Continue from the run saved in the folder.
   bool resume = false;
+  /// Replace a run in the folder (its files are moved aside first).
+  bool overwrite = false;
   /// Save the state and stop after this global step, as Ctrl-C does (0: run to the end). Inside
   /// a distributed run's accumulation window both wait for the window's end (a state saved
   /// inside one could not be resumed).
@@ -48,9 +51,9 @@ struct RunResult {
 ///
 /// Under a distributed `engine.strategy` (one process per rank: `mlo launch`, torchrun) only
 /// rank 0 writes the output folder (config, log, metrics, results), validates, evaluates on the
-/// test set and prints the report; the state is saved as `Checkpoints` (checkpoint.h) says.
+/// test set and prints the report; the state is saved as `mlo::Run` says (io/run.h).
 /// On the other ranks the result holds the steps and `interrupted` only.
-RunResult run_experiment(const run::RunConfig& config, const RunOptions& options);
+RunResult run_experiment(const run::RunConfig& config, const RunCommand& command);
 
 }  // namespace cli
 }  // namespace mlo

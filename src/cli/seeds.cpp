@@ -122,12 +122,12 @@ std::string write_summary(const std::string& dir, const std::vector<int64_t>& on
   return md;
 }
 
-std::string run_seeds(const run::RunConfig& config, const RunOptions& options,
+std::string run_seeds(const run::RunConfig& config, const RunCommand& options,
                       const std::vector<int64_t>& seeds, bool* interrupted) {
   if (interrupted != nullptr) *interrupted = false;
   const std::string dir = options.out_dir.empty() ? "runs/" + config.name : options.out_dir;
   for (int64_t seed : seeds) {
-    RunOptions one = options;
+    RunCommand one = options;
     one.out_dir = (fs::path(dir) / ("seed_" + std::to_string(seed))).string();
     if (options.resume && fs::exists(fs::path(one.out_dir) / "results.json")) {
       std::cout << "seed " << seed << ": kept " << one.out_dir << "/results.json\n";

@@ -39,7 +39,7 @@ std::string write_summary(const std::string& dir, const std::vector<int64_t>& on
 /// results.json exists is kept and not run again; a seed that is run again starts by removing
 /// its old results.json. The summary covers exactly `seeds`. Returns the folder; `interrupted`
 /// (when given) tells whether a signal stopped the runs (the summary is then not written).
-std::string run_seeds(const run::RunConfig& config, const RunOptions& options,
+std::string run_seeds(const run::RunConfig& config, const RunCommand& options,
                       const std::vector<int64_t>& seeds, bool* interrupted = nullptr);
 
 /// The paired per-seed differences B - A of `metrics` (default: the test metrics), with their

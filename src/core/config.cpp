@@ -1,5 +1,7 @@
 #include <mlo/core/config.h>
 
+#include <algorithm>
+
 namespace mlo {
 
 ProblemConfig& ProblemConfig::method(const std::string& name) {
@@ -11,6 +13,63 @@ const MethodOptions& ProblemConfig::method() const {
   // NOTE: looked up on use, not at construction: a config may be built during static
   // initialization, before the built-in methods have registered.
   return method_ ? *method_ : registered_defaults(kDefaultMethod);
+}
+
+void ProblemConfig::visit(Fields& f) {
+  f("unroll_steps", unroll_steps_, at_least(1));
+  f("warmup_steps", warmup_steps_, at_least(0));
+  f("roll_back", roll_back_);
+  f("gradient_clipping", gradient_clipping_, non_negative());
+  f("gradient_accumulation", gradient_accumulation_, at_least(1));
+  f.enumeration("precision", precision_);
+  f.section("loss_scaling", [&](Fields& s) {
+    bool enabled = loss_scaling_.has_value();
+    LossScaling scaling = loss_scaling_.value_or(LossScaling());
+    s("enabled", enabled);
+    scaling.visit(s);
+    loss_scaling_ = enabled ? std::optional<LossScaling>(scaling) : std::nullopt;
+  });
+  f.section("checkpointing", [&](Fields& s) { checkpointing_.visit(s); });
+  const std::vector<std::string> names = method_names();
+  std::string name = method().name();
+  // (a method selected in code by its options needs no registration: its name is valid here)
+  std::vector<std::string> choices = names;
+  if (std::find(choices.begin(), choices.end(), name) == choices.end()) choices.push_back(name);
+  f("method", name, one_of(choices));
+  // The selected method's section; a name that changed selects that method's defaults first.
+  std::shared_ptr<MethodOptions> options =
+      name == method().name() ? method().clone() : method_options(name);
+  f.section(name.c_str(), [&](Fields& s) { options->visit(s); });
+  method_ = options;
+  for (const auto& other : names) {
+    if (other == name) continue;
+    const auto scratch = method_options(other);
+    f.alternative(other.c_str(), [&](Fields& s) { scratch->visit(s); });
+  }
+  f("log_step", log_step_, at_least(0));
+  f("data_parallel", data_parallel_);
+  f("allow_unused_parameters", allow_unused_parameters_);
+  f.enumeration("offload", offload_);
+}
+
+void EarlyStopping::visit(Fields& f) {
+  f("enabled", enabled_);
+  f("metric", metric_);
+  f.enumeration("mode", mode_);
+  f("tolerance", tolerance_, at_least(1));
+  f("min_delta", min_delta_, non_negative());
+  f("restore_best", restore_best_);
+}
+
+void EngineConfig::visit(Fields& f) {
+  f("train_iters", train_iters_, at_least(0));
+  f("valid_step", valid_step_, at_least(0));
+  f("log_step", log_step_, at_least(0));
+  f("track_memory", track_memory_);
+  f.section("early_stopping", [&](Fields& s) { early_stopping_.visit(s); });
+  f.enumeration("strategy", strategy_);
+  f.enumeration("backend", backend_);
+  f("timeout_s", timeout_s_, positive());
 }
 
 }  // namespace mlo

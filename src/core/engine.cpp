@@ -1,7 +1,7 @@
 #include <mlo/core/engine.h>
 
 #include "best_state.h"
-#include "schedule.h"
+#include "engine_nodes.h"
 
 #include <mlo/base/archive.h>
 #include <mlo/dist/process_group.h>
@@ -17,6 +17,7 @@
 #include <torch/serialize/archive.h>
 
 #include <algorithm>
+#include <typeinfo>
 #include <cmath>
 #include <sstream>
 
@@ -86,15 +87,13 @@ void Engine::check_config(const Problem& problem) const {
   const std::string& name = problem.name();
   MLO_CHECK(problem.has_module(), "problem '", name, "': no module; call module(...)");
   MLO_CHECK(problem.has_optimizer(), "problem '", name, "': no optimizer; call optimizer(...)");
-  MLO_CHECK(c.unroll_steps() >= 1, "problem '", name, "': unroll_steps must be >= 1, got ",
-            c.unroll_steps());
-  MLO_CHECK(c.warmup_steps() >= 0, "problem '", name, "': warmup_steps must be >= 0, got ",
-            c.warmup_steps());
-  MLO_CHECK(c.gradient_clipping() >= 0, "problem '", name,
-            "': gradient_clipping must be >= 0 (0 disables it), got ", c.gradient_clipping());
-  MLO_CHECK(c.log_step() >= 0, "problem '", name, "': log_step must be >= 0, got ", c.log_step());
-  MLO_CHECK(c.gradient_accumulation() >= 1, "problem '", name,
-            "': gradient_accumulation must be >= 1, got ", c.gradient_accumulation());
+  // The range of every key, as the YAML reader checks it (ProblemConfig::visit); then the rules
+  // across keys.
+  {
+    ProblemConfig copy = c;
+    const std::string failed = first_failed_check([&](Fields& f) { copy.visit(f); });
+    MLO_CHECK(failed.empty(), "problem '", name, "': ", failed);
+  }
   MLO_CHECK(!(c.roll_back() && c.gradient_accumulation() > 1), "problem '", name,
             "': roll_back with gradient_accumulation > 1 is not supported (the redone step would ",
             "see one micro-batch)");
@@ -140,22 +139,16 @@ void Engine::check_config(const Problem& problem) const {
   }
   try {
     memory::validate_options(c.checkpointing());
-    // The selected method's options get the YAML reader's checks also when set in code, then
-    // the method is built once, so that bad options fail at start also on a problem that is no
+    // The method is built once, so that bad options fail at start also on a problem that is no
     // hop of any path.
-    const auto options = c.method().clone();
-    const std::string failed = first_failed_check([&](Fields& f) { options->visit(f); });
-    MLO_CHECK(failed.empty(), options->name(), ".", failed);
-    if (const auto broken = options->validate()) {
-      throw Error(options->name() + "." + broken->key + ": " + broken->what);
-    }
-    options->make();
+    check_options(c.method());
+    c.method().make();
   } catch (const Error& e) {
     throw Error("problem '" + name + "': " + e.what());
   }
 }
 
-void Engine::check_method(const detail::ScheduleNode& node) const {
+void Engine::check_method(const detail::EngineNode& node) const {
   if (node.method == nullptr) return;
   const Problem& p = *node.problem;
   const auto shards = [this](const Problem& q) {
@@ -170,7 +163,7 @@ void Engine::check_method(const detail::ScheduleNode& node) const {
     node.method->check(context);
     if (node.method->second_order()) {
       std::vector<const Problem*> involved{&p};
-      for (const auto* parent : node.parents) involved.push_back(parent->problem);
+      for (const size_t parent : node.parents) involved.push_back(nodes_->at(parent).problem);
       for (const Problem* q : involved) {
         MLO_CHECK(!shards(*q), p.config().method().name(), " differentiates the loss of '",
                   p.name(), "' twice, through the parameters of '", q->name(),
@@ -183,27 +176,60 @@ void Engine::check_method(const detail::ScheduleNode& node) const {
   }
 }
 
+void Engine::link_handles() {
+  std::string names;
+  for (const auto& problem : problems_) names += (names.empty() ? "" : ", ") + problem->name();
+  for (const auto& problem : problems_) {
+    for (detail::HandleBase* handle : problem->handles_) {
+      const std::string owner = "problem '" + problem->name() + "': its handle ";
+      if (!handle->target().empty()) {
+        const auto found =
+            std::find_if(problems_.begin(), problems_.end(),
+                         [&](const ProblemPtr& p) { return p->name() == handle->target(); });
+        MLO_CHECK(found != problems_.end(), owner, "to '", handle->target(), "' (",
+                  handle->type_name(), ") names no problem of this engine (its problems: ", names,
+                  "); add that problem, or correct the name");
+        MLO_CHECK(handle->accepts(**found), owner, "to '", handle->target(), "' wants a ",
+                  handle->type_name(), ", but problem '", handle->target(), "' is a ",
+                  detail::demangled(typeid(**found)));
+        handle->link(found->get());
+        continue;
+      }
+      std::vector<Problem*> matches;
+      for (const auto& p : problems_) {
+        if (p.get() != problem.get() && handle->accepts(*p)) matches.push_back(p.get());
+      }
+      std::string found_names;
+      for (const Problem* p : matches) found_names += (found_names.empty() ? "" : ", ") + p->name();
+      MLO_CHECK(!matches.empty(), owner, "to a ", handle->type_name(),
+                " finds no such problem in this engine (its problems: ", names, ")");
+      MLO_CHECK(matches.size() == 1, owner, "to a ", handle->type_name(), " finds several (",
+                found_names, "); name the one it means: Handle<", handle->type_name(),
+                ">{this, \"", matches.front()->name(), "\"}");
+      handle->link(matches.front());
+    }
+  }
+}
+
 void Engine::initialize() {
   if (initialized_) return;
   graph_.validate();
-  MLO_CHECK(config_.train_iters() >= 0, "engine: train_iters must be >= 0, got ",
-            config_.train_iters());
-  MLO_CHECK(config_.valid_step() >= 0, "engine: valid_step must be >= 0, got ",
-            config_.valid_step());
-  MLO_CHECK(config_.log_step() >= 0, "engine: log_step must be >= 0, got ", config_.log_step());
-  if (config_.early_stopping()) {
+  link_handles();
+  {
+    EngineConfig copy = config_;
+    const std::string failed = first_failed_check([&](Fields& f) { copy.visit(f); });
+    MLO_CHECK(failed.empty(), "engine: ", failed);
+  }
+  if (config_.early_stopping().enabled()) {
     MLO_CHECK(config_.valid_step() > 0 && validation_,
               "engine: early_stopping needs valid_step > 0",
               " and a validation hook (engine.validation(...))");
-    MLO_CHECK(config_.early_stopping()->tolerance() >= 1,
-              "engine: early_stopping tolerance must be >= 1, got ",
-              config_.early_stopping()->tolerance());
   }
   for (const auto& problem : problems_) check_config(*problem);
-  schedule_ = std::make_unique<detail::Schedule>(graph_, config_.log_step());
-  MLO_CHECK(!schedule_->leaves().empty(),
+  nodes_ = std::make_unique<detail::EngineNodes>(graph_, config_.log_step());
+  MLO_CHECK(!nodes_->schedule().leaves().empty(),
             "engine: no leaf problem (every problem has a problem below it)");
-  for (const auto& node : schedule_->nodes()) check_method(*node);
+  for (const auto& node : nodes_->nodes()) check_method(*node);
   connect();
   if (config_.track_memory()) {
     const auto params = problems_.front()->module().parameters();
@@ -232,59 +258,44 @@ void Engine::initialize() {
                                                 problem->config().checkpointing());
     if (plan) checkpoint_plans_[problem.get()] = std::move(plan);
   }
-  for (const auto& node : schedule_->nodes()) {
+  for (const auto& node : nodes_->nodes()) {
     std::string paths;
     for (const auto& path : node->paths) paths += " [" + path.describe() + "]";
     spdlog::debug("mlo: problem '{}': {} parent(s), {} child(ren), paths:{}",
-                  node->problem->name(), node->parents.size(), node->children.size(),
+                  node->problem->name(), node->parents.size(),
+                  graph_.children(node->problem).size(),
                   paths.empty() ? " none" : paths);
   }
   initialized_ = true;
 }
 
-void Engine::step_problem(detail::ScheduleNode& node) {
-  if (!std::all_of(node.ready.begin(), node.ready.end(), [](bool ready) { return ready; })) return;
+void Engine::step_problem(const Schedule::Step& step) {
+  detail::EngineNode& node = nodes_->at(step.level);
   Problem& p = *node.problem;
-  const ProblemConfig& c = p.config();
   StepContext context;
   context.paths = &node.paths;
-  context.unroll_start = node.unroll_start;
+  context.unroll_start = step.unroll_start;
+  context.redo = step.redo;
   context.method = node.method;
-  node.unroll_start = false;
-  p.step(context);
-  if (node.log_step > 0 && p.step_count() % node.log_step == 0) log_problem(p);
-
-  const bool boundary = p.is_training() && p.step_count() % node.period == 0;
-  // An unroll ends at every period boundary, also during warmup: the next step starts a new one
-  // (and takes the roll-back snapshot), so a redo never rewinds into the warmup.
-  if (boundary) node.unroll_start = true;
-  if (boundary && p.step_count() > c.warmup_steps()) {
-    for (detail::ScheduleNode* parent : node.parents) {
-      const auto it = std::find(parent->children.begin(), parent->children.end(), &node);
-      parent->ready[static_cast<size_t>(it - parent->children.begin())] = true;
-      step_problem(*parent);
-    }
-    if (c.roll_back()) {
-      StepContext redo;
-      redo.paths = &node.paths;
-      redo.redo = true;
-      redo.method = node.method;
-      p.step(redo);
-    }
+  if (!node.checked && !step.redo) {
+    context.inputs = &node.inputs;
+    node.checked = true;
   }
-  node.ready.assign(node.ready.size(), false);
+  p.step(context);
+  if (!step.redo && node.log_step > 0 && p.step_count() % node.log_step == 0) log_problem(p);
 }
 
 void Engine::step() {
   if (!initialized_) initialize();
   ++global_step_;
+  const auto take = [this](const Schedule::Step& step) { step_problem(step); };
   if (!meter_) {
-    for (detail::ScheduleNode* leaf : schedule_->leaves()) step_problem(*leaf);
+    nodes_->schedule().global_step(take);
     return;
   }
   memory::MemoryMeter::Active metering(*meter_);
   auto scope = meter_->scope("engine", "iteration");
-  for (detail::ScheduleNode* leaf : schedule_->leaves()) step_problem(*leaf);
+  nodes_->schedule().global_step(take);
   last_step_peak_ = scope.close();
 }
 
@@ -336,7 +347,9 @@ void Engine::validate_and_maybe_stop() {
   if (headline.empty()) {
     for (const auto& item : last_validation_) headline.push_back(item.first);
   }
-  const auto& rule = config_.early_stopping();
+  const std::optional<EarlyStopping> rule =
+      config_.early_stopping().enabled() ? std::optional<EarlyStopping>(config_.early_stopping())
+                                         : std::nullopt;
   if (rule && std::count(headline.begin(), headline.end(), rule->metric()) == 0) {
     headline.push_back(rule->metric());
   }

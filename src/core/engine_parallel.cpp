@@ -3,7 +3,7 @@
 // states a run can resume. The per-level averaging is src/core/data_parallel.{h,cpp}.
 #include <mlo/core/engine.h>
 
-#include "schedule.h"
+#include "engine_nodes.h"
 
 #include <mlo/dist/process_group.h>
 

@@ -2,7 +2,7 @@
 // parameters kept with it (Engine::restore_best).
 #include <mlo/core/engine.h>
 #include "best_state.h"
-#include "schedule.h"
+#include "engine_nodes.h"
 #include <mlo/base/archive.h>
 #include <mlo/core/method.h>
 #include <torch/serialize/archive.h>
@@ -28,11 +28,11 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
     problem->state_dict(sub);
     archive.write("problem." + problem->name(), sub);
   }
-  if (schedule_) {
+  if (nodes_) {
     torch::serialize::OutputArchive sub;
-    schedule_->save(sub);
+    nodes_->schedule().save(sub, nodes_->names());
     archive.write("schedule", sub);
-    for (const auto& node : schedule_->nodes()) {
+    for (const auto& node : nodes_->nodes()) {
       if (node->method == nullptr) continue;
       torch::serialize::OutputArchive method;
       method.write("name", c10::IValue(node->problem->config().method().name()));
@@ -58,7 +58,7 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   best_state_.reset();
   torch::serialize::InputArchive best_state;
   const bool wanted =
-      config_.early_stopping() && config_.early_stopping()->restore_best() && validates_here();
+      config_.early_stopping().enabled() && config_.early_stopping().restore_best() && validates_here();
   if (wanted && archive.try_read("best_state", best_state)) {
     best_state_ = std::make_unique<detail::BestState>();
     best_state_->load(best_state, problems_);
@@ -72,8 +72,13 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive schedule;
   MLO_CHECK(archive.try_read("schedule", schedule),
             "engine state: no schedule (saved by an older version of mlo?)");
-  schedule_->load(schedule);
-  for (const auto& node : schedule_->nodes()) {
+  std::vector<int64_t> local, optimizer;
+  for (const auto& node : nodes_->nodes()) {
+    local.push_back(node->problem->step_count());
+    optimizer.push_back(node->problem->optimizer_steps());
+  }
+  nodes_->schedule().load(schedule, nodes_->names(), local, optimizer);
+  for (const auto& node : nodes_->nodes()) {
     torch::serialize::InputArchive method;
     // NOTE: absent from states saved before methods kept state; they start afresh.
     if (node->method == nullptr || !archive.try_read("method." + node->problem->name(), method)) {
@@ -94,7 +99,7 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
 }
 
 int64_t Engine::restore_best() {
-  const bool wanted = config_.early_stopping() && config_.early_stopping()->restore_best();
+  const bool wanted = config_.early_stopping().enabled() && config_.early_stopping().restore_best();
   return wanted && best_state_ && best_state_->restore(problems_) ? best_state_->step() : -1;
 }
 

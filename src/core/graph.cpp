@@ -152,6 +152,22 @@ std::vector<Problem*> Graph::children(const Problem* problem) const {
   return out;
 }
 
+std::vector<Problem*> Graph::lowers(const Problem* problem) const {
+  std::vector<Problem*> out;
+  for (const auto& [upper, lower] : u2l_) {
+    if (upper == problem) out.push_back(lower);
+  }
+  return out;
+}
+
+std::vector<Problem*> Graph::uppers(const Problem* problem) const {
+  std::vector<Problem*> out;
+  for (const auto& [upper, lower] : u2l_) {
+    if (lower == problem) out.push_back(upper);
+  }
+  return out;
+}
+
 std::vector<std::vector<Problem*>> Graph::paths(const Problem* problem) const {
   std::vector<std::vector<Problem*>> out;
   for (const auto& [upper, lower] : u2l_) {

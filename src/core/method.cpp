@@ -60,6 +60,15 @@ bool register_method(const std::string& name, Defaults defaults) {
   return true;
 }
 
+void check_options(const MethodOptions& options) {
+  const auto copy = options.clone();
+  const std::string failed = first_failed_check([&](Fields& f) { copy->visit(f); });
+  MLO_CHECK(failed.empty(), options.name(), ".", failed);
+  if (const auto broken = options.validate()) {
+    throw Error(options.name() + "." + broken->key + ": " + broken->what);
+  }
+}
+
 std::shared_ptr<MethodOptions> method_options(const std::string& name) {
   return make_defaults(name, entry(name).factory);
 }

@@ -3,6 +3,7 @@
 #include "all_finite.h"
 #include "buffer_snapshot.h"
 #include "data_parallel.h"
+#include "reach.h"
 #include "zero3.h"
 
 #include <mlo/dist/process_group.h>
@@ -221,10 +222,38 @@ void Problem::step(const StepContext& context) {
     if (method_) method_->on_unroll_start(*this);
   }
   if (training_) ++step_count_;
-  descend(context.paths);
+  descend(context.paths, nullptr, context.inputs);
 }
 
-void Problem::descend(const std::vector<Path>* paths, const Batch* batch) {
+void Problem::check_inputs(const at::Tensor& loss, bool has_paths,
+                           const std::vector<std::pair<const Problem*, bool>>& inputs) const {
+  for (const auto& [input, upper] : inputs) {
+    if (detail::reaches(loss, input->parameters())) continue;
+    throw Error(
+        "problem '" + name_ + "': its loss does not depend on the parameters of problem '" +
+        input->name() + "', though the dependency graph says it does (" +
+        (upper ? "u2l " + input->name() + " -> " + name_ + ": the upper's parameters enter the "
+                                                           "lower's loss"
+               : "l2u " + input->name() + " -> " + name_ + ": the lower's parameters enter the "
+                                                           "upper's loss") +
+        "); check the order of link(upper, lower)'s arguments, or remove the edge");
+  }
+  // A problem without hypergradient paths trains on its own loss's gradient alone: a loss that
+  // reaches none of its parameters would train nothing (a lower problem linked as an upper one).
+  if (!has_paths && !config_.allow_unused_parameters() && !trainable_.empty() &&
+      !detail::reaches(loss, trainable_)) {
+    const bool lower = std::any_of(inputs.begin(), inputs.end(),
+                                   [](const auto& input) { return input.second; });
+    throw Error("problem '" + name_ + "': its loss does not depend on any of its own trainable "
+                "parameters, so its steps would change nothing" +
+                std::string(lower ? "; as a lower problem (one with a problem above it) its loss "
+                                    "must; check the order of link(upper, lower)'s arguments"
+                                  : ""));
+  }
+}
+
+void Problem::descend(const std::vector<Path>* paths, const Batch* batch,
+                      const std::vector<std::pair<const Problem*, bool>>* inputs) {
   using memory::MemoryMeter;
   using memory::Phase;
   using memory::to_string;
@@ -254,6 +283,7 @@ void Problem::descend(const std::vector<Path>* paths, const Batch* batch) {
             value.defined() ? c10::str(value.sizes()) : std::string("an undefined tensor"));
   MLO_CHECK(value.requires_grad(), "problem '", name_,
             "': the loss does not depend on any parameter that requires gradients");
+  if (inputs != nullptr) check_inputs(value, paths != nullptr && !paths->empty(), *inputs);
   last_loss_ = value.item<double>();
   metrics_["loss"] = last_loss_;
   // Accumulation averages micro-batches; the loss scale (if any) is removed before the step.

@@ -13,10 +13,7 @@
 namespace mlo {
 namespace hypergrad {
 
-CG::CG(CGOptions options) : options_(std::move(options)) {
-  MLO_CHECK(options_.iterations() >= 1, "cg: iterations must be >= 1, got ", options_.iterations());
-  MLO_CHECK(options_.alpha() > 0, "cg: alpha must be > 0, got ", options_.alpha());
-}
+CG::CG(CGOptions options) : options_(std::move(options)) { check_options(options_); }
 
 std::vector<at::Tensor> CG::apply(const std::vector<at::Tensor>& v_in, Problem& curr,
                                   Problem& prev) {

@@ -15,7 +15,7 @@ namespace mlo {
 namespace hypergrad {
 
 Darts::Darts(DartsOptions options) : options_(std::move(options)) {
-  MLO_CHECK(options_.alpha() > 0, "darts: alpha must be > 0, got ", options_.alpha());
+  check_options(options_);
 }
 
 std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Problem& curr,

@@ -11,9 +11,7 @@ namespace mlo {
 namespace hypergrad {
 
 Neumann::Neumann(NeumannOptions options) : options_(std::move(options)) {
-  MLO_CHECK(options_.iterations() >= 0, "neumann: iterations must be >= 0, got ",
-            options_.iterations());
-  MLO_CHECK(options_.alpha() > 0, "neumann: alpha must be > 0, got ", options_.alpha());
+  check_options(options_);
 }
 
 std::vector<at::Tensor> Neumann::apply(const std::vector<at::Tensor>& v_in, Problem& curr,

@@ -50,7 +50,7 @@ AdamMoments adam_moments(torch::optim::Optimizer& optimizer, const at::Tensor& p
 }  // namespace
 
 Sama::Sama(SamaOptions options) : options_(std::move(options)) {
-  MLO_CHECK(options_.alpha() > 0, "sama: alpha must be > 0, got ", options_.alpha());
+  check_options(options_);
 }
 
 Sama::~Sama() = default;

@@ -164,12 +164,7 @@ void check_budget(const UnrolledOptions& options, int64_t bytes) {
 
 Unrolled::Unrolled(UnrolledOptions options)
     : options_(std::move(options)), recording_(std::make_unique<Recording>()) {
-  MLO_CHECK(options_.snapshots() >= 0, "unrolled: snapshots must be >= 0 (0 derives it), got ",
-            options_.snapshots());
-  MLO_CHECK(options_.budget_bytes() >= 0, "unrolled: budget_bytes must be >= 0, got ",
-            options_.budget_bytes());
-  const auto broken = options_.validate();
-  MLO_CHECK(!broken, "unrolled: ", broken ? broken->key + ": " + broken->what : std::string());
+  check_options(options_);
 }
 
 Unrolled::~Unrolled() = default;

@@ -3,8 +3,8 @@
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
 
+#include "event_message.h"
 #include "record_file.h"
-#include "tensorboard_event.pb.h"
 
 #include <spdlog/spdlog.h>
 
@@ -15,17 +15,9 @@ namespace mlo {
 namespace io {
 namespace {
 
-namespace tb = mlo::io::tensorboard;
-
 double now_seconds() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-std::string serialized(const tb::Event& event) {
-  std::string bytes;
-  MLO_CHECK(event.SerializeToString(&bytes), "cannot serialize a TensorBoard event");
-  return bytes;
 }
 
 // `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD (as metrics.jsonl
@@ -54,14 +46,6 @@ std::string valid_utf8(const std::string& text) {
   return out;
 }
 
-bool is_text(const tb::Event& event) {
-  if (!event.has_summary()) return false;
-  for (const auto& value : event.summary().value()) {
-    if (value.has_tensor()) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 TensorBoardWriter::TensorBoardWriter(const std::string& dir, int64_t resume_step)
@@ -73,14 +57,14 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, int64_t resume_step
   if (resume_step >= 0) {
     std::string damage;
     for (auto& record : read_records(path_, &damage)) {
-      tb::Event event;
-      if (!event.ParseFromString(record)) {
+      const auto event = event::read(record);
+      if (!event) {
         damage = "a record is not an event";
         break;
       }
-      const bool after = event.step() > resume_step ||
-                         (event.step() == resume_step && is_text(event));
-      if (event.has_file_version() || !after) kept.push_back(std::move(record));
+      const bool after =
+          event->step > resume_step || (event->step == resume_step && event->text);
+      if (event->file_version || !after) kept.push_back(std::move(record));
     }
     if (!damage.empty()) {
       spdlog::warn("TensorBoard event file {}: {}; the events from there on are dropped (the "
@@ -88,12 +72,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, int64_t resume_step
                    path_, damage);
     }
   }
-  if (kept.empty()) {
-    tb::Event header;
-    header.set_wall_time(now_seconds());
-    header.set_file_version("brain.Event:2");
-    kept.push_back(serialized(header));
-  }
+  if (kept.empty()) kept.push_back(event::file_version(now_seconds()));
   // NOTE: rewritten atomically through a name without "tfevents": TensorBoard reads every file
   // whose name has it, and a temporary one left by a crash would show each step twice.
   const std::string rewrite = dir + "/.rewrite";
@@ -108,29 +87,16 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, int64_t resume_step
 
 void TensorBoardWriter::scalars(int64_t step,
                                 const std::vector<std::pair<std::string, double>>& values) {
-  tb::Event event;
-  event.set_wall_time(now_seconds());
-  event.set_step(step);
+  std::vector<std::pair<std::string, float>> entries;
+  entries.reserve(values.size());
   for (const auto& [tag, value] : values) {
-    auto* entry = event.mutable_summary()->add_value();
-    entry->set_tag(valid_utf8(tag));
-    entry->set_simple_value(static_cast<float>(value));
+    entries.emplace_back(valid_utf8(tag), static_cast<float>(value));
   }
-  append(serialized(event));
+  append(event::scalars(now_seconds(), step, entries));
 }
 
 void TensorBoardWriter::text(int64_t step, const std::string& tag, const std::string& markdown) {
-  tb::Event event;
-  event.set_wall_time(now_seconds());
-  event.set_step(step);
-  auto* entry = event.mutable_summary()->add_value();
-  entry->set_tag(valid_utf8(tag));
-  entry->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
-  auto* tensor = entry->mutable_tensor();
-  tensor->set_dtype(tb::DT_STRING);
-  tensor->mutable_tensor_shape()->add_dim()->set_size(1);
-  tensor->add_string_val(markdown);
-  append(serialized(event));
+  append(event::text(now_seconds(), step, valid_utf8(tag), markdown));
 }
 
 void TensorBoardWriter::append(const std::string& event) {

@@ -128,15 +128,9 @@ std::vector<Segment> uniform(size_t n, int64_t k) {
 }  // namespace
 
 void validate_options(const CheckpointingOptions& o) {
-  MLO_CHECK(o.segments() >= 1, "checkpointing: segments must be >= 1, got ", o.segments());
-  MLO_CHECK(o.budget_bytes() >= 0, "checkpointing: budget_bytes must be >= 0, got ",
-            o.budget_bytes());
-  MLO_CHECK(o.budget_fraction() > 0 && o.budget_fraction() <= 1,
-            "checkpointing: budget_fraction must be in (0, 1], got ", o.budget_fraction());
-  MLO_CHECK(o.max_overhead() >= 0, "checkpointing: max_overhead must be >= 0, got ",
-            o.max_overhead());
-  MLO_CHECK(o.profile().repeats() >= 1, "checkpointing: profile repeats must be >= 1, got ",
-            o.profile().repeats());
+  CheckpointingOptions copy = o;
+  const std::string failed = first_failed_check([&](Fields& f) { copy.visit(f); });
+  MLO_CHECK(failed.empty(), "checkpointing.", failed);
 }
 
 void validate_segments(const std::vector<Segment>& segments, size_t num_blocks) {

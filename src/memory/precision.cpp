@@ -123,14 +123,9 @@ CastCacheOff::~CastCacheOff() { at::autocast::set_autocast_cache_enabled(previou
 
 LossScaler::LossScaler(const LossScaling& options)
     : options_(options), scale_(options.init_scale()) {
-  MLO_CHECK(options.init_scale() > 0, "loss scaling: init_scale must be > 0, got ",
-            options.init_scale());
-  MLO_CHECK(options.growth_factor() > 1, "loss scaling: growth_factor must be > 1, got ",
-            options.growth_factor());
-  MLO_CHECK(options.backoff_factor() > 0 && options.backoff_factor() < 1,
-            "loss scaling: backoff_factor must be in (0, 1), got ", options.backoff_factor());
-  MLO_CHECK(options.growth_interval() >= 1, "loss scaling: growth_interval must be >= 1, got ",
-            options.growth_interval());
+  LossScaling copy = options;
+  const std::string failed = first_failed_check([&](Fields& f) { copy.visit(f); });
+  MLO_CHECK(failed.empty(), "loss_scaling.", failed);
 }
 
 at::Tensor LossScaler::scale(const at::Tensor& loss) const { return loss * scale_; }

@@ -1,12 +1,12 @@
 #include <mlo/run/builders.h>
 
 #include <mlo/base/error.h>
+#include <mlo/core/schedule.h>
 #include <mlo/run/device.h>
 
 #include <torch/optim.h>
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
 
 namespace mlo {
@@ -73,94 +73,29 @@ LrSchedule make_schedule(const SchedulerConfig& c, int64_t total_steps, const st
   return nullptr;
 }
 
-ProblemConfig make_problem_config(const ProblemSettings& s, const std::string& key) {
-  ProblemConfig c;
-  c.unroll_steps(s.unroll_steps)
-      .warmup_steps(s.warmup_steps)
-      .roll_back(s.roll_back)
-      .gradient_clipping(s.gradient_clipping)
-      .gradient_accumulation(s.gradient_accumulation)
-      .log_step(s.log_step)
-      .data_parallel(s.data_parallel)
-      .allow_unused_parameters(s.allow_unused_parameters);
-  c.precision(from_string<Precision>(s.precision, key + ".precision"));
-  c.offload(from_string<Offload>(s.offload, key + ".offload"));
-  c.checkpointing(s.checkpointing);  // validated by the planner, where it is used
-  try {
-    c.method(*method_options(s, s.method));
-  } catch (const Error& e) {
-    throw Error(key + ".method: " + e.what());
-  }
-  return c;
-}
-
 std::map<std::string, int64_t> optimizer_steps(const RunConfig& config) {
-  // NOTE: counts by replaying the engine's schedule on integers (Engine::step_problem): exact
-  // also for a problem above several children with different periods.
+  // NOTE: the engine's own schedule (core/schedule.h), run on counts: exact also for a problem
+  // above several children with different periods.
   const DependencyConfig graph = resolved_dependencies(config);
-  struct Node {
-    int64_t steps = 0;       // local steps
-    int64_t optimizer = 0;   // optimizer steps (what the learning-rate schedule sees)
-    int64_t unroll_start = 0;  // optimizer steps when the current unroll started
-    int64_t period = 1;
-    int64_t accumulation = 1;
-    int64_t warmup = 0;
-    bool roll_back = false;
-    std::vector<size_t> parents;
-    std::vector<size_t> children;
-    std::vector<bool> ready;
-  };
   std::vector<std::string> names;
   std::map<std::string, size_t> index;
-  for (const auto& [name, settings] : config.problems) {
+  for (const auto& [name, section] : config.problems) {
     index[name] = names.size();
     names.push_back(name);
   }
-  std::vector<Node> nodes(names.size());
-  for (const auto& [name, settings] : config.problems) {
-    Node& n = nodes[index[name]];
-    n.accumulation = std::max<int64_t>(1, settings.gradient_accumulation);
-    n.period = std::max<int64_t>(1, settings.unroll_steps) * n.accumulation;
-    n.warmup = settings.warmup_steps;
-    n.roll_back = settings.roll_back;
+  std::vector<Schedule::Level> levels;
+  std::vector<std::vector<size_t>> parents;
+  for (const auto& [name, section] : config.problems) {
+    levels.push_back(Schedule::Level::of(section.config));
+    parents.emplace_back();
     for (const auto& parent : parents_of(graph, name)) {
       const auto found = index.find(parent);
-      if (found == index.end()) continue;  // reported by check_config
-      n.parents.push_back(found->second);
-      nodes[found->second].children.push_back(index[name]);
+      if (found != index.end()) parents.back().push_back(found->second);  // (else check_config)
     }
   }
-  for (auto& n : nodes) n.ready.assign(n.children.size(), false);
-  std::function<void(size_t)> step = [&](size_t i) {
-    Node& n = nodes[i];
-    for (const bool r : n.ready) {
-      if (!r) return;
-    }
-    ++n.steps;
-    if (n.steps % n.accumulation == 0) ++n.optimizer;
-    if (n.steps % n.period == 0) {
-      if (n.steps > n.warmup) {
-        for (const size_t parent : n.parents) {
-          Node& p = nodes[parent];
-          const auto it = std::find(p.children.begin(), p.children.end(), i);
-          p.ready[static_cast<size_t>(it - p.children.begin())] = true;
-          step(parent);
-        }
-        // Roll-back restores the state from the unroll's start and steps once again: the
-        // schedule sees one optimizer step per unroll (Problem's redo).
-        if (n.roll_back) n.optimizer = n.unroll_start + 1;
-      }
-      n.unroll_start = n.optimizer;
-    }
-    n.ready.assign(n.ready.size(), false);
-  };
-  for (int64_t t = 0; t < config.engine.train_iters; ++t) {
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (nodes[i].children.empty()) step(i);
-    }
-  }
+  const auto counts = count_optimizer_steps(levels, parents, config.engine.train_iters());
   std::map<std::string, int64_t> out;
-  for (size_t i = 0; i < nodes.size(); ++i) out[names[i]] = nodes[i].optimizer;
+  for (size_t i = 0; i < names.size(); ++i) out[names[i]] = counts[i];
   return out;
 }
 
@@ -169,7 +104,7 @@ void setup_problem(Problem& problem, const RunConfig& config) {
   const auto found = config.problems.find(name);
   MLO_CHECK(found != config.problems.end(), "setup_problem: no problems.", name,
             " in the configuration");
-  const ProblemSettings& settings = found->second;
+  const ProblemSection& settings = found->second;
   const std::string key = "problems." + name;
   place_problem(problem, config);  // before the optimizer lists the parameters
   problem.optimizer(make_optimizer(settings.optimizer, problem.module(), key));
@@ -215,27 +150,6 @@ void add_problems(Engine& engine, const RunConfig& config,
       engine.l2u(find(lower, "dependencies.l2u"), find(upper, "dependencies.l2u." + lower));
     }
   }
-}
-
-EngineConfig make_engine_config(const EngineSettings& settings) {
-  EngineConfig config = EngineConfig()
-                            .train_iters(settings.train_iters)
-                            .valid_step(settings.valid_step)
-                            .log_step(settings.log_step)
-                            .track_memory(settings.track_memory)
-                            .strategy(settings.strategy)
-                            .backend(settings.backend)
-                            .timeout_s(settings.timeout_s);
-  if (settings.early_stopping.enabled) {
-    const auto& e = settings.early_stopping;
-    config.early_stopping(EarlyStopping()
-                              .metric(e.metric)
-                              .mode(from_string<Mode>(e.mode, "engine.early_stopping.mode"))
-                              .tolerance(e.tolerance)
-                              .min_delta(e.min_delta)
-                              .restore_best(e.restore_best));
-  }
-  return config;
 }
 
 }  // namespace run

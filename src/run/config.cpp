@@ -46,36 +46,64 @@ std::vector<std::string> parents_of(const DependencyConfig& graph, const std::st
   return found == graph.l2u.end() ? std::vector<std::string>{} : found->second;
 }
 
-std::shared_ptr<MethodOptions> method_options(const ProblemSettings& settings,
-                                              const std::string& name) {
-  const auto found = settings.methods.find(name);
-  if (found != settings.methods.end() && found->second) return found->second->clone();
-  return mlo::method_options(name);
+void OptimizerConfig::visit(Fields& v) {
+  v("name", name, one_of(optimizer_names()));
+  v("lr", lr, positive());
+  v("momentum", momentum, in_range(0, 1));
+  v("weight_decay", weight_decay, non_negative());
+  v("nesterov", nesterov);
+  v("beta1", beta1, in_range(0, 1));
+  v("beta2", beta2, in_range(0, 1));
+  v("eps", eps, positive());
 }
 
-std::string changed_method_key(const ProblemSettings& s, const std::string& name) {
-  const auto found = s.methods.find(name);
-  if (found == s.methods.end() || !found->second) return "";
-  MethodOptions* options = found->second.get();
-  const auto given = field_values([&](Fields& f) { options->visit(f); });
-  const auto defaults = mlo::method_options(name);
-  const auto expected = field_values([&](Fields& f) { defaults->visit(f); });
-  for (const auto& [key, value] : given) {
-    const auto other = expected.find(key);
-    if (other == expected.end() || other->second != value) return key;
+void SchedulerConfig::visit(Fields& v) {
+  v("name", name, one_of(scheduler_names()));
+  v("milestones", milestones);
+  v("gamma", gamma, positive());
+  v("t_max", t_max, at_least(0));
+  v("eta_min", eta_min, in_range(0, 1));
+}
+
+void DeviceOptions::visit(Fields& v) {
+  v("cudnn_benchmark", cudnn_benchmark);
+  v("deterministic", deterministic);
+  v("channels_last", channels_last);
+}
+
+void ProblemSection::visit(Fields& v) {
+  v.section("optimizer", [&](Fields& s) { optimizer.visit(s); });
+  v.section("scheduler", [&](Fields& s) { scheduler.visit(s); });
+  config.visit(v);
+}
+
+std::string run_name_error(const std::string& name) {
+  if (name.empty()) return "must not be empty (it names the default output folder runs/<name>)";
+  if (name.find('/') != std::string::npos || name == "." || name == "..") {
+    return "must be a plain name without '/' (it names the default output folder runs/<name>), "
+           "got '" + name + "'; choose where the run goes with --out";
+  }
+  for (const char c : name) {
+    if (static_cast<unsigned char>(c) < 0x20) return "must not hold control characters";
   }
   return "";
 }
 
-std::string lower_only_setting(const ProblemSettings& s) {
-  const ProblemSettings d;  // the defaults
-  if (s.unroll_steps != d.unroll_steps) return "unroll_steps";
-  if (s.warmup_steps != d.warmup_steps) return "warmup_steps";
-  if (s.roll_back != d.roll_back) return "roll_back";
-  if (s.method != d.method) return "method";
-  for (const auto& entry : s.methods) {
-    const std::string key = changed_method_key(s, entry.first);
-    if (!key.empty()) return entry.first + "." + key;
+std::string lower_only_setting(const ProblemConfig& config) {
+  ProblemConfig given = config;
+  ProblemConfig defaults;
+  const auto values = field_values([&](Fields& f) { given.visit(f); });
+  const auto expected = field_values([&](Fields& f) { defaults.visit(f); });
+  const std::string method = config.method().name();
+  for (const char* key : {"unroll_steps", "warmup_steps", "roll_back", "method"}) {
+    if (values.at(key) != expected.at(key)) return key;
+  }
+  // The method's own keys, against that method's defaults.
+  ProblemConfig method_defaults = ProblemConfig().method(method);
+  const auto default_keys = field_values([&](Fields& f) { method_defaults.visit(f); });
+  for (const auto& [key, value] : values) {
+    if (key.rfind(method + ".", 0) != 0) continue;
+    if (default_keys.at(key) != value) return key;
   }
   return "";
 }
@@ -117,7 +145,11 @@ void check_config(const RunConfig& c) {
   // accepted and silently ignored: refuse it, naming where it was set.
   const DependencyConfig graph = resolved_dependencies(c);
   for (const auto& [name, p] : c.problems) {
-    const std::string key = lower_only_setting(p);
+    std::string key = lower_only_setting(p.config);
+    const std::string prefix = "problems." + name + ".";
+    for (const auto& alternative : c.alternative_keys) {  // (another method's section)
+      if (key.empty() && alternative.rfind(prefix, 0) == 0) key = alternative.substr(prefix.size());
+    }
     if (key.empty() || !parents_of(graph, name).empty()) continue;
     bool has_children = false;
     for (const auto& [lower, uppers] : graph.l2u) {
@@ -129,28 +161,28 @@ void check_config(const RunConfig& c) {
                (has_children ? " (it is the top level)" : "") + ", so it would have no effect; "
                "remove it");
   }
-  // Each method's rules across its keys, here where keys still have their file positions (the
-  // method's constructor checks the same for a configuration built in code). A section of a
-  // method the problem does not run is accepted (kept for switching with --set ...method=)
-  // only when `method` was chosen: set without it, the section would be silently ignored for
-  // the default method.
+  // The selected method's rules across its keys, here where keys still have their file
+  // positions (the method's constructor checks the same for a configuration built in code). A
+  // section of a method the problem does not run is read and validated, and has no effect: it
+  // is accepted (kept for switching with --set ...method=) only when `method` was chosen, for
+  // set without it, the section would be silently ignored for the default method.
   for (const auto& [name, p] : c.problems) {
+    const MethodOptions& options = p.config.method();
+    if (const auto broken = options.validate()) {
+      c.fail("problems." + name + "." + options.name() + "." + broken->key, broken->what);
+    }
     const std::string method_key = "problems." + name + ".method";
-    for (const auto& [method, options] : p.methods) {
-      if (!options) continue;
-      const std::string changed = method == p.method ? "" : changed_method_key(p, method);
-      if (const auto broken = options->validate()) {
-        c.fail("problems." + name + "." + method + "." + broken->key, broken->what);
-      }
-      // NOTE: only for a configuration read from YAML (it has key locations): one built in code
-      // says what it means, and a `method` it set to the default leaves no trace to test.
-      if (!changed.empty() && p.method == kDefaultMethod && !c.locations.empty() &&
-          !c.locations.count(method_key)) {
-        c.fail("problems." + name + "." + method + "." + changed,
-               "sets an option of method '" + method + "', but " + method_key +
-                   " is not set, so '" + p.method + "' (the default) runs and the '" + method +
-                   "' section has no effect; add 'method: " + method + "', or remove the section");
-      }
+    // NOTE: only for a configuration read from YAML (it has key locations): one built in code
+    // says what it means.
+    if (c.locations.empty() || c.locations.count(method_key)) continue;
+    const std::string prefix = "problems." + name + ".";
+    for (const auto& key : c.alternative_keys) {
+      if (key.rfind(prefix, 0) != 0) continue;
+      const std::string other = key.substr(prefix.size(), key.find('.', prefix.size()) - prefix.size());
+      c.fail(key, "sets an option of method '" + other + "', but " + method_key +
+                      " is not set, so '" + options.name() + "' (the default) runs and the '" +
+                      other + "' section has no effect; add 'method: " + other +
+                      "', or remove the section");
     }
   }
   for (const auto* edges : {&c.dependencies.u2l, &c.dependencies.l2u}) {
@@ -167,14 +199,14 @@ void check_config(const RunConfig& c) {
       }
     }
   }
-  if (c.engine.early_stopping.enabled && c.engine.valid_step == 0) {
+  const EarlyStopping& rule = c.engine.early_stopping();
+  if (rule.enabled() && c.engine.valid_step() == 0) {
     c.fail("engine.early_stopping", "needs engine.valid_step > 0 (validation supplies its metric)");
   }
   // Validation metrics are "valid/<name>" (Experiment::evaluate).
-  if (c.engine.early_stopping.metric.rfind("valid/", 0) != 0) {
+  if (rule.enabled() && rule.metric().rfind("valid/", 0) != 0) {
     c.fail("engine.early_stopping.metric",
-           "must be a validation metric, 'valid/<name>'; got '" + c.engine.early_stopping.metric +
-               "'");
+           "must be a validation metric, 'valid/<name>'; got '" + rule.metric() + "'");
   }
 }
 

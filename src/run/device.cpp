@@ -88,16 +88,16 @@ c10::Device resolve_device(const RunConfig& config) {
 c10::Device apply_device(const RunConfig& config) {
   const c10::Device device = resolve_device(config);
   at::Context& context = at::globalContext();
-  context.setBenchmarkCuDNN(config.engine.cudnn_benchmark);
-  context.setDeterministicCuDNN(config.engine.deterministic);
-  if (config.engine.deterministic) {
+  context.setBenchmarkCuDNN(config.device_options.cudnn_benchmark);
+  context.setDeterministicCuDNN(config.device_options.deterministic);
+  if (config.device_options.deterministic) {
     // cuBLAS is deterministic only with a fixed workspace, chosen before its first handle; a
     // user's own setting wins.
     setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
   }
   // NOTE: warn_only: an op without a deterministic CUDA kernel (index_add_ in the metrics)
   // warns once instead of ending the run.
-  context.setDeterministicAlgorithms(config.engine.deterministic, /*warn_only=*/true);
+  context.setDeterministicAlgorithms(config.device_options.deterministic, /*warn_only=*/true);
 #if MLO_WITH_CUDA
   if (device.is_cuda()) {
     c10::cuda::set_device(device.index());
@@ -113,23 +113,10 @@ c10::Device apply_device(const RunConfig& config) {
   return device;
 }
 
-std::string device_description(const c10::Device& device) {
-#if MLO_WITH_CUDA
-  if (device.is_cuda()) {
-    const auto* properties = at::cuda::getDeviceProperties(device.index());
-    char memory[32];
-    std::snprintf(memory, sizeof(memory), "%.1f GiB",
-                  static_cast<double>(properties->totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
-    return device.str() + " (" + properties->name + ", " + memory + ")";
-  }
-#endif
-  return device.str();
-}
-
 void place_problem(Problem& problem, const RunConfig& config) {
   if (!problem.has_module()) return;
   problem.module().to(resolve_device(config));
-  if (!config.engine.channels_last) return;
+  if (!config.device_options.channels_last) return;
   at::NoGradGuard no_grad;
   for (auto& p : problem.module().parameters()) {
     if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));

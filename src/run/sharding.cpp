@@ -8,7 +8,7 @@ namespace run {
 
 data::Shard launch_shard(const RunConfig& config) {
   const dist::Rendezvous where = dist::Rendezvous::from_env();
-  if (config.engine.strategy == dist::Strategy::kDefault) {
+  if (config.engine.strategy() == dist::Strategy::kDefault) {
     MLO_CHECK(where.world_size == 1, "WORLD_SIZE=", where.world_size,
               " but engine.strategy is default (", config.where("engine.strategy"),
               "); set engine.strategy to distributed, zero1, zero2 or zero3 (e.g. --set "
@@ -21,7 +21,7 @@ data::Shard launch_shard(const RunConfig& config) {
 data::Shard data_shard(const RunConfig& config, const std::string& problem) {
   const data::Shard launch = launch_shard(config);
   const auto found = config.problems.find(problem);
-  const bool parallel = found == config.problems.end() || found->second.data_parallel;
+  const bool parallel = found == config.problems.end() || found->second.config.data_parallel();
   return parallel ? launch : data::Shard{};
 }
 

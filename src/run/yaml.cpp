@@ -24,6 +24,7 @@ struct Context {
   std::string source;
   std::map<std::string, std::string> overrides;  // key path -> "--set a.b=c"
   std::map<std::string, std::string> where;      // key path -> "file:line:col" (filled on read)
+  std::vector<std::string> alternative_keys;     // see RunConfig::alternative_keys
 };
 
 std::string key_path(const std::string& path, const std::string& key) {
@@ -116,6 +117,20 @@ class Reader : public Fields {
   }
   void operator()(const char* key, std::map<std::string, std::vector<std::string>>& value) override {
     read<std::map<std::string, std::vector<std::string>>>(key, value, nullptr);
+  }
+
+  // Read and validated like a section; the keys it sets to values other than their defaults
+  // are noted (RunConfig::alternative_keys), since the configuration will not use them.
+  void alternative(const char* key, const std::function<void(Fields&)>& body) override {
+    const auto before = field_values(body);
+    section(key, body);
+    const auto after = field_values(body);
+    for (const auto& [name, value] : after) {
+      const auto found = before.find(name);
+      if (found == before.end() || found->second != value) {
+        ctx_.alternative_keys.push_back(key_path(key_path(path_, key), name));
+      }
+    }
   }
 
   void section(const char* key, const std::function<void(Fields&)>& body) override {
@@ -327,6 +342,7 @@ run::RunConfig parse_run_config(const std::string& yaml, const std::string& sour
   schema::visit_after_experiment(reader, config);
   reader.finish();
   config.locations = ctx.where;
+  config.alternative_keys = ctx.alternative_keys;
   run::check_config(config);
   return config;
 }

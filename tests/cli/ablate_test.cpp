@@ -7,13 +7,13 @@
 #include "support/sanitizer.h"
 #include "support/scratch.h"
 #include "ablate.h"
-#include "run/ablation_detail.h"
+#include "ablation_detail.h"
 #include "support/tiny_reweighting.h"
 
 #include <mlo/build_config.h>
 #include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
-#include <mlo/run/ablation_report.h>
+#include "ablation_report.h"
 #include <mlo/run/experiment.h>
 
 #include <nlohmann/json.hpp>

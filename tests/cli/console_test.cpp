@@ -118,7 +118,7 @@ TEST_CASE("Console: the main job's log lines hold the headline metrics within 12
     return;
   }
   const fs::path out = scratch("main");
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   options.out_dir = out.string();
   const auto config = mlo::run::load_run_config(
@@ -179,7 +179,7 @@ TEST_CASE("Console: the main job's log lines hold the headline metrics within 12
 TEST_CASE("Console: a run without a validation split says so instead of printing zeros",
           "[cli][console]") {
   const fs::path out = scratch("no_valid");
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   options.out_dir = out.string();
   const auto result =

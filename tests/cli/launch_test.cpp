@@ -110,7 +110,7 @@ TEST_CASE("mlo launch: 2 ranks run to the end, rank 0 alone writes, lines are pr
   REQUIRE(l.code == 0);
   CHECK_THAT(l.output, Contains("mlo: rank 0 of 2, strategy distributed"));
   CHECK_THAT(l.output, Contains("mlo: rank 1 of 2, strategy distributed"));
-  CHECK_THAT(l.output, Contains("[rank 0] results in"));
+  CHECK_THAT(l.output, Contains("[info] results in"));
   std::istringstream lines(l.output);
   for (std::string line; std::getline(lines, line);) {
     INFO("line: " << line);
@@ -120,8 +120,9 @@ TEST_CASE("mlo launch: 2 ranks run to the end, rank 0 alone writes, lines are pr
   // One report, from rank 0; one state file (distributed: rank 0 saves).
   CHECK(l.output.find("] results in") == l.output.rfind("] results in"));
   CHECK(l.output.find("[rank 1] results in") == std::string::npos);
-  const std::set<std::string> expected{"config.yaml",   "log.txt",      "metrics.csv",
-                                       "metrics.jsonl", "results.json", "state.pt", "tb"};
+  const std::set<std::string> expected{".mlo.lock",     "config.yaml",  "log.txt",
+                                       "metrics.csv",   "metrics.jsonl", "results.json",
+                                       "state.pt",      "tb"};
   CHECK(files(dir / "out") == expected);
   CHECK(files(dir / "out" / "tb") == std::set<std::string>{"events.out.tfevents.mlo"});
   const auto meta = nlohmann::json::parse(
@@ -405,8 +406,15 @@ TEST_CASE("mlo launch: a distributed run that ends inside an accumulation window
   CHECK_THAT(first.output, Contains("the run ended at global step 7, inside an accumulation "
                                     "window") &&
                                Contains("state.pt keeps the previous one"));
+  // The run has finished (its results are written): a resume has nothing to do, on every rank.
   std::vector<std::string> resume_args = args;
   resume_args.push_back("--resume");
+  const Launch again = launch(dir, resume_args, "again.log");
+  INFO(again.output);
+  REQUIRE(again.code == 0);
+  CHECK_THAT(again.output, Contains("has finished") && !Contains("resumed from"));
+  // Asked to train longer, it goes on from the last resumable state.
+  resume_args.insert(resume_args.end(), {"--set", "engine.train_iters=8"});
   const Launch resumed = launch(dir, resume_args, "resume.log");
   INFO(resumed.output);
   REQUIRE(resumed.code == 0);

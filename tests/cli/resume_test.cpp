@@ -62,7 +62,7 @@ fs::path scratch(const std::string& name) {
 TEST_CASE("Resume: interrupted + resumed equals uninterrupted", "[cli][resume]") {
   const auto full_dir = scratch("full");
   const auto part_dir = scratch("part");
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
 
   options.out_dir = full_dir.string();
@@ -99,16 +99,18 @@ TEST_CASE("Resume: interrupted + resumed equals uninterrupted", "[cli][resume]")
 
 TEST_CASE("Resume: a damaged or missing state file is refused", "[cli][resume]") {
   const auto dir = scratch("damaged");
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   options.out_dir = dir.string();
   options.resume = true;
   const auto config = mlo::run::parse_run_config(kTiny, "tiny.yaml", {"engine.train_iters=4"});
   REQUIRE_THROWS_WITH(mlo::cli::run_experiment(config, options),
-                      Catch::Matchers::Contains("no saved state at"));
+                      Catch::Matchers::Contains("holds no run to resume"));
 
   options.resume = false;
-  mlo::cli::run_experiment(config, options);
+  options.stop_at = 2;  // (a run that has not finished: a finished one is not resumed)
+  REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
+  options.stop_at = 0;
   const fs::path state = dir / "state.pt";
   const auto size = fs::file_size(state);
   fs::resize_file(state, size / 2);  // as if the machine died mid-write without the rename
@@ -125,7 +127,7 @@ void check_resume_exact(const std::string& name, const std::vector<std::string>&
                         int64_t stop_at, int64_t steps) {
   const auto full_dir = scratch(name + "_full");
   const auto part_dir = scratch(name + "_part");
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   options.out_dir = full_dir.string();
   const auto full =
@@ -177,7 +179,7 @@ TEST_CASE("Resume: inside an accumulation window, frozen weight inputs and DARTS
 TEST_CASE("Run: validation rows come from the validation split; the test set only at the end",
           "[cli][valid]") {
   const auto dir = scratch("splits");
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   options.out_dir = dir.string();
   const auto config = mlo::run::parse_run_config(
@@ -242,7 +244,7 @@ TEST_CASE("Run: restore_best evaluates the best validation's parameters, also af
     }
     return out;
   };
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   const auto dir = scratch("best");
   options.out_dir = dir.string();
@@ -297,7 +299,7 @@ TEST_CASE("Experiment: its problems are freed with it", "[cli][run]") {
 
 TEST_CASE("Run: results.json records what produced it, also after a resume", "[cli][resume]") {
   const auto dir = scratch("meta");
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   options.out_dir = dir.string();
   options.command_line = {"mlo", "run", "tiny.yaml", "--set", "a=it's"};
@@ -333,7 +335,7 @@ TEST_CASE("Run: results.json records what produced it, also after a resume", "[c
 TEST_CASE("Resume: a saved config in other number forms is the same config; a changed one is not",
           "[cli][resume]") {
   const auto dir = scratch("config_forms");
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   options.out_dir = dir.string();
   options.stop_at = 3;
@@ -350,15 +352,19 @@ TEST_CASE("Resume: a saved config in other number forms is the same config; a ch
   REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
   const std::string warning = "resuming with a configuration that differs";
   CHECK(read(dir / "log.txt").find(warning) == std::string::npos);
-  // A real change is still reported.
-  saved = read(dir / "config.yaml");
-  const auto lr = saved.find("lr: 0.05\n");
+  // The run's record is kept as it was: a resume never writes over it.
+  CHECK(read(dir / "config.yaml") == saved);
+  // A real change is still reported, and the configuration the run went on with is recorded
+  // beside the first.
+  const auto lr = saved.find("lr: 0.050000000000000003\n");
   REQUIRE(lr != std::string::npos);
-  saved.replace(lr, 9, "lr: 0.06\n");
+  saved.replace(lr, 25, "lr: 0.06\n");
   std::ofstream(dir / "config.yaml") << saved;
   options.stop_at = 0;
   mlo::cli::run_experiment(config, options);
   CHECK(read(dir / "log.txt").find(warning) != std::string::npos);
+  CHECK(read(dir / "config.yaml") == saved);
+  CHECK(read(dir / "config.resumed.yaml") == mlo::run::to_yaml(config));
 }
 
 }  // namespace resume_test

@@ -77,17 +77,28 @@ cmake --install "${consumer_build}" || fail "installing the quickstart"
 
 quickstart="${consumer_prefix}/bin/quickstart"
 [ -x "${quickstart}" ] || fail "no ${quickstart}"
-# The installed program must load the installed libmlo, found through its RPATH.
+# The installed program must load the installed core library, found through its RPATH, and
+# nothing of the run layer (it links mlo::core only).
 if command -v ldd >/dev/null 2>&1; then
-  libmlo="$(ldd "${quickstart}" | awk '/libmlo\.so/ {print $3}')"
+  libmlo="$(ldd "${quickstart}" | awk '/libmlo_core\.so/ {print $3}')"
   case "$(readlink -f "${libmlo:-/nonexistent}")" in
     "$(cd "${prefix}" && pwd -P)"/*) echo "consumer: quickstart loads ${libmlo}" ;;
-    *) fail "installed quickstart loads libmlo from '${libmlo}', expected ${prefix}" ;;
+    *) fail "installed quickstart loads libmlo_core from '${libmlo}', expected ${prefix}" ;;
   esac
+  if ldd "${quickstart}" | grep -q 'libmlo_run\.so'; then
+    fail "the quickstart links mlo::core only, yet loads libmlo_run"
+  fi
 fi
 
 step "running ${quickstart}"
-"${quickstart}" || fail "the installed quickstart exited with $?"
+quickstart_run="${work_dir}/quickstart-run"
+rm -rf "${quickstart_run}"
+"${quickstart}" "${quickstart_run}" --no-progress ||
+  fail "the installed quickstart exited with $?"
+for file in config.yaml log.txt metrics.csv metrics.jsonl results.json state.pt \
+  tb/events.out.tfevents.mlo; do
+  [ -s "${quickstart_run}/${file}" ] || fail "the quickstart's run left no ${file}"
+done
 
 # ---- A user's own experiment, launched from YAML through mlo::cli::main. ----
 custom_args=(-S "${source_dir}/examples/custom_experiment" -B "${custom_build}"

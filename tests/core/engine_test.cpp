@@ -27,12 +27,12 @@ TEST_CASE("Engine: bad or unsupported settings are refused, naming problem and f
     REQUIRE_THROWS_WITH(engine.initialize(), Contains(message));
   };
   check(ProblemConfig().gradient_accumulation(0),
-        "problem 'inner': gradient_accumulation must be >= 1, got 0");
+        "problem 'inner': gradient_accumulation: must be >= 1, got 0");
   check(ProblemConfig().gradient_accumulation(2).roll_back(true),
         "problem 'inner': roll_back with gradient_accumulation > 1 is not supported");
   check(ProblemConfig().checkpointing(mlo::Checkpointing::kSqrt),
         "problem 'inner': checkpointing sqrt needs a model that is an mlo::nn::Chain");
-  check(ProblemConfig().unroll_steps(0), "problem 'inner': unroll_steps must be >= 1, got 0");
+  check(ProblemConfig().unroll_steps(0), "problem 'inner': unroll_steps: must be >= 1, got 0");
   check(ProblemConfig().method(mlo::CGOptions().iterations(0)),
         "problem 'inner': cg.iterations: must be >= 1, got 0");
 }

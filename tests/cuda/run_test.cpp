@@ -59,7 +59,7 @@ TEST_CASE("CUDA: the main job trains 50 steps on cuda:0, as it does on the CPU",
       for (const auto& p : problem->module().parameters()) CHECK(p.is_cuda());
     }
   }
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   options.out_dir = mlo_test::scratch_path("cuda_main_job").string();
   const auto gpu = mlo::cli::run_experiment(
@@ -88,7 +88,7 @@ TEST_CASE("CUDA: a run interrupted and resumed on the GPU equals the uninterrupt
   const auto config = [&] {
     return mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides);
   };
-  mlo::cli::RunOptions options;
+  mlo::cli::RunCommand options;
   options.progress = false;
   const fs::path full_dir = mlo_test::scratch_path("cuda_resume_full");
   const fs::path part_dir = mlo_test::scratch_path("cuda_resume_part");
@@ -118,7 +118,7 @@ TEST_CASE("CUDA: a state saved on the CPU resumes on the GPU, and the other way 
     INFO("saved on " << from << ", resumed on " << to);
     auto overrides = base;
     overrides.push_back("device=" + from);
-    mlo::cli::RunOptions options;
+    mlo::cli::RunCommand options;
     options.progress = false;
     options.out_dir = mlo_test::scratch_path("cuda_cross_resume_" + from).string();
     options.stop_at = 4;

@@ -51,14 +51,14 @@ class ChainExperiment : public mlo::run::Experiment {
   };
 
   explicit ChainExperiment(const mlo::run::RunConfig& config)
-      : engine_(mlo::run::make_engine_config(config.engine)) {
+      : engine_(config.engine) {
     const auto& settings = config.settings_as<Settings>();
     std::vector<std::shared_ptr<mlo_test::Toy>> chain;
     for (int64_t i = 0; i < settings.levels; ++i) {
       const std::string name = "p" + std::to_string(i);
       const auto& p = config.problems.at(name);
       auto toy = std::make_shared<mlo_test::Toy>(
-          name, mlo::run::make_problem_config(p, "problems." + name), nullptr);
+          name, p.config, nullptr);
       toy->optimizer(mlo::run::make_optimizer(p.optimizer, toy->module(), "problems." + name));
       toy->target = settings.target;
       engine_.add(toy);
@@ -234,7 +234,7 @@ TEST_CASE("Experiment keys: add_problems refuses a configured problem the run do
     const std::string name = "p" + std::to_string(i);
     built.push_back(std::make_shared<mlo_test::Toy>(name, mlo::ProblemConfig(), nullptr));
   }
-  mlo::Engine engine(mlo::run::make_engine_config(config.engine));
+  mlo::Engine engine(config.engine);
   REQUIRE_THROWS_WITH(mlo::run::add_problems(engine, config, built),
                       Contains("chain.yaml:10:") &&
                           Contains("problems.p3: is configured, but this test_chain run builds "
@@ -242,7 +242,7 @@ TEST_CASE("Experiment keys: add_problems refuses a configured problem the run do
   // Without p3 they are added and wired from the experiment's default dependencies: p0 under
   // p1 under p2.
   const auto three = parse_run_config(kChain, "chain.yaml");
-  mlo::Engine wired(mlo::run::make_engine_config(three.engine));
+  mlo::Engine wired(three.engine);
   mlo::run::add_problems(wired, three, built);
   wired.initialize();
   CHECK(wired.problems().size() == 3);

@@ -1,9 +1,11 @@
 // Every generic key of a problem (`problems.<name>.*`, including every registered method's
-// section) reaches the problem the experiment builds: the test walks the keys the YAML reader
-// knows and, for each, sets a value that is not the default and checks it on the built problem
-// (its ProblemConfig, its optimizer, its schedule's learning rates after real steps, its
-// method's options). A key the reader accepts without a check here fails the test, so a new
-// key cannot be validated and then silently ignored.
+// section) and of the engine (`engine.*`) reaches what the experiment builds: the test walks the
+// keys the configs describe (`ProblemConfig::visit`, `EngineConfig::visit`, `RunOptions::visit`,
+// the optimizer's and the schedule's) and, for each, sets a value that is not the default and
+// checks it on the built problem (its ProblemConfig, its optimizer, its schedule's learning rates
+// after real steps, its method's options) or engine. A key the reader accepts without a check
+// here fails the test, so a new key cannot be validated and then silently ignored. And the
+// defaults a YAML file gets are the C++ defaults, key for key.
 #include <mlo/base/fields.h>
 #include <mlo/core/problem.h>
 #include <mlo/run/experiment.h>
@@ -16,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -118,6 +121,42 @@ std::map<std::string, Case> cases() {
         [](P& p) { CHECK(p.config().checkpointing().budget_fraction() == 0.25); }}},
       {"checkpointing.max_overhead",
        {{}, "0.5", false, [](P& p) { CHECK(p.config().checkpointing().max_overhead() == 0.5); }}},
+      {"checkpointing.cost_model.keep_param_grads",
+       {{},
+        "false",
+        false,
+        [](P& p) { CHECK_FALSE(p.config().checkpointing().cost_model().keep_param_grads()); }}},
+      {"checkpointing.profile.repeats",
+       {{}, "3", false, [](P& p) { CHECK(p.config().checkpointing().profile().repeats() == 3); }}},
+      {"checkpointing.profile.process_cpu_time",
+       {{},
+        "true",
+        false,
+        [](P& p) { CHECK(p.config().checkpointing().profile().process_cpu_time()); }}},
+      {"loss_scaling.enabled", {{}, "true", false, [](P& p) {
+         REQUIRE(p.config().loss_scaling());
+         CHECK(p.config().loss_scaling()->init_scale() == mlo::LossScaling().init_scale());
+       }}},
+      {"loss_scaling.init_scale",
+       {{"loss_scaling.enabled=true"},
+        "1024.0",
+        false,
+        [](P& p) { CHECK(p.config().loss_scaling().value().init_scale() == 1024); }}},
+      {"loss_scaling.growth_factor",
+       {{"loss_scaling.enabled=true"},
+        "4.0",
+        false,
+        [](P& p) { CHECK(p.config().loss_scaling().value().growth_factor() == 4); }}},
+      {"loss_scaling.backoff_factor",
+       {{"loss_scaling.enabled=true"},
+        "0.25",
+        false,
+        [](P& p) { CHECK(p.config().loss_scaling().value().backoff_factor() == 0.25); }}},
+      {"loss_scaling.growth_interval",
+       {{"loss_scaling.enabled=true"},
+        "10",
+        false,
+        [](P& p) { CHECK(p.config().loss_scaling().value().growth_interval() == 10); }}},
       {"method", {{}, "cg", false, [](P& p) { CHECK(p.config().method().name() == "cg"); }}},
       {"log_step", {{}, "7", false, [](P& p) { CHECK(p.config().log_step() == 7); }}},
       {"data_parallel",
@@ -177,10 +216,98 @@ double relative_difference(const std::vector<torch::Tensor>& a,
 
 }  // namespace
 
+// Every key of problems.<name> with its default: the generic ones and each registered method's.
+std::map<std::string, std::string> problem_keys() {
+  std::map<std::string, std::string> keys;
+  for (const auto& method : mlo::method_names()) {
+    mlo::run::ProblemSection section;
+    section.config.method(method);
+    const auto values = mlo::field_values([&](mlo::Fields& f) { section.visit(f); });
+    for (const auto& [key, value] : values) {
+      if (key == "method") continue;  // (the default's name, below)
+      keys.emplace(key, value);
+    }
+  }
+  keys["method"] = mlo::kDefaultMethod;
+  return keys;
+}
+
+// Whether two key values are the same: numerically where both are numbers ("150" and
+// "150.000000"), else as text.
+bool same_value(const std::string& a, const std::string& b) {
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const double x = std::strtod(a.c_str(), &end_a);
+  const double y = std::strtod(b.c_str(), &end_b);
+  if (!a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0') return x == y;
+  return a == b;
+}
+
+// A value of an engine key other than its default.
+std::string other_engine_value(const std::string& key, const std::string& text) {
+  if (key == "early_stopping.metric") return "valid/acc";
+  if (key == "early_stopping.mode") return "max";
+  if (key == "strategy") return "distributed";
+  if (key == "backend") return "nccl";
+  return other_value(key, text);
+}
+
+TEST_CASE("Generic keys: a YAML file's defaults are the C++ defaults, key for key", "[run][config]") {
+  // An experiment without defaults of its own (hpo); only the keys the file sets differ.
+  const auto config = mlo::run::parse_run_config(
+      "experiment: hpo\nproblems: {inner: {}, outer: {}}\n", "defaults.yaml");
+  mlo::EngineConfig engine = config.engine;
+  mlo::EngineConfig cpp_engine;
+  CHECK(mlo::field_values([&](mlo::Fields& f) { engine.visit(f); }) ==
+        mlo::field_values([&](mlo::Fields& f) { cpp_engine.visit(f); }));
+  mlo::RunOptions run = config.run;
+  mlo::RunOptions cpp_run;
+  CHECK(mlo::field_values([&](mlo::Fields& f) { run.visit(f); }) ==
+        mlo::field_values([&](mlo::Fields& f) { cpp_run.visit(f); }));
+  size_t keys = 0;
+  for (const auto& name : {"inner", "outer"}) {
+    mlo::ProblemConfig read = config.problems.at(name).config;
+    mlo::ProblemConfig cpp;
+    const auto read_values = mlo::field_values([&](mlo::Fields& f) { read.visit(f); });
+    CHECK(read_values == mlo::field_values([&](mlo::Fields& f) { cpp.visit(f); }));
+    keys = read_values.size();
+  }
+  const size_t engine_keys =
+      mlo::field_values([&](mlo::Fields& f) { cpp_engine.visit(f); }).size() +
+      mlo::field_values([&](mlo::Fields& f) { cpp_run.visit(f); }).size();
+  WARN("keys with the same default in C++ and YAML: " << engine_keys << " of the engine and the "
+       "run, " << keys << " of a problem (the default method's)");
+  CHECK(engine_keys >= 10);
+  CHECK(keys >= 20);
+}
+
+TEST_CASE("Generic keys: every key of engine reaches the built engine", "[run][config]") {
+  mlo::EngineConfig defaults;
+  const auto keys = mlo::field_values([&](mlo::Fields& f) { defaults.visit(f); });
+  int checked = 0;
+  for (const auto& [key, default_text] : keys) {
+    const std::string value = other_engine_value(key, default_text);
+    CAPTURE(key, default_text, value);
+    REQUIRE(value != default_text);
+    std::vector<std::string> overrides = {"engine." + key + "=" + value};
+    if (key.rfind("early_stopping.", 0) == 0 && key != "early_stopping.enabled") {
+      overrides.push_back("engine.early_stopping.enabled=true");
+      overrides.push_back("engine.valid_step=1");
+    }
+    if (key == "early_stopping.enabled") overrides.push_back("engine.valid_step=1");
+    const auto config =
+        mlo::run::parse_run_config(mlo_test::kTinyReweighting, "engine.yaml", overrides);
+    const auto experiment = mlo::run::make_experiment(config);
+    mlo::EngineConfig built = experiment->engine().config();
+    const auto values = mlo::field_values([&](mlo::Fields& f) { built.visit(f); });
+    CHECK(same_value(values.at(key), value));
+    ++checked;
+  }
+  CHECK(checked == static_cast<int>(keys.size()));
+}
+
 TEST_CASE("Generic keys: every key of problems.<name> reaches the built problem", "[run][config]") {
-  mlo::run::ProblemSettings defaults;
-  const auto keys =
-      mlo::field_values([&](mlo::Fields& f) { mlo::run::visit_problem_keys(f, defaults); });
+  const auto keys = problem_keys();
   const auto table = cases();
   const auto methods = mlo::method_names();
   std::map<std::string, std::vector<torch::Tensor>> method_defaults;  // trained upper, by method
@@ -209,7 +336,7 @@ TEST_CASE("Generic keys: every key of problems.<name> reaches the built problem"
       const auto options = experiment->problem("classifier")->config().method().clone();
       REQUIRE(options->name() == section);
       const auto built = mlo::field_values([&](mlo::Fields& f) { options->visit(f); });
-      const auto& read = config.problems.at("classifier").methods.at(section);
+      const auto read = config.problems.at("classifier").config.method().clone();
       const auto given = mlo::field_values([&](mlo::Fields& f) { read->visit(f); });
       REQUIRE(built.count(option));
       CHECK(built.at(option) != default_text);

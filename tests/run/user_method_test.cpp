@@ -65,9 +65,8 @@ TEST_CASE("User method: fixed-point iteration reaches the closed form B^T A^{-1}
 TEST_CASE("User method: selected in YAML by name, with its own keys and checks",
           "[run][method]") {
   const auto config = mlo::run::parse_run_config(kHpo, "fp.yaml");
-  const auto& inner = config.problems.at("inner");
-  CHECK(inner.method == "fixed_point");
-  const auto built = mlo::run::make_problem_config(inner, "problems.inner");
+  const auto& built = config.problems.at("inner").config;
+  CHECK(built.method().name() == "fixed_point");
   const auto* options = built.method_as<FixedPointOptions>();
   REQUIRE(options != nullptr);
   CHECK(options->alpha() == 1.0);
@@ -77,8 +76,7 @@ TEST_CASE("User method: selected in YAML by name, with its own keys and checks",
   const std::string written = mlo::run::to_yaml(config);
   CHECK_THAT(written, Contains("fixed_point:"));
   const auto again = mlo::run::parse_run_config(written, "resolved.yaml");
-  CHECK(mlo::run::make_problem_config(again.problems.at("inner"), "problems.inner")
-            .method_as<FixedPointOptions>()
+  CHECK(again.problems.at("inner").config.method_as<FixedPointOptions>()
             ->tolerance() == 0.001);
   // Its own checks, with the file position of the key.
   REQUIRE_THROWS_WITH(

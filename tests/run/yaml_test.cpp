@@ -39,11 +39,11 @@ problems:
 
 TEST_CASE("YAML: a valid file reads with defaults filled in", "[io][yaml]") {
   const auto c = parse_run_config(kValid, "tiny.yaml");
-  CHECK(c.engine.train_iters == 10);
-  CHECK(c.engine.valid_step == 500);  // default
+  CHECK(c.engine.train_iters() == 10);
+  CHECK(c.engine.valid_step() == 500);  // default
   CHECK(c.problems.at("classifier").optimizer.lr == 0.1);
   CHECK(c.problems.at("reweighter").optimizer.name == "adam");
-  CHECK(c.problems.at("classifier").method == "darts");
+  CHECK(c.problems.at("classifier").config.method().name() == "darts");
   // The experiment's own keys, in its settings.
   CHECK(c.settings_as<Settings>().data.dataset == "synthetic");
   CHECK(c.settings_as<Settings>().model("reweighter").name == "mwn");
@@ -111,7 +111,7 @@ TEST_CASE("YAML: an out-of-range value names the key and the range", "[io][yaml]
 
 TEST_CASE("YAML: --set overrides any key and its errors name the override", "[io][yaml]") {
   const auto c = parse_run_config(kValid, "tiny.yaml", {"engine.train_iters=77", "data.root=/d"});
-  CHECK(c.engine.train_iters == 77);
+  CHECK(c.engine.train_iters() == 77);
   CHECK(c.settings_as<Settings>().data.root == "/d");
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.valid_step=-1"}),
                       Contains("tiny.yaml (--set engine.valid_step=-1): engine.valid_step: must "
@@ -154,8 +154,7 @@ TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
   CHECK_THAT(resolved, Contains("efficient_activation: true"));
   const auto restore =
       parse_run_config(kValid, "tiny.yaml", {"problems.classifier.darts.exact_restore=false"});
-  const auto* darts =
-      dynamic_cast<const mlo::DartsOptions*>(restore.problems.at("classifier").methods.at("darts").get());
+  const auto* darts = restore.problems.at("classifier").config.method_as<mlo::DartsOptions>();
   REQUIRE(darts);
   CHECK_FALSE(darts->exact_restore());
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"dependencies.u2l.teacher=[x]"}),
@@ -229,8 +228,8 @@ TEST_CASE("YAML: a lower-level setting on a problem with no parent names file, l
       parse_run_config(kValid, "tiny.yaml",
                        {"problems.classifier.unroll_steps=5", "problems.classifier.method=neumann",
                         "problems.classifier.roll_back=true"});
-  CHECK(lower.problems.at("classifier").unroll_steps == 5);
-  CHECK(lower.problems.at("classifier").method == "neumann");
+  CHECK(lower.problems.at("classifier").config.unroll_steps() == 5);
+  CHECK(lower.problems.at("classifier").config.method().name() == "neumann");
 }
 
 TEST_CASE("YAML: enum keys take the names of the enum's table, and list them when unknown",
@@ -248,7 +247,7 @@ TEST_CASE("YAML: enum keys take the names of the enum's table, and list them whe
 
 TEST_CASE("YAML: early stopping watches a validation metric", "[io][yaml]") {
   const auto c = parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.enabled=true"});
-  CHECK(c.engine.early_stopping.metric == "valid/balanced_acc");
+  CHECK(c.engine.early_stopping().metric() == "valid/balanced_acc");
   CHECK_NOTHROW(parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.metric=valid/loss"}));
   CHECK_NOTHROW(
       parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.metric=valid/acc/class3"}));
@@ -311,21 +310,20 @@ TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "
       "    method: unrolled\n    sama: {alpha: 0.05}\n"
       "    unrolled: {checkpointing: binomial, snapshots: 6}\n");
   const auto config = parse_run_config(lower, "u.yaml");
-  const auto& c = config.problems.at("classifier");
-  CHECK(c.method == "unrolled");
-  const auto* sama_options = dynamic_cast<const mlo::SamaOptions*>(c.methods.at("sama").get());
-  const auto* unrolled = dynamic_cast<const mlo::UnrolledOptions*>(c.methods.at("unrolled").get());
-  REQUIRE(sama_options);
+  const auto& c = config.problems.at("classifier").config;
+  CHECK(c.method().name() == "unrolled");
+  // The problem's config carries the selected method's options; the sama section, of a method
+  // that does not run, is read and validated, and kept only in the file (the selection is
+  // explicit, so it is accepted).
+  const auto* unrolled = c.method_as<mlo::UnrolledOptions>();
   REQUIRE(unrolled);
-  CHECK(sama_options->alpha() == 0.05);
   CHECK(unrolled->checkpointing() == mlo::UnrollCheckpointing::kBinomial);
   CHECK(unrolled->snapshots() == 6);
-  // The built problem config carries the selected method's options.
-  const auto built = mlo::run::make_problem_config(c, "problems.classifier");
-  REQUIRE(built.method_as<mlo::UnrolledOptions>());
-  CHECK(built.method_as<mlo::UnrolledOptions>()->snapshots() == 6);
+  const auto as_sama = parse_run_config(lower, "u.yaml", {"problems.classifier.method=sama"});
+  REQUIRE(as_sama.problems.at("classifier").config.method_as<mlo::SamaOptions>());
+  CHECK(as_sama.problems.at("classifier").config.method_as<mlo::SamaOptions>()->alpha() == 0.05);
   const auto sama = parse_run_config(kValid, "tiny.yaml", {"problems.classifier.method=sama"});
-  CHECK(sama.problems.at("classifier").method == "sama");
+  CHECK(sama.problems.at("classifier").config.method().name() == "sama");
   REQUIRE_THROWS_WITH(
       parse_run_config(std::string(kValid).replace(std::string(kValid).find("  reweighter:"), 0,
                                                    "    unrolled: {checkpointing: revolve}\n"),
@@ -342,19 +340,21 @@ TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "
     return std::string(kValid).replace(std::string(kValid).find("  reweighter:"), 0, line);
   };
   REQUIRE_THROWS_WITH(
-      parse_run_config(with("    unrolled: {snapshots: 3}\n"), "c.yaml"),
-      Contains("c.yaml:11:") &&
+      parse_run_config(with("    method: unrolled\n    unrolled: {snapshots: 3}\n"), "c.yaml"),
+      Contains("c.yaml:12:") &&
           Contains("problems.classifier.unrolled.snapshots: needs unrolled.checkpointing: "
                    "binomial"));
   REQUIRE_THROWS_WITH(
-      parse_run_config(with("    unrolled: {budget_bytes: 4096}\n"), "c.yaml"),
-      Contains("c.yaml:11:") &&
+      parse_run_config(with("    method: unrolled\n    unrolled: {budget_bytes: 4096}\n"),
+                       "c.yaml"),
+      Contains("c.yaml:12:") &&
           Contains("problems.classifier.unrolled.budget_bytes: needs unrolled.checkpointing"));
   REQUIRE_THROWS_WITH(
       parse_run_config(
-          with("    unrolled: {checkpointing: binomial, snapshots: 3, budget_bytes: 4096}\n"),
+          with("    method: unrolled\n"
+               "    unrolled: {checkpointing: binomial, snapshots: 3, budget_bytes: 4096}\n"),
           "c.yaml"),
-      Contains("c.yaml:11:") &&
+      Contains("c.yaml:12:") &&
           Contains("problems.classifier.unrolled.budget_bytes: give snapshots or budget_bytes, "
                    "not both (snapshots is 3)"));
 }
@@ -373,13 +373,13 @@ TEST_CASE("YAML: a section of a method that does not run needs an explicit metho
   // The same section beside an explicit method (in the file, or by --set) is kept for switching.
   CHECK(parse_run_config(with("    method: cg\n    neumann: {iterations: 5}\n"), "m.yaml")
             .problems.at("classifier")
-            .method == "cg");
+            .config.method().name() == "cg");
   CHECK(parse_run_config(with("    method: darts\n    neumann: {iterations: 5}\n"), "m.yaml")
             .problems.at("classifier")
-            .method == "darts");
+            .config.method().name() == "darts");
   const auto switched = parse_run_config(with("    neumann: {iterations: 5}\n"), "m.yaml",
                                          {"problems.classifier.method=neumann"});
-  CHECK(switched.problems.at("classifier").method == "neumann");
+  CHECK(switched.problems.at("classifier").config.method().name() == "neumann");
   // A section at its defaults changes nothing: accepted.
   CHECK_NOTHROW(parse_run_config(with("    cg: {iterations: 1, alpha: 1.0}\n"), "m.yaml"));
   // The resolved config of a run with kept sections reads back.
@@ -396,21 +396,16 @@ TEST_CASE("YAML: the data-parallel keys reach the engine and problem configs", "
   const std::string with_opt_out = std::string(yaml).replace(
       yaml.find("  reweighter:"), 0, "    data_parallel: false\n");
   const auto config = parse_run_config(with_opt_out, "d.yaml");
-  CHECK(config.engine.strategy == mlo::dist::Strategy::kZero2);
-  CHECK(config.engine.backend == mlo::dist::Backend::kGloo);
-  CHECK(config.engine.timeout_s == 7.5);
-  CHECK_FALSE(config.problems.at("classifier").data_parallel);
-  CHECK(config.problems.at("reweighter").data_parallel);  // the default
-  const auto engine = mlo::run::make_engine_config(config.engine);
-  CHECK(engine.strategy() == mlo::dist::Strategy::kZero2);
-  CHECK(engine.timeout_s() == 7.5);
-  CHECK_FALSE(
-      mlo::run::make_problem_config(config.problems.at("classifier"), "c").data_parallel());
+  CHECK(config.engine.strategy() == mlo::dist::Strategy::kZero2);
+  CHECK(config.engine.backend() == mlo::dist::Backend::kGloo);
+  CHECK(config.engine.timeout_s() == 7.5);
+  CHECK_FALSE(config.problems.at("classifier").config.data_parallel());
+  CHECK(config.problems.at("reweighter").config.data_parallel());  // the default
   // Written back and read again: the same values.
   const auto again = parse_run_config(mlo::run::to_yaml(config), "again.yaml");
-  CHECK(again.engine.strategy == mlo::dist::Strategy::kZero2);
-  CHECK(again.engine.timeout_s == 7.5);
-  CHECK_FALSE(again.problems.at("classifier").data_parallel);
+  CHECK(again.engine.strategy() == mlo::dist::Strategy::kZero2);
+  CHECK(again.engine.timeout_s() == 7.5);
+  CHECK_FALSE(again.problems.at("classifier").config.data_parallel());
 
   REQUIRE_THROWS_WITH(
       parse_run_config(std::string(kValid).replace(std::string(kValid).find("  train_iters"), 0,

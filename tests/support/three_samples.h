@@ -2,7 +2,7 @@
 // Three samples of two features and two classes, and the identity linear model on them (logits =
 // features), in float64: closed forms of the classifier's losses are then written by hand.
 
-#include <mlo/data/batch.h>
+#include <mlo/core/batch.h>
 #include <mlo/nn/chain.h>
 #include <torch/torch.h>
 

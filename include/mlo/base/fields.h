@@ -39,6 +39,12 @@ Check<double> positive();
 Check<double> non_negative();
 /// `low <= value <= high`.
 Check<double> in_range(double low, double high);
+/// `value > low`.
+Check<double> above(double low);
+/// `low < value <= high`.
+Check<double> above_up_to(double low, double high);
+/// `low < value < high`.
+Check<double> between(double low, double high);
 /// One of `choices` (the message lists them).
 Check<std::string> one_of(std::vector<std::string> choices);
 
@@ -79,6 +85,15 @@ class Fields {
   /// A nested mapping `key: {...}`; `body` visits its keys.
   virtual void section(const char* key, const std::function<void(Fields&)>& body) = 0;
 
+  /// A mapping the reader accepts and validates, but that configures nothing unless chosen
+  /// elsewhere: the section of a hypergradient method other than the selected one (a file may
+  /// keep `cg: {...}` while `method: neumann` runs). Writers, `field_values` and
+  /// `first_failed_check` leave it out; the reader treats it as a `section`.
+  virtual void alternative(const char* key, const std::function<void(Fields&)>& body) {
+    (void)key;
+    (void)body;
+  }
+
   /// A mapping keyed by user names (`problems: {inner: {...}, outer: {...}}`): `body(name, f)`
   /// runs for each entry, `existing` lists the entries to write (the reader takes the YAML's).
   virtual void entries(const char* key, const std::vector<std::string>& existing,
@@ -96,6 +111,12 @@ class Fields {
 /// Every key a visit describes, with its value as text ("name" -> "sgd", "section.key" -> "0.1"):
 /// what `visit` would write, for comparisons (is a section at its defaults?) and listings.
 std::map<std::string, std::string> field_values(const std::function<void(Fields&)>& visit);
+
+/// The keys a visit describes as YAML text (block mappings, two spaces per level, lists in flow
+/// style, every value written so that a YAML reader reads it back exactly: numbers as their
+/// shortest exact text with a point, strings quoted where they could read as anything else),
+/// ending with a newline. What a run records as its `config.yaml`.
+std::string yaml_text(const std::function<void(Fields&)>& visit);
 
 /// The first value a visit describes whose check fails, as "key: what" ("alpha: must be > 0,
 /// got -1"; nested keys joined by dots), or "" when every check passes: the YAML reader's checks

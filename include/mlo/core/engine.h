@@ -6,6 +6,7 @@
 #include <mlo/core/config.h>
 #include <mlo/core/graph.h>
 #include <mlo/core/problem.h>
+#include <mlo/core/schedule.h>
 
 #include <functional>
 #include <map>
@@ -19,8 +20,8 @@ namespace mlo {
 
 namespace detail {
 class BestState;
-class Schedule;
-struct ScheduleNode;
+class EngineNodes;
+struct EngineNode;
 }  // namespace detail
 namespace dist {
 class ProcessGroup;
@@ -78,9 +79,15 @@ class Engine {
   /// early-stopping metric; an empty `headline` shows every metric:
   /// `engine.validation(hook, {"valid/acc", "valid/loss"})`.
   Engine& validation(std::function<Metrics()> hook, std::vector<std::string> headline = {});
+  /// The validation hook (empty when none was set).
+  const std::function<Metrics()>& validation_hook() const { return validation_; }
+  /// The validation log line's metrics, as given with the hook.
+  const std::vector<std::string>& validation_headline() const { return validation_headline_; }
   /// Called after every global step of `run` (after validation); returning false stops the run
   /// (e.g. on Ctrl-C, after saving state).
   Engine& on_step(std::function<bool(int64_t global_step)> hook);
+  /// The hook `on_step` set (empty when none was).
+  const std::function<bool(int64_t)>& on_step_hook() const { return on_step_; }
 
   /// The process group of a distributed strategy, for a program that connects it itself (tests,
   /// a launcher of its own); otherwise `initialize` connects from the environment variables.
@@ -152,11 +159,15 @@ class Engine {
   bool state_resumable() const;
 
  private:
-  void step_problem(detail::ScheduleNode& node);
+  // Performs one step the schedule decided (Schedule::global_step).
+  void step_problem(const Schedule::Step& step);
   // Lets the method of `node` refuse what it cannot serve (`Hypergradient::check`): its graph
   // position, the strategy, the problem's optimizer.
-  void check_method(const detail::ScheduleNode& node) const;
+  void check_method(const detail::EngineNode& node) const;
   void check_config(const Problem& problem) const;
+  // Links every problem's handles (core/handle.h) to the problems they name; throws naming the
+  // problem and the handle when one names no problem, or one of another type.
+  void link_handles();
   // Whether a data-parallel level of a run on several ranks is inside an accumulation window:
   // its partial gradients and micro-batches are then this rank's own, not the run's.
   bool partial_window() const;
@@ -174,7 +185,7 @@ class Engine {
   EngineConfig config_;
   std::vector<ProblemPtr> problems_;
   Graph graph_;
-  std::unique_ptr<detail::Schedule> schedule_;  // who steps when; built at initialization
+  std::unique_ptr<detail::EngineNodes> nodes_;  // who steps when; built at initialization
   std::function<Metrics()> validation_;
   std::vector<std::string> validation_headline_;  // the validation log line's metrics
   std::function<bool(int64_t)> on_step_;

@@ -39,6 +39,10 @@ class Graph {
   std::vector<Problem*> parents(const Problem* problem) const;
   /// Problems whose parameters enter `problem`'s loss (`l2u` sources), in edge order.
   std::vector<Problem*> children(const Problem* problem) const;
+  /// Problems whose loss `problem`'s parameters enter (`u2l` targets), in edge order.
+  std::vector<Problem*> lowers(const Problem* problem) const;
+  /// Problems whose parameters enter `problem`'s loss through a `u2l` edge (`u2l` sources).
+  std::vector<Problem*> uppers(const Problem* problem) const;
   /// Hypergradient paths of `problem`: for each `u2l` edge (problem -> L), every `l2u` path
   /// L -> ... -> problem, written top-down and closed: [problem, ..., L, problem].
   std::vector<std::vector<Problem*>> paths(const Problem* problem) const;

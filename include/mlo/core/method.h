@@ -136,6 +136,12 @@ class MethodOptions {
   virtual std::unique_ptr<Hypergradient> make() const = 0;
 };
 
+/// Throws `mlo::Error` "<method>.<key>: <what>" for the first key of `options` whose check fails
+/// (the checks its `visit` declares, as the YAML reader applies them) or the first rule across
+/// keys it breaks (`validate`): the one place a method's options are checked, whether they came
+/// from YAML or from code. Methods call it in their constructors.
+void check_options(const MethodOptions& options);
+
 /// `name` and `clone` for an options type `Derived` with a `static constexpr const char* kName`.
 template <typename Derived>
 class MethodOptionsFor : public MethodOptions {

@@ -4,8 +4,9 @@
 /// an optional learning-rate schedule and a batch stream; its single required method is
 /// `training_step`, the loss of one batch.
 
-#include <mlo/data/batch.h>
+#include <mlo/core/batch.h>
 #include <mlo/core/config.h>
+#include <mlo/core/handle.h>
 #include <mlo/core/metrics.h>
 #include <mlo/memory/footprint.h>
 #include <mlo/base/error.h>
@@ -25,10 +26,12 @@
 
 namespace mlo {
 
+class Engine;
 class Hypergradient;
 class Path;
 namespace detail {
 class DataParallel;
+class HandleBase;
 class Zero3;
 }  // namespace detail
 namespace dist {
@@ -73,6 +76,10 @@ struct StepContext {
   /// The method that carries this problem's vectors to its parents (null when it is no hop of
   /// a path): it hears about unroll starts and optimizer steps (`Hypergradient` hooks).
   Hypergradient* method = nullptr;
+  /// Set on a problem's first step of a run: the problems whose parameters the dependency graph
+  /// says enter its loss (`u2l` edges from above: true; `l2u` edges from below: false). The step
+  /// checks, on the graph of its loss, that each is reached (a swapped `link` is caught here).
+  const std::vector<std::pair<const Problem*, bool>>* inputs = nullptr;
 };
 
 /// One level of a multilevel optimization problem. Subclass it and define `training_step`:
@@ -292,10 +299,18 @@ class Problem {
   void load_state_dict(torch::serialize::InputArchive& archive);
 
  private:
+  friend class Engine;
+  friend class detail::HandleBase;
   // `training_step(batch)` under the level's precision, with `loss_call()` set to `call`.
   at::Tensor evaluate(const Batch& batch, LossCall call);
-  // The step without its bookkeeping; `batch` re-uses a given batch (roll-back).
-  void descend(const std::vector<Path>* paths, const Batch* batch = nullptr);
+  // The step without its bookkeeping; `batch` re-uses a given batch (roll-back); `inputs` as in
+  // StepContext.
+  void descend(const std::vector<Path>* paths, const Batch* batch = nullptr,
+               const std::vector<std::pair<const Problem*, bool>>* inputs = nullptr);
+  // The first step's check of the graph's edges into this problem (StepContext::inputs) and of
+  // its own parameters, on the graph of its loss.
+  void check_inputs(const at::Tensor& loss, bool has_paths,
+                    const std::vector<std::pair<const Problem*, bool>>& inputs) const;
   // Gradients of `loss` for this problem's parameters: direct plus every hypergradient path.
   std::vector<at::Tensor> gradients(const at::Tensor& loss,
                                     const std::vector<Path>& paths);
@@ -312,6 +327,7 @@ class Problem {
 
   std::string name_;
   ProblemConfig config_;
+  std::vector<detail::HandleBase*> handles_;  // members of the subclass; linked by the engine
   std::shared_ptr<torch::nn::Module> module_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   LrSchedule schedule_;

@@ -2,7 +2,7 @@
 /// \file
 /// `LoaderStream`: endless, seeded, resumable mini-batches over an in-memory dataset.
 
-#include <mlo/data/batch.h>
+#include <mlo/core/batch.h>
 #include <mlo/data/sampler.h>
 #include <mlo/data/transforms.h>
 

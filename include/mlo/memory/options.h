@@ -1,10 +1,12 @@
 #pragma once
 /// \file
-/// The memory knobs of one level, as plain options (no LibTorch beyond `torch/arg.h`): its
+/// The memory knobs of one level, as plain options (no LibTorch beyond `torch/arg.h`), each
+/// describing its own keys (`visit`, base/fields.h): its
 /// precision, loss scaling and activation checkpointing. `ProblemConfig` holds them; the memory
 /// area (precision.h, planner.h) implements them.
 
 #include <mlo/base/enum_names.h>
+#include <mlo/base/fields.h>
 
 #include <torch/arg.h>
 
@@ -75,8 +77,12 @@ struct LossScaling {
   TORCH_ARG(double, growth_factor) = 2.0;
   /// Factor, in (0, 1), the scale is multiplied by after a step with inf/nan gradients.
   TORCH_ARG(double, backoff_factor) = 0.5;
-  /// Clean optimizer steps in a row before the scale grows.
+  /// Clean optimizer steps in a row before the scale grows (>= 1).
   TORCH_ARG(int64_t, growth_interval) = 2000;
+
+ public:
+  /// Describes the keys (YAML `loss_scaling:` of a problem), with their checks.
+  void visit(Fields& fields);
 };
 
 namespace memory {
@@ -88,6 +94,10 @@ struct ProfileOptions {
   /// Time with the process's CPU time instead of the wall clock: steadier on a shared CPU
   /// machine (other processes' load does not count); for CPU runs only.
   TORCH_ARG(bool, process_cpu_time) = false;
+
+ public:
+  /// Describes the keys, with their checks.
+  void visit(Fields& fields);
 };
 
 /// How the planner's cost model counts parameter gradients.
@@ -96,6 +106,10 @@ struct CostModel {
   /// `torch::autograd::grad`, or `.grad` set to none before the step); false: `.grad` already
   /// exists and backward accumulates into it in place (steady-state training loops).
   TORCH_ARG(bool, keep_param_grads) = true;
+
+ public:
+  /// Describes the keys.
+  void visit(Fields& fields);
 };
 
 }  // namespace memory
@@ -124,6 +138,11 @@ struct CheckpointingOptions {
   TORCH_ARG(memory::CostModel, cost_model) = memory::CostModel();
   /// How the planner profiles the chain before it plans (`profile_chain`).
   TORCH_ARG(memory::ProfileOptions, profile) = memory::ProfileOptions();
+
+ public:
+  /// Describes the keys (YAML `checkpointing:` of a problem), with the checks of single values;
+  /// `memory::validate_options` applies the same checks to values set in code.
+  void visit(Fields& fields);
 };
 
 }  // namespace mlo

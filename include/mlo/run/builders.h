@@ -34,24 +34,16 @@ std::shared_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
 LrSchedule make_schedule(const SchedulerConfig& config, int64_t total_steps,
                          const std::string& key);
 
-/// The engine-side configuration of a problem (unroll, warmup, roll-back, clipping,
-/// accumulation, precision, checkpointing, the method and every method's options).
-ProblemConfig make_problem_config(const ProblemSettings& settings, const std::string& key);
-
 /// The optimizer steps each problem of `config` takes in the whole run (`engine.train_iters`
-/// global steps), by name: a leaf takes one local step per global step; a problem above others
-/// steps once each time all of them end an unroll after their warmup (every unroll_steps x
-/// gradient_accumulation local steps, once past warmup_steps), as the engine schedules it; each
-/// problem's optimizer steps are its local steps over its gradient_accumulation, except that a
-/// roll-back rewinds to the unroll's start and steps once (one optimizer step per unroll).
-/// Cosine schedules run over these counts.
+/// global steps), by name, counted by the engine's own schedule (`mlo::count_optimizer_steps`,
+/// core/schedule.h). Cosine schedules run over these counts.
 std::map<std::string, int64_t> optimizer_steps(const RunConfig& config);
 
 /// Applies the generic keys of `problems.<name>` that act on the problem object itself: moves
 /// the module to the run's `device` (run/device.h), then sets its optimizer over the module's
 /// trainable parameters (set the module first) and its learning-rate schedule over the run's
-/// optimizer steps (`optimizer_steps`). The rest of the generic keys
-/// reach it through `make_problem_config`, which the problem was constructed with.
+/// optimizer steps (`optimizer_steps`). The rest of the generic keys reach it through its
+/// `ProblemConfig` (`config.problems.at(name).config`), which the problem was constructed with.
 void setup_problem(Problem& problem, const RunConfig& config);
 
 /// Adds `problems` to `engine` (in this order), each with its module on the run's `device`,
@@ -60,9 +52,6 @@ void setup_problem(Problem& problem, const RunConfig& config);
 /// Throws `mlo::Error` naming the key for an edge whose problem is not among `problems`, and for
 /// a problem under `problems:` that is not among them (its keys would be ignored).
 void add_problems(Engine& engine, const RunConfig& config, const std::vector<ProblemPtr>& problems);
-
-/// The engine's configuration from `engine:` (schedule, memory tracking, early stopping).
-EngineConfig make_engine_config(const EngineSettings& settings);
 
 /// Throws `mlo::Error` "key: unknown <what> 'name'; valid names: a, b" unless `name` is one of
 /// `valid`.

@@ -1,12 +1,15 @@
 #pragma once
 /// \file
-/// The configuration of an experiment launched by `mlo run`: plain structs with defaults, read
-/// from and written to YAML by `mlo/run/yaml.h`. Names and values mirror the YAML keys
-/// (docs/config-reference.md lists every key).
+/// The configuration of an experiment launched by `mlo run`, read from and written to YAML by
+/// `mlo/run/yaml.h`: the core's own configs (`EngineConfig`, `ProblemConfig`, `RunOptions`,
+/// each describing its keys), plus what only a YAML experiment needs (its name, seed and device,
+/// each problem's optimizer and schedule, the graph by name, the experiment's own settings).
+/// docs/config-reference.md lists every key.
 
 #include <mlo/base/fields.h>
 #include <mlo/base/value_ptr.h>
 #include <mlo/core/config.h>
+#include <mlo/io/run.h>
 #include <mlo/memory/options.h>
 
 #include <cstdint>
@@ -31,7 +34,8 @@ inline const std::vector<std::string>& scheduler_names() {
   return names;
 }
 
-/// `optimizer:` sgd | adam | adamw and their options.
+/// `optimizer:` sgd | adam | adamw and their options: what a YAML experiment builds a
+/// problem's optimizer from (a program written in C++ builds its own).
 struct OptimizerConfig {
   /// `sgd`, `adam` or `adamw` (`optimizer_names()`).
   std::string name = "sgd";
@@ -44,6 +48,8 @@ struct OptimizerConfig {
   double beta1 = 0.9;     ///< adam, adamw
   double beta2 = 0.999;   ///< adam, adamw
   double eps = 1e-8;      ///< adam, adamw
+  /// Describes the keys, with their checks.
+  void visit(Fields& fields);
 };
 
 /// `scheduler:` none | multistep | cosine, counted in optimizer steps.
@@ -54,83 +60,13 @@ struct SchedulerConfig {
   double gamma = 0.1;               ///< multistep
   int64_t t_max = 0;                ///< cosine: period in optimizer steps (0: the run's length)
   double eta_min = 0.0;             ///< cosine: final learning rate, as a fraction of the base
+  /// Describes the keys, with their checks.
+  void visit(Fields& fields);
 };
 
-/// One problem (level) of the experiment: the settings every experiment shares. An experiment
-/// adds its own keys (e.g. `model:`) through `ExperimentSettings::visit_problem`.
-struct ProblemSettings {
-  /// `optimizer:` the problem's optimizer.
-  OptimizerConfig optimizer;
-  /// `scheduler:` its learning-rate schedule.
-  SchedulerConfig scheduler;
-  /// `ProblemConfig::unroll_steps` (>= 1).
-  int64_t unroll_steps = 1;
-  /// `ProblemConfig::warmup_steps` (>= 0).
-  int64_t warmup_steps = 0;
-  /// `ProblemConfig::roll_back`.
-  bool roll_back = false;
-  /// `ProblemConfig::gradient_clipping` (>= 0; 0: off).
-  double gradient_clipping = 0.0;
-  /// `ProblemConfig::gradient_accumulation` (>= 1).
-  int64_t gradient_accumulation = 1;
-  std::string precision = "fp32";  ///< fp32 | bf16 | fp16
-  /// `checkpointing:` the memory area's own options struct (one struct from YAML to planner).
-  CheckpointingOptions checkpointing;
-  /// A registered hypergradient method's name (`mlo::method_names()`).
-  std::string method = kDefaultMethod;
-  /// Each registered method's options, by name: YAML `<name>: {...}` (the section's keys are
-  /// the options type's own, `MethodOptions::visit`); `method` selects one. A method without an
-  /// entry has its registered defaults (`method_options(*this, name)`).
-  std::map<std::string, ValuePtr<MethodOptions>> methods;
-  /// This problem's logging period in its local steps (0: the engine's `log_step`).
-  int64_t log_step = 0;
-  /// Under a distributed engine strategy: shard this level's training batches over the ranks
-  /// (true), or let every rank read the same full batches (false, the per-level opt-out).
-  bool data_parallel = true;
-  /// Accept trainable parameters the level's loss does not reach as zero gradients
-  /// (`ProblemConfig::allow_unused_parameters`; default: an error naming them).
-  bool allow_unused_parameters = false;
-  /// `ProblemConfig::offload`: none | cpu (zero3 on CUDA only).
-  std::string offload = "none";
-};
-
-/// `early_stopping:` (optional).
-struct EarlyStoppingConfig {
-  /// Stop when `metric` stops improving (needs `engine.valid_step` > 0).
-  bool enabled = false;
-  /// A validation metric ("valid/<name>", see Experiment::evaluate). The defaults here are
-  /// generic; an experiment may set its own (`ExperimentSettings::defaults`).
-  std::string metric = "valid/loss";
-  std::string mode = "min";  ///< min | max
-  /// Validations without improvement before stopping (>= 1).
-  int64_t tolerance = 5;
-  /// Smallest change that counts as an improvement (>= 0).
-  double min_delta = 0.0;
-  /// Evaluate the test set with the parameters of the best validation
-  /// (EarlyStopping::restore_best).
-  bool restore_best = true;
-};
-
-/// `engine:` the schedule of the whole run.
-struct EngineSettings {
-  /// Global steps (`EngineConfig::train_iters`).
-  int64_t train_iters = 3000;
-  /// Validate every N global steps (0: never).
-  int64_t valid_step = 500;
-  /// Every N global steps each problem's latest metrics go to the metrics files, and a problem
-  /// without a `log_step` of its own logs its line every N of its local steps. 0: neither.
-  int64_t log_step = 100;
-  int64_t save_step = 500;  ///< resumable state every N global steps (and at the end)
-  /// Meter tensor memory exactly (`EngineConfig::track_memory`).
-  bool track_memory = false;
-  /// `early_stopping:` (off by default).
-  EarlyStoppingConfig early_stopping;
-  /// default (one process) | distributed | zero1 | zero2 (docs/distributed.md).
-  dist::Strategy strategy = dist::Strategy::kDefault;
-  /// gloo (CPU) | nccl (CUDA builds).
-  dist::Backend backend = dist::Backend::kGloo;
-  /// Longest wait of the rendezvous and of any collective, in seconds (> 0).
-  double timeout_s = 300.0;
+/// The device switches under `engine:` (the device itself is the top-level `device` key,
+/// run/device.h applies both).
+struct DeviceOptions {
   /// cuDNN tries its algorithms for each new input shape and keeps the fastest (CUDA only;
   /// pays off when shapes repeat, as with fixed batch sizes).
   bool cudnn_benchmark = false;
@@ -139,16 +75,26 @@ struct EngineSettings {
   /// on one GPU, at some speed. On the CPU mlo's runs are deterministic either way.
   bool deterministic = false;
   /// Every 4-D parameter (convolution weights) in channels-last layout (NHWC), so convolutions
-  /// run in that layout: faster with fp16/bf16 on GPUs with tensor cores (cuDNN's NHWC kernels);
-  /// off by default (not measured on a GPU by mlo yet). The same math either way.
+  /// run in that layout: faster with fp16/bf16 on GPUs with tensor cores (cuDNN's NHWC kernels).
+  /// The same math either way.
   bool channels_last = false;
+  /// Describes the keys.
+  void visit(Fields& fields);
 };
 
-/// `logging:` what a run writes beside `metrics.csv` and `metrics.jsonl` (rank 0 only).
-struct LoggingSettings {
-  /// TensorBoard event files in `<out>/tb/`: every metrics record, the resolved config and the
-  /// run's metadata (`tensorboard --logdir <out>`).
-  bool tensorboard = true;
+/// One entry of `problems:`: the problem's own configuration (the core's `ProblemConfig`, whose
+/// keys it describes itself) and the optimizer and learning-rate schedule a YAML experiment
+/// builds for it. An experiment adds its own keys (e.g. `model:`) through
+/// `ExperimentSettings::visit_problem`.
+struct ProblemSection {
+  /// `unroll_steps`, `method`, `precision`, ...: what the problem is constructed with.
+  ProblemConfig config;
+  /// `optimizer:` the problem's optimizer.
+  OptimizerConfig optimizer;
+  /// `scheduler:` its learning-rate schedule.
+  SchedulerConfig scheduler;
+  /// Describes the keys (the optimizer's, the schedule's, then the config's).
+  void visit(Fields& fields);
 };
 
 /// `dependencies:` the graph, by problem name (defaults follow the experiment).
@@ -251,12 +197,15 @@ struct RunConfig {
   int64_t threads = 0;  ///< intra-op threads (0: LibTorch's default)
   /// auto | cpu | cuda | cuda:N (run/device.h): where every problem's module and batches live.
   std::string device = "auto";
-  /// `engine:` the schedule of the whole run.
-  EngineSettings engine;
-  /// `logging:` what the run writes besides the metrics files.
-  LoggingSettings logging;
+  /// `engine:` the schedule of the whole run (the core's `EngineConfig`, whose keys it
+  /// describes itself).
+  EngineConfig engine;
+  /// `engine.save_step`, `engine.tensorboard`: how the run writes its folder (`mlo::Run`).
+  RunOptions run;
+  /// `engine.cudnn_benchmark`, `engine.deterministic`, `engine.channels_last` (run/device.h).
+  DeviceOptions device_options;
   /// By name; which names an experiment accepts is its own rule (`ExperimentSettings::check`).
-  std::map<std::string, ProblemSettings> problems;
+  std::map<std::string, ProblemSection> problems;
   /// `dependencies:` the graph; with no edge, the experiment's default (`resolved_dependencies`).
   DependencyConfig dependencies;
   /// The experiment's own settings, of the type registered with it (null for a config built in
@@ -266,6 +215,10 @@ struct RunConfig {
   std::string source;
   /// Where each key was read: key path -> "file:line:col" (or "file (--set a.b=c)"); not a key.
   std::map<std::string, std::string> locations;
+  /// The keys read in sections the configuration does not use (another hypergradient method's
+  /// than the one selected) and set there to values other than their defaults, by path; not a
+  /// key. `check_config` refuses them unless the method was chosen explicitly.
+  std::vector<std::string> alternative_keys;
 
   /// The experiment's settings as `S`; throws `mlo::Error` if they are absent or of another type.
   template <typename S>
@@ -299,20 +252,15 @@ DependencyConfig resolved_dependencies(const RunConfig& config);
 /// The problems above `name` in `graph` (its `l2u` targets): the problems its unroll feeds.
 std::vector<std::string> parents_of(const DependencyConfig& graph, const std::string& name);
 
-/// The options of method `name` in `settings`: its entry in `settings.methods`, else the
-/// registered defaults; throws `mlo::Error` for an unregistered name.
-std::shared_ptr<MethodOptions> method_options(const ProblemSettings& settings,
-                                              const std::string& name);
-
-/// The first key of method `name`'s section in `settings` ("iterations") set to a value other
-/// than the method's default, or "" when the section keeps its defaults (or is absent).
-std::string changed_method_key(const ProblemSettings& settings, const std::string& name);
+/// Why `name` cannot name a run (the top-level `name` key: the default output folder
+/// runs/<name>), or "": it must be a plain, non-empty name without '/'.
+std::string run_name_error(const std::string& name);
 
 /// The settings of a problem that act only when it is a lower problem (it has a parent):
-/// `unroll_steps`, `warmup_steps`, `roll_back`, `method` and every method's options. Returns
-/// the key (relative to the problem, e.g. "unroll_steps", "neumann.iterations") of the first
-/// one set to a value other than its default, or "" when all keep their defaults.
-std::string lower_only_setting(const ProblemSettings& settings);
+/// `unroll_steps`, `warmup_steps`, `roll_back`, `method` and the method's options. Returns the
+/// key (relative to the problem, e.g. "unroll_steps", "neumann.iterations") of the first one set
+/// to a value other than its default, or "" when all keep their defaults.
+std::string lower_only_setting(const ProblemConfig& config);
 
 /// The rules across keys: the experiment's problem names (`required_problems`,
 /// `optional_problems`), the experiment's own rules (`ExperimentSettings::check`), then the

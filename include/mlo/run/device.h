@@ -29,9 +29,6 @@ c10::Device resolve_device(const RunConfig& config);
 /// `engine.deterministic` to LibTorch's global switches. Returns the device.
 c10::Device apply_device(const RunConfig& config);
 
-/// `device` for logs: "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB)".
-std::string device_description(const c10::Device& device);
-
 /// Moves `problem`'s module (parameters and buffers) to `config`'s device, with its 4-D
 /// parameters in channels-last layout under `engine.channels_last`. The optimizer, if any, keeps
 /// its parameters: their data change in place.

@@ -20,7 +20,7 @@
 /// The ready-made ones: `reweighting` (problems/reweighting/experiment.h) and `hpo`
 /// (problems/hpo/experiment.h).
 
-#include <mlo/data/batch.h>
+#include <mlo/core/batch.h>
 #include <mlo/core/engine.h>
 #include <mlo/core/problem.h>
 #include <mlo/run/config.h>

@@ -26,10 +26,5 @@ RunConfig parse_run_config(const std::string& yaml, const std::string& source,
 /// The resolved configuration (every key, defaults included) as YAML that reads back the same.
 std::string to_yaml(const RunConfig& config);
 
-/// Describes the generic keys of one problem (`problems.<name>`, every key but the experiment's
-/// own) on `settings`, as the reader and the writer walk them; e.g. to list them
-/// (`field_values`, base/fields.h).
-void visit_problem_keys(Fields& fields, ProblemSettings& settings);
-
 }  // namespace run
 }  // namespace mlo

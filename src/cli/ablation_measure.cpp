@@ -2,7 +2,7 @@
 // meter's peak, the process's resident memory, the time per meta-iteration and the floor (a
 // lower bound of the peak). run/ablation.cpp chooses the rows and runs them (here, or one process
 // per rank).
-#include <mlo/run/ablation.h>
+#include "ablation.h"
 
 #include "ablation_detail.h"
 

@@ -1,4 +1,4 @@
-#include <mlo/data/batch.h>
+#include <mlo/core/batch.h>
 #include <mlo/base/archive.h>
 #include <mlo/base/error.h>
 

@@ -1,4 +1,4 @@
-#include "checkpoint.h"
+#include "checkpoints.h"
 
 #include <mlo/base/error.h>
 #include <mlo/core/engine.h>
@@ -12,7 +12,7 @@
 #include <filesystem>
 
 namespace mlo {
-namespace cli {
+namespace io {
 
 namespace fs = std::filesystem;
 
@@ -90,5 +90,5 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) const {
   return step;
 }
 
-}  // namespace cli
+}  // namespace io
 }  // namespace mlo

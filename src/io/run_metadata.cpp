@@ -9,7 +9,7 @@
 #include <sstream>
 
 namespace mlo {
-namespace cli {
+namespace io {
 namespace {
 
 // An argument as a POSIX shell reads it back: plain when it is made of safe characters, else
@@ -65,7 +65,7 @@ nlohmann::json to_json(const RunMetadata& meta) {
   out["device"] = meta.device;
   out["threads"] = meta.threads;
   out["world_size"] = meta.world_size;
-  out["seed"] = meta.seed;
+  out["seed"] = meta.seed ? nlohmann::json(*meta.seed) : nlohmann::json(nullptr);
   out["start_step"] = meta.start_step;
   out["started"] = meta.started;
   out["finished"] = meta.finished;
@@ -87,7 +87,7 @@ std::string to_markdown(const RunMetadata& meta) {
       << "| device | " << cell(meta.device) << " |\n"
       << "| threads | " << meta.threads << " |\n"
       << "| world size | " << meta.world_size << " |\n"
-      << "| seed | " << meta.seed << " |\n"
+      << "| seed | " << (meta.seed ? std::to_string(*meta.seed) : std::string("-")) << " |\n"
       << "| from step | " << meta.start_step << " |\n"
       << "| started | " << cell(meta.started) << " |\n";
   if (!meta.finished.empty()) out << "| finished | " << cell(meta.finished) << " |\n";
@@ -95,5 +95,5 @@ std::string to_markdown(const RunMetadata& meta) {
   return out.str();
 }
 
-}  // namespace cli
+}  // namespace io
 }  // namespace mlo

@@ -1,8 +1,8 @@
-#include <mlo/run/ablation_report.h>
+#include "ablation_report.h"
 
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
-#include <mlo/base/gnuplot.h>
+#include "gnuplot.h"
 #include <mlo/memory/meter.h>
 
 #include <nlohmann/json.hpp>

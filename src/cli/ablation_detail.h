@@ -3,7 +3,7 @@
 // experiment's sample batch, the overrides of a measuring run, and the timing rounds
 // (ablation_timing.cpp) that run/ablation.cpp calls after the memory measurements.
 
-#include <mlo/data/batch.h>
+#include <mlo/core/batch.h>
 
 #include <c10/core/Device.h>
 

@@ -8,8 +8,8 @@
 #include "ablation_detail.h"
 
 #include <mlo/base/error.h>
-#include <mlo/memory/heap.h>
-#include <mlo/run/ablation.h>
+#include "heap_reuse.h"
+#include "ablation.h"
 #include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
 #include <mlo/run/yaml.h>

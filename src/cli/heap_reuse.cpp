@@ -1,4 +1,4 @@
-#include <mlo/memory/heap.h>
+#include "heap_reuse.h"
 
 #include <cstddef>  // defines __GLIBC__ (through <features.h>) before the tests below
 

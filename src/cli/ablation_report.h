@@ -10,7 +10,7 @@
 /// mlo::run::write_ablation("runs/ablation", result);   // ablation.{csv,json,md,png}
 /// ```
 
-#include <mlo/run/ablation.h>
+#include "ablation.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include <mlo/run/ablation.h>
+#include "ablation.h"
 
 #include "ablation_detail.h"
 

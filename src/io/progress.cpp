@@ -4,7 +4,7 @@
 #include <cstdio>
 
 namespace mlo {
-namespace cli {
+namespace io {
 namespace {
 
 std::string clock_text(double seconds) {
@@ -86,5 +86,5 @@ void Progress::finish() {
   }
 }
 
-}  // namespace cli
+}  // namespace io
 }  // namespace mlo

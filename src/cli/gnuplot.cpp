@@ -1,4 +1,4 @@
-#include <mlo/base/gnuplot.h>
+#include "gnuplot.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

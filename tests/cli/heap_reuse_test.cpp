@@ -1,6 +1,6 @@
 // HeapReuse: inside the scope a large block freed and allocated again is the same memory, with
 // no mapping and no page faults; after it, glibc maps large blocks again.
-#include <mlo/memory/heap.h>
+#include "heap_reuse.h"
 
 #include "support/sanitizer.h"
 
@@ -15,7 +15,7 @@
 #include <sys/resource.h>
 #endif
 
-namespace heap_test {
+namespace heap_reuse_test {
 
 #if defined(__GLIBC__)
 #if __GLIBC_PREREQ(2, 33)
@@ -91,4 +91,4 @@ TEST_CASE("HeapReuse: does nothing without glibc", "[memory][heap]") {
 
 #endif
 
-}  // namespace heap_test
+}  // namespace heap_reuse_test

@@ -1,5 +1,5 @@
 #pragma once
-// Part of the mlo tool (src/cli), not of the library.
+// Part of src/io (internal): a run's progress line.
 /// \file
 /// Progress of a long run: on a terminal, one redrawn line with a bar, step, rate and ETA; when
 /// not a terminal, a plain line every `every` steps (so logs and CI output stay readable).
@@ -9,7 +9,7 @@
 #include <string>
 
 namespace mlo {
-namespace cli {
+namespace io {
 
 class Progress {
  public:
@@ -35,5 +35,5 @@ class Progress {
   bool drawn_ = false;
 };
 
-}  // namespace cli
+}  // namespace io
 }  // namespace mlo

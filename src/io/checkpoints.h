@@ -1,5 +1,5 @@
 #pragma once
-// Part of the mlo tool (src/cli): where and by whom a run's resumable state is saved and loaded
+// Part of src/io (internal): where and by whom a run's resumable state is saved and loaded
 // under each engine strategy.
 //
 //   default, distributed: one file, <out>/state.pt, written by rank 0 only (the ranks hold the
@@ -19,7 +19,7 @@ namespace mlo {
 
 class Engine;
 
-namespace cli {
+namespace io {
 
 class Checkpoints {
  public:
@@ -47,5 +47,5 @@ class Checkpoints {
   int rank_;
 };
 
-}  // namespace cli
+}  // namespace io
 }  // namespace mlo

@@ -1,0 +1,154 @@
+#pragma once
+/// \file
+/// `mlo::Run`: an engine's run as a folder, for any program in a line or two. The folder holds
+/// what the run was (`config.yaml`, `results.json` with what produced it), what it did
+/// (`log.txt`, `metrics.csv`, `metrics.jsonl`, TensorBoard files in `tb/`) and where it stands
+/// (`state.pt`, saved every `save_step` global steps, at the end, and on Ctrl-C or SIGTERM), so
+/// that `--resume` continues it bit for bit and `mlo plot` / `mlo compare` read it.
+///
+/// ```
+/// int main(int argc, char** argv) {
+///   return mlo::guard([&] {
+///     ...                                         // problems, engine, engine.validation(...)
+///     mlo::Run run(engine, mlo::RunOptions::from_command_line(argc, argv, "runs/quickstart"));
+///     run.start();                                // PROGRAM [DIR] [--resume] [--overwrite]
+///   });
+/// }
+/// ```
+///
+/// A run folder is history. A run never writes into a folder that holds another run's files
+/// unless told to: `resume` continues the run saved there, `overwrite` first moves its files
+/// into `DIR/replaced-<time>/`; otherwise starting is an error that says so, and nothing is
+/// written. A lock (`DIR/.mlo.lock`, held while the run lives, naming its process and host)
+/// keeps a second writer out, and a file the run did not make (a `config.yaml` of the user's)
+/// is never written over. `mlo run` runs its experiments through this same class.
+
+#include <mlo/base/fields.h>
+#include <mlo/core/metrics.h>
+
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlo {
+
+class Engine;
+
+/// Where and how a run writes its folder. Example:
+/// `RunOptions("runs/nas").save_step(100).resume(true)`.
+struct RunOptions {
+  /// A run in folder `dir` (created when missing).
+  explicit RunOptions(std::string dir = "") : dir_(std::move(dir)) {}
+  /// The run's folder.
+  TORCH_ARG(std::string, dir);
+  /// Continue the run saved in `dir` (its state, metrics and log) instead of starting one.
+  TORCH_ARG(bool, resume) = false;
+  /// Start a new run in `dir` although it holds another: that run's files are moved into
+  /// `dir/replaced-<UTC time>/` first (nothing is deleted).
+  TORCH_ARG(bool, overwrite) = false;
+  /// Resumable state every `save_step` global steps, and at the end (0: at the end only; >= 0).
+  TORCH_ARG(int64_t, save_step) = 500;
+  /// TensorBoard event files in `dir/tb/` besides `metrics.csv` and `metrics.jsonl`.
+  TORCH_ARG(bool, tensorboard) = true;
+  /// Save the state and stop after this global step, as Ctrl-C does (0: run to the end).
+  TORCH_ARG(int64_t, stop_at) = 0;
+  /// A progress bar redrawn on standard error; nullopt: when standard error is a terminal
+  /// (else a plain progress line every `log_step` steps).
+  TORCH_ARG(std::optional<bool>, progress) = std::nullopt;
+  /// Under a launch, ranks other than 0 log at info too (else warnings and errors only).
+  TORCH_ARG(bool, log_all_ranks) = false;
+  /// The command line that started the run, recorded in `results.json` ("meta").
+  TORCH_ARG(std::vector<std::string>, command_line);
+
+ public:
+  /// Describes the keys YAML sets (`engine.save_step`, `engine.tensorboard`), with checks.
+  void visit(Fields& fields);
+  /// What a program's own command line asks for: `PROGRAM [DIR] [--resume] [--overwrite]
+  /// [--stop-at STEP] [--no-progress]`, the folder defaulting to `default_dir`; the command
+  /// line is recorded. Throws `mlo::Error` naming an argument it does not know.
+  static RunOptions from_command_line(int argc, const char* const* argv,
+                                      std::string default_dir);
+};
+
+/// How a run ended (`Run::start`).
+struct RunResult {
+  /// The final evaluation's metrics (`Run::final_evaluation`; empty when interrupted or
+  /// without one).
+  Metrics final;
+  /// The final validation metrics, of the parameters the final evaluation sees (empty when
+  /// interrupted or without a validation hook).
+  Metrics valid;
+  int64_t steps = 0;         ///< global steps done
+  bool interrupted = false;  ///< stopped by Ctrl-C, SIGTERM or `stop_at` (state saved)
+  /// The global step whose parameters the final metrics are of: the best validation's under
+  /// `EarlyStopping::restore_best`, else `steps`.
+  int64_t evaluated_step = 0;
+  /// Resumed a run that had finished: nothing ran, nothing was written (the numbers are those
+  /// of its `results.json`).
+  bool already_finished = false;
+  std::string dir;  ///< the run's folder
+};
+
+/// An engine's run as a folder (see the file comment). Under a distributed strategy every rank
+/// makes one; rank 0 writes the folder (config, log, metrics, results), validates and evaluates,
+/// and the state is saved by rank 0 (default, distributed) or by every rank into its own file
+/// (zero1/2/3, which shard it).
+class Run {
+ public:
+  /// A run of `engine` (whose problems, edges and validation hook are set) in `options.dir`.
+  /// Nothing is written before `start`.
+  Run(Engine& engine, RunOptions options);
+  ~Run();
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  /// The configuration recorded as `config.yaml`; by default the engine's own: its config, every
+  /// problem's and the graph, as YAML (`engine_yaml`). A resumed run keeps the record it has and,
+  /// where `same(saved)` says the saved one means something else (default: another text),
+  /// warns and records the configuration it goes on with in `config.resumed.yaml`.
+  Run& config(std::string yaml, std::function<bool(const std::string& saved)> same = {});
+  /// What the run is called in its results ("experiment"): by default the program's name.
+  Run& name(std::string name);
+  /// The seed the program drew its initialization and data from, recorded with the results.
+  Run& seed(int64_t seed);
+  /// Runs once training is over, after the best validation's parameters are back (with
+  /// `restore_best`): the test set's metrics, say. They go to the metrics files (source
+  /// "test"), `results.json` ("test") and the log (`headline` first).
+  Run& final_evaluation(std::function<Metrics()> hook, std::vector<std::string> headline = {});
+  /// Why the run has no validation ("data.valid_size is 0"), for a program whose engine has no
+  /// validation hook by design: the log ends with "final validation: none (<why>)".
+  Run& without_validation(std::string why);
+  /// Lines about the run (data, models) logged when it starts.
+  Run& describe(std::string text);
+  /// Marks the run's data synthetic: the log warns and `results.json` says so.
+  Run& synthetic(bool synthetic = true);
+  /// Called at the end of every global step, before a save is considered (fault injection in
+  /// tests).
+  Run& on_step(std::function<void(int64_t global_step)> hook);
+
+  /// Runs the engine to `train_iters` (or early stopping, Ctrl-C, SIGTERM, `stop_at`), writing
+  /// the folder as it goes. Throws `mlo::Error` for a folder it may not use (another run there,
+  /// locked by another process, nothing to resume) before it writes anything.
+  RunResult start();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// The engine's configuration as YAML: `engine:` (its `EngineConfig`), `problems:` (each
+/// problem's `ProblemConfig`, in the order they were added) and `dependencies:` (the `u2l` and
+/// `l2u` edges by name); what a program's run records as its `config.yaml`.
+std::string engine_yaml(const Engine& engine);
+
+/// Runs `body` and turns what it throws into an exit status and a message on standard error:
+/// 0 when it returns; 2 for an `mlo::Error` (a bad setting or input: "error: <message>"); 1 for
+/// any other exception. The `main` of a program: `return mlo::guard([&] { ... });`.
+int guard(const std::function<void()>& body);
+
+}  // namespace mlo

@@ -1,0 +1,73 @@
+#include "engine_nodes.h"
+
+#include <mlo/base/error.h>
+#include <mlo/core/graph.h>
+#include <mlo/core/method.h>
+#include <mlo/core/problem.h>
+
+namespace mlo {
+namespace detail {
+
+EngineNodes::EngineNodes(const Graph& graph, int64_t engine_log_step) {
+  std::map<const Problem*, size_t> index;
+  for (Problem* p : graph.problems()) {
+    auto node = std::make_unique<EngineNode>();
+    node->problem = p;
+    node->index = nodes_.size();
+    const ProblemConfig& c = p->config();
+    node->log_step = c.log_step() > 0 ? c.log_step() : engine_log_step;
+    index[p] = node->index;
+    by_problem_[p] = node.get();
+    nodes_.push_back(std::move(node));
+  }
+  std::vector<Schedule::Level> levels;
+  std::vector<std::vector<size_t>> parents;
+  for (auto& node : nodes_) {
+    for (Problem* parent : graph.parents(node->problem)) node->parents.push_back(index.at(parent));
+    for (Problem* upper : graph.uppers(node->problem)) node->inputs.emplace_back(upper, true);
+    for (Problem* lower : graph.children(node->problem)) node->inputs.emplace_back(lower, false);
+    levels.push_back(Schedule::Level::of(node->problem->config()));
+    parents.push_back(node->parents);
+  }
+  schedule_ = std::make_unique<Schedule>(std::move(levels), std::move(parents));
+  // A problem needs a hypergradient method when it is a hop of some path (an intermediate node
+  // of [U, P1, ..., L, U]); one instance serves all its hops.
+  std::map<const Problem*, Hypergradient*> method_of;
+  for (auto& node : nodes_) {
+    for (const auto& path : graph.paths(node->problem)) {
+      std::vector<Hop> hops;
+      for (size_t i = 1; i + 1 < path.size(); ++i) {
+        auto& method = method_of[path[i]];
+        if (!method) {
+          // The method validates its own options; name the problem they belong to.
+          try {
+            methods_.push_back(path[i]->config().method().make());
+          } catch (const Error& e) {
+            throw Error("problem '" + path[i]->name() + "': " + e.what());
+          }
+          method = methods_.back().get();
+          this->node(path[i]).method = method;
+        }
+        hops.push_back({path[i], path[i + 1], method});
+      }
+      node->paths.emplace_back(std::move(hops));
+    }
+  }
+}
+
+EngineNodes::~EngineNodes() = default;
+
+EngineNode& EngineNodes::node(const Problem* problem) {
+  const auto it = by_problem_.find(problem);
+  MLO_INTERNAL_ASSERT(it != by_problem_.end(), "a problem without a schedule node");
+  return *it->second;
+}
+
+std::vector<std::string> EngineNodes::names() const {
+  std::vector<std::string> out;
+  for (const auto& node : nodes_) out.push_back(node->problem->name());
+  return out;
+}
+
+}  // namespace detail
+}  // namespace mlo

@@ -1,0 +1,170 @@
+#include "run_folder.h"
+
+#include "run_metadata.h"
+
+#include <mlo/base/error.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace mlo {
+namespace io {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The names a run writes (besides config.yaml, which a user's own file may also be called).
+bool is_run_file(const std::string& name) {
+  static const char* const kNames[] = {kLockFile,       "state.pt",      "metrics.csv",
+                                       "metrics.jsonl", "results.json",  "log.txt",
+                                       "tb",            "state.pt.tmp"};
+  for (const char* known : kNames) {
+    if (name == known) return true;
+  }
+  return name.rfind("state.rank", 0) == 0 && name.size() > 3 &&
+         name.compare(name.size() - 3, 3, ".pt") == 0;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// "20261128-031500" (UTC), for the folder a replaced run moves into.
+std::string stamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y%m%d-%H%M%S", &utc);
+  return text;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string out = text.str();
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> RunFolder::results(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& name : run_files(dir)) {
+    const bool state = name.rfind("state", 0) == 0 && name.find(".tmp") == std::string::npos;
+    bool rows = false;
+    if (name == "metrics.csv" || name == "metrics.jsonl") {
+      // (more than the CSV's header line: a metric was recorded)
+      std::ifstream in(fs::path(dir) / name);
+      std::string line;
+      int lines = 0;
+      while (lines < 2 && std::getline(in, line)) ++lines;
+      rows = lines > (name == "metrics.csv" ? 1 : 0);
+    }
+    if (state || rows || name == "results.json") out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<std::string> RunFolder::run_files(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) return out;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (is_run_file(name)) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+RunFolder::RunFolder(std::string dir, bool resume, bool overwrite) : dir_(std::move(dir)) {
+  MLO_CHECK(!dir_.empty(), "a run needs an output folder (got an empty name)");
+  MLO_CHECK(!(resume && overwrite), "'", dir_, "': resume continues the run there and ",
+            "overwrite replaces it; ask for one of them");
+  std::error_code error;
+  if (fs::exists(dir_, error) && !fs::is_directory(dir_, error)) {
+    throw Error("'" + dir_ + "' is a file, not a folder; a run writes a folder of files there");
+  }
+  const std::vector<std::string> found = run_files(dir_);
+  const std::vector<std::string> kept = results(dir_);
+  const fs::path config = fs::path(dir_) / "config.yaml";
+  if (resume) {
+    MLO_CHECK(!found.empty(), "'", dir_, "' holds no run to resume (no state, metrics or log of ",
+              "one); run without --resume to start one there");
+  } else if (!kept.empty() && !overwrite) {
+    throw Error("'" + dir_ + "' holds another run (" + joined(kept) +
+                "); continue it with --resume, replace it with --overwrite (its files are moved "
+                "into " + dir_ + "/replaced-<time>/, nothing is deleted), or choose another "
+                "output folder");
+  } else if (found.empty() && fs::exists(config, error)) {
+    throw Error("'" + config.string() + "' exists and was not written by a run (no run files " +
+                "beside it): a run records its configuration there and will not write over " +
+                "yours; choose another output folder");
+  }
+  fs::create_directories(dir_, error);
+  MLO_CHECK(!error, "cannot create the output folder '", dir_, "': ", error.message());
+
+  const fs::path lock = fs::path(dir_) / kLockFile;
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  MLO_CHECK(lock_fd_ >= 0, "cannot create the lock file '", lock.string(), "': ",
+            std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int why = errno;
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    const std::string owner = read_text(lock);
+    MLO_CHECK(why != EWOULDBLOCK, "'", dir_, "' is in use by another run (",
+              owner.empty() ? std::string("its owner did not say who it is") : owner,
+              "); wait for it to end, or choose another output folder");
+    throw Error("cannot lock '" + lock.string() + "': " + std::strerror(why));
+  }
+  // A run replaced on request, or one that ended before it saved anything (its log, its
+  // configuration) moves aside: everything it wrote, config.yaml too, but the lock file (held,
+  // and rewritten below).
+  if (!resume && !found.empty()) {
+    fs::path aside = fs::path(dir_) / ("replaced-" + stamp());
+    for (int i = 2; fs::exists(aside, error); ++i) {
+      aside = fs::path(dir_) / ("replaced-" + stamp() + "-" + std::to_string(i));
+    }
+    fs::create_directories(aside, error);
+    MLO_CHECK(!error, "cannot create '", aside.string(), "': ", error.message());
+    std::vector<std::string> moved = found;
+    if (fs::exists(config, error)) moved.push_back("config.yaml");
+    for (const auto& name : moved) {
+      if (name == kLockFile) continue;
+      fs::rename(fs::path(dir_) / name, aside / name, error);
+      MLO_CHECK(!error, "cannot move '", (fs::path(dir_) / name).string(), "' into '",
+                aside.string(), "': ", error.message());
+    }
+    replaced_ = aside.string();
+  }
+  const std::string owner =
+      "process " + std::to_string(::getpid()) + " on " + host_name() + ", since " + utc_now();
+  if (::ftruncate(lock_fd_, 0) == 0) {
+    const std::string line = owner + "\n";
+    if (::pwrite(lock_fd_, line.data(), line.size(), 0) < 0) {
+      // (the lock holds either way; only the message a second writer reads is lost)
+    }
+  }
+}
+
+RunFolder::~RunFolder() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // (releases the flock)
+}
+
+}  // namespace io
+}  // namespace mlo

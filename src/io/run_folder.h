@@ -1,0 +1,46 @@
+#pragma once
+// Part of src/io (internal): a run's claim on its folder. A folder holds a run when it has what
+// a run leaves of value: a saved state, recorded metrics or results. The claim decides, before
+// anything is written, whether this run may use the folder:
+//   resume     the folder must hold a run's files (its state is checked later, by Checkpoints);
+//   overwrite  a run there is moved into DIR/replaced-<UTC time>/ first (nothing is deleted);
+//   neither    the folder must hold no run; the files of one that ended before it saved or
+//              recorded anything (its lock, log, configuration) are moved aside the same way,
+//              and a config.yaml with no run files beside it (the user's) is never written over.
+// It holds an exclusive lock (flock on DIR/.mlo.lock, released when the process ends, however
+// it ends) for as long as it lives; the lock file names the process, host and start time, so a
+// second writer fails at once naming the first.
+
+#include <string>
+#include <vector>
+
+namespace mlo {
+namespace io {
+
+class RunFolder {
+ public:
+  /// Claims `dir` (created when missing) as described above; throws `mlo::Error` naming the
+  /// folder, what is in the way and what to do.
+  RunFolder(std::string dir, bool resume, bool overwrite);
+  ~RunFolder();
+  RunFolder(const RunFolder&) = delete;
+  RunFolder& operator=(const RunFolder&) = delete;
+
+  /// The files and folders of a run found in `dir` (names relative to it), sorted.
+  static std::vector<std::string> run_files(const std::string& dir);
+  /// Those of `run_files` that hold something of value: states, metrics with rows, results.
+  static std::vector<std::string> results(const std::string& dir);
+  /// Where the previous run's files went, or "" (none were moved).
+  const std::string& replaced() const { return replaced_; }
+
+ private:
+  std::string dir_;
+  int lock_fd_ = -1;
+  std::string replaced_;
+};
+
+/// The lock file of a run folder.
+inline constexpr const char* kLockFile = ".mlo.lock";
+
+}  // namespace io
+}  // namespace mlo
