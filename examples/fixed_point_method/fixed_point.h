@@ -11,6 +11,7 @@
 // for a fixed count), it stops on the residual and reports how many products it took.
 
 #include <mlo/core/method.h>
+#include <mlo/core/level.h>
 #include <mlo/core/problem.h>
 #include <mlo/hypergrad/vector.h>
 
@@ -30,8 +31,8 @@ class FixedPoint : public mlo::Hypergradient {
   explicit FixedPoint(double alpha, int64_t max_iterations, double tolerance)
       : alpha_(alpha), max_iterations_(max_iterations), tolerance_(tolerance) {}
 
-  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v_in, mlo::Problem& curr,
-                                mlo::Problem& prev) override {
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v_in, mlo::Level& curr,
+                                mlo::Level& prev) override {
     namespace hg = mlo::hypergrad;
     at::AutoGradMode enable_grad(true);
     hg::LowerGradient lower(curr);

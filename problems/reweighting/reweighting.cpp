@@ -1,5 +1,7 @@
 #include "problems/reweighting/reweighting.h"
 
+#include <mlo/core/level.h>
+
 #include "problems/reweighting/class_mwn.h"
 #include "problems/reweighting/l2rw.h"
 
@@ -262,7 +264,9 @@ at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options)
     }
     w = l2rw_weights([this](const at::Tensor& x) { return logits(x); }, parameters(), batch,
                      options.meta()().to(device()), options.alpha(),
-                     [this](double local) { return sum_over_shards(local); });
+                     [this](double local) {
+                       return level() ? level()->sum_over_shards(local) : local;
+                     });
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
   }

@@ -131,7 +131,7 @@ int64_t state_bytes(Engine& engine) {
   for (const auto& problem : engine.problems()) {
     for (const auto& p : problem->module().parameters()) add(p);
     // (zero3: the module's sharded parameters are empty between uses; the shards hold them)
-    if (problem->shards_parameters()) {
+    if (engine.level(*problem).shards_parameters()) {
       for (const auto& s : problem->parameters()) add(s);
     }
     for (const auto& b : problem->module().buffers()) add(b);

@@ -1,5 +1,7 @@
 #include "best_state.h"
 
+#include "level_runtime.h"
+
 #include <mlo/base/archive.h>
 #include <mlo/base/error.h>
 
@@ -14,7 +16,8 @@ namespace {
 std::vector<at::Tensor> live_tensors(Problem& problem) {
   std::vector<at::Tensor> out = problem.module().parameters();
   // (under zero3 the sharded parameters are empty; this rank's shards hold their values)
-  if (problem.shards_parameters()) {
+  const LevelRuntime* level = runtime_of(problem);
+  if (level != nullptr && level->shards_parameters()) {
     for (const auto& s : problem.parameters()) out.push_back(s);
   }
   for (const auto& b : problem.module().buffers()) out.push_back(b);

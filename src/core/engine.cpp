@@ -2,6 +2,7 @@
 
 #include "best_state.h"
 #include "engine_nodes.h"
+#include "level_runtime.h"
 
 #include <mlo/base/archive.h>
 #include <mlo/dist/process_group.h>
@@ -47,6 +48,14 @@ Engine::Engine(EngineConfig config, std::vector<ProblemPtr> problems,
 }
 
 Engine::~Engine() = default;
+
+Level& Engine::level(const Problem& problem) {
+  MLO_CHECK(initialized_, "engine: level('", problem.name(), "') before initialization");
+  for (const auto& level : levels_) {
+    if (&level->problem() == &problem) return *level;
+  }
+  throw Error("engine: problem '" + problem.name() + "' is not one of this engine's problems");
+}
 
 Engine& Engine::add(ProblemPtr problem) {
   MLO_CHECK(!initialized_, "engine: add(...) after initialization");
@@ -157,7 +166,7 @@ void Engine::check_method(const detail::EngineNode& node) const {
            q.config().data_parallel() && q.has_module() &&
            dynamic_cast<const nn::ChainImpl*>(&q.module()) != nullptr;
   };
-  const MethodContext context{p, node.parents.size(), !node.paths.empty(), config_.strategy(),
+  const MethodContext context{p, node.parents.size(), nodes_->has_paths(&p), config_.strategy(),
                               p.config().data_parallel(), shards(p)};
   try {
     node.method->check(context);
@@ -241,7 +250,7 @@ void Engine::initialize() {
     // before resolve, which under zero3 shards the parameters.
     std::vector<at::Tensor> state;
     for (const auto& problem : problems_) {
-      if (problem->shards_parameters()) continue;  // (a second initialization)
+      if (problem->zero3_) continue;  // (a problem an earlier engine sharded)
       for (const auto& p : problem->module().parameters()) state.push_back(p);
       for (const auto& b : problem->module().buffers()) state.push_back(b);
     }
@@ -251,13 +260,17 @@ void Engine::initialize() {
   }
   std::vector<Problem*> all;
   for (const auto& problem : problems_) all.push_back(problem.get());
+  levels_.clear();
   for (const auto& problem : problems_) {
-    problem->resolve(meter_.get(), all, group_, config_.strategy());
+    levels_.push_back(std::make_unique<detail::LevelRuntime>(*problem, meter_.get(), all, group_,
+                                                             config_.strategy()));
+    nodes_->node(problem.get()).level = levels_.back().get();
     // Planned lazily, on the model's first forward (it needs a real batch to profile).
     auto plan = memory::configure_checkpointing(problem->module(), problem->name(),
                                                 problem->config().checkpointing());
     if (plan) checkpoint_plans_[problem.get()] = std::move(plan);
   }
+  nodes_->make_paths();
   for (const auto& node : nodes_->nodes()) {
     std::string paths;
     for (const auto& path : node->paths) paths += " [" + path.describe() + "]";
@@ -272,7 +285,7 @@ void Engine::initialize() {
 void Engine::step_problem(const Schedule::Step& step) {
   detail::EngineNode& node = nodes_->at(step.level);
   Problem& p = *node.problem;
-  StepContext context;
+  detail::StepContext context;
   context.paths = &node.paths;
   context.unroll_start = step.unroll_start;
   context.redo = step.redo;
@@ -281,7 +294,7 @@ void Engine::step_problem(const Schedule::Step& step) {
     context.inputs = &node.inputs;
     node.checked = true;
   }
-  p.step(context);
+  node.level->step(context);
   if (!step.redo && node.log_step > 0 && p.step_count() % node.log_step == 0) log_problem(p);
 }
 
@@ -332,8 +345,8 @@ void Engine::run() {
     const bool go_on = !on_step_ || on_step_(global_step_);
     if (!agree_to_go_on(go_on)) break;
   }
-  for (const auto& problem : problems_) {
-    const std::string sharding = problem->sharding_summary();
+  for (const auto& level : levels_) {
+    const std::string sharding = level->sharding_summary();
     if (!sharding.empty()) spdlog::info("mlo: {}", sharding);
   }
 }
@@ -363,8 +376,8 @@ void Engine::validate_and_maybe_stop() {
   MLO_CHECK(found != last_validation_.end(), "engine: early_stopping metric '", rule->metric(),
             "' is not among the validation metrics (", metric_names(last_validation_), ")");
   double value = found->second;
-  const bool every_rank = std::any_of(problems_.begin(), problems_.end(), [](const ProblemPtr& p) {
-    return p->shards_parameters();
+  const bool every_rank = std::any_of(levels_.begin(), levels_.end(), [](const auto& level) {
+    return level->shards_parameters();
   });
   if (group_ && every_rank) {
     // (every rank validates under zero3: rank 0's value decides on all of them, so that every

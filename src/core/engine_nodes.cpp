@@ -1,5 +1,7 @@
 #include "engine_nodes.h"
 
+#include "level_runtime.h"
+
 #include <mlo/base/error.h>
 #include <mlo/core/graph.h>
 #include <mlo/core/method.h>
@@ -32,27 +34,43 @@ EngineNodes::EngineNodes(const Graph& graph, int64_t engine_log_step) {
   schedule_ = std::make_unique<Schedule>(std::move(levels), std::move(parents));
   // A problem needs a hypergradient method when it is a hop of some path (an intermediate node
   // of [U, P1, ..., L, U]); one instance serves all its hops.
-  std::map<const Problem*, Hypergradient*> method_of;
   for (auto& node : nodes_) {
-    for (const auto& path : graph.paths(node->problem)) {
+    problem_paths_[node->problem] = graph.paths(node->problem);
+    for (const auto& path : problem_paths_[node->problem]) {
+      for (size_t i = 1; i + 1 < path.size(); ++i) {
+        EngineNode& hop = this->node(path[i]);
+        if (hop.method != nullptr) continue;
+        // The method validates its own options; name the problem they belong to.
+        try {
+          methods_.push_back(path[i]->config().method().make());
+        } catch (const Error& e) {
+          throw Error("problem '" + path[i]->name() + "': " + e.what());
+        }
+        hop.method = methods_.back().get();
+      }
+    }
+  }
+}
+
+void EngineNodes::make_paths() {
+  for (auto& node : nodes_) {
+    node->paths.clear();
+    for (const auto& path : problem_paths_.at(node->problem)) {
       std::vector<Hop> hops;
       for (size_t i = 1; i + 1 < path.size(); ++i) {
-        auto& method = method_of[path[i]];
-        if (!method) {
-          // The method validates its own options; name the problem they belong to.
-          try {
-            methods_.push_back(path[i]->config().method().make());
-          } catch (const Error& e) {
-            throw Error("problem '" + path[i]->name() + "': " + e.what());
-          }
-          method = methods_.back().get();
-          this->node(path[i]).method = method;
-        }
-        hops.push_back({path[i], path[i + 1], method});
+        EngineNode& curr = this->node(path[i]);
+        EngineNode& prev = this->node(path[i + 1]);
+        MLO_INTERNAL_ASSERT(curr.level && prev.level, "a path before its levels");
+        hops.push_back({curr.level, prev.level, curr.method});
       }
       node->paths.emplace_back(std::move(hops));
     }
   }
+}
+
+bool EngineNodes::has_paths(const Problem* problem) const {
+  const auto found = problem_paths_.find(problem);
+  return found != problem_paths_.end() && !found->second.empty();
 }
 
 EngineNodes::~EngineNodes() = default;

@@ -4,6 +4,7 @@
 #include <mlo/core/engine.h>
 
 #include "engine_nodes.h"
+#include "level_runtime.h"
 
 #include <mlo/dist/process_group.h>
 
@@ -28,7 +29,10 @@ int Engine::world_size() const { return group_ ? group_->size() : 1; }
 
 bool Engine::validates_here() const {
   return is_main() || std::any_of(problems_.begin(), problems_.end(),
-                                  [](const ProblemPtr& p) { return p->shards_parameters(); });
+                                  [](const ProblemPtr& p) {
+                                    const detail::LevelRuntime* level = detail::runtime_of(*p);
+                                    return level != nullptr && level->shards_parameters();
+                                  });
 }
 
 // NOTE: the group joins at initialization (not construction), so that a config error is
@@ -73,7 +77,9 @@ bool Engine::agree_to_go_on(bool go_on) {
 bool Engine::partial_window() const {
   if (world_size() <= 1) return false;
   return std::any_of(problems_.begin(), problems_.end(), [](const ProblemPtr& p) {
-    return p->process_group() != nullptr && p->step_count() % p->config().gradient_accumulation() != 0;
+    const detail::LevelRuntime* level = detail::runtime_of(*p);
+    return level != nullptr && level->group() != nullptr &&
+           p->step_count() % p->config().gradient_accumulation() != 0;
   });
 }
 

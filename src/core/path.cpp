@@ -1,7 +1,7 @@
 #include <mlo/core/path.h>
 
 #include <mlo/base/error.h>
-#include <mlo/core/problem.h>
+#include <mlo/core/level.h>
 #include <mlo/core/method.h>
 
 #include <utility>

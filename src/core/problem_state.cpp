@@ -2,6 +2,8 @@
 // (the stepping itself is in problem.cpp).
 #include <mlo/core/problem.h>
 
+#include "zero3.h"
+
 #include <mlo/base/archive.h>
 #include <mlo/base/error.h>
 #include <mlo/memory/precision.h>
@@ -59,7 +61,7 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   torch::serialize::OutputArchive module_archive;
   module().save(module_archive);
   archive.write("module", module_archive);
-  if (shards_parameters()) save_shards(trainable_, archive);
+  if (zero3_) save_shards(zero3_->shards(), archive);
   if (optimizer_) {
     torch::serialize::OutputArchive optimizer_archive;
     optimizer_->save(optimizer_archive);
@@ -100,8 +102,9 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
   archive.write("nonfinite_window", c10::IValue(nonfinite_window_));
   // The gradients accumulated so far in the window (a run saved between two micro-steps).
   torch::serialize::OutputArchive grad_archive;
-  for (size_t i = 0; i < trainable_.size(); ++i) {
-    const at::Tensor& grad = trainable_[i].grad();
+  const std::vector<at::Tensor> trainable = parameters();
+  for (size_t i = 0; i < trainable.size(); ++i) {
+    const at::Tensor& grad = trainable[i].grad();
     if (grad.defined()) grad_archive.write(std::to_string(i), grad, /*is_buffer=*/true);
   }
   archive.write("accumulated_grads", grad_archive);
@@ -122,8 +125,8 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive module_archive;
   archive.read("module", module_archive);
   module().load(module_archive);
-  if (shards_parameters()) {
-    load_shards(trainable_, archive, "problem '" + name_ + "'");
+  if (zero3_) {
+    load_shards(zero3_->shards(), archive, "problem '" + name_ + "'");
   } else {
     torch::serialize::InputArchive shards;
     MLO_CHECK(!archive.try_read("zero3_shards", shards), "problem '", name_, "': the saved ",
@@ -165,7 +168,7 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
       Batch b;
       window_archive.try_read("data." + key, b.data);
       window_archive.try_read("target." + key, b.target);
-      window_.push_back(b.to(device_));
+      window_.push_back(b.to(device()));
     }
     if (!window_.empty()) current_batch_ = window_.back();
   }
@@ -173,9 +176,10 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive grad_archive;
   MLO_CHECK(archive.try_read("accumulated_grads", grad_archive), owner,
             ": the saved state has no 'accumulated_grads' (saved by another version?)");
-  for (size_t i = 0; i < trainable_.size(); ++i) {
+  const std::vector<at::Tensor> trainable = parameters();
+  for (size_t i = 0; i < trainable.size(); ++i) {
     at::Tensor grad;
-    trainable_[i].mutable_grad() =
+    trainable[i].mutable_grad() =
         grad_archive.try_read(std::to_string(i), grad, /*is_buffer=*/true) ? grad : at::Tensor();
   }
   cached_state_.reset();
@@ -200,7 +204,7 @@ void Problem::cache_state() {
   torch::serialize::OutputArchive module_archive;
   module().save(module_archive);
   archive.write("module", module_archive);
-  if (shards_parameters()) save_shards(trainable_, archive);
+  if (zero3_) save_shards(zero3_->shards(), archive);
   torch::serialize::OutputArchive optimizer_archive;
   optimizer().save(optimizer_archive);
   archive.write("optimizer", optimizer_archive);
@@ -215,11 +219,11 @@ void Problem::restore_state() {
   torch::serialize::InputArchive archive;
   // On this problem's device: a snapshot saved on another one (before a resume there) would move
   // the parameters back to it.
-  archive.load_from(*cached_state_, device_);
+  archive.load_from(*cached_state_, device());
   torch::serialize::InputArchive module_archive;
   archive.read("module", module_archive);
   module().load(module_archive);
-  if (shards_parameters()) load_shards(trainable_, archive, "roll-back snapshot of '" + name_ + "'");
+  if (zero3_) load_shards(zero3_->shards(), archive, "roll-back snapshot of '" + name_ + "'");
   torch::serialize::InputArchive optimizer_archive;
   archive.read("optimizer", optimizer_archive);
   load_optimizer(optimizer(), optimizer_archive);

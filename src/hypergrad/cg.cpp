@@ -1,6 +1,7 @@
 #include <mlo/hypergrad/cg.h>
 
 #include <mlo/base/error.h>
+#include <mlo/core/level.h>
 #include <mlo/core/problem.h>
 
 #include <mlo/hypergrad/vector.h>
@@ -15,8 +16,8 @@ namespace hypergrad {
 
 CG::CG(CGOptions options) : options_(std::move(options)) { check_options(options_); }
 
-std::vector<at::Tensor> CG::apply(const std::vector<at::Tensor>& v_in, Problem& curr,
-                                  Problem& prev) {
+std::vector<at::Tensor> CG::apply(const std::vector<at::Tensor>& v_in, Level& curr,
+                                  Level& prev) {
   at::AutoGradMode enable_grad(true);
   const TensorList lambda = prev.parameters();
   LowerGradient lower(curr);

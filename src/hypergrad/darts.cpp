@@ -1,6 +1,7 @@
 #include <mlo/hypergrad/darts.h>
 
 #include <mlo/base/error.h>
+#include <mlo/core/level.h>
 #include <mlo/core/problem.h>
 
 #include <mlo/hypergrad/finite_difference.h>
@@ -18,8 +19,8 @@ Darts::Darts(DartsOptions options) : options_(std::move(options)) {
   check_options(options_);
 }
 
-std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Problem& curr,
-                                     Problem& prev) {
+std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Level& curr,
+                                     Level& prev) {
   at::AutoGradMode enable_grad(true);
   const TensorList v =
       defined_or_zeros(v_in, curr.parameters(), "darts", curr.name());

@@ -2,6 +2,7 @@
 
 #include <mlo/base/archive.h>
 #include <mlo/base/error.h>
+#include <mlo/core/level.h>
 #include <mlo/core/problem.h>
 #include <mlo/detail/torch_compat.h>
 #include <mlo/hypergrad/differentiable_optimizer.h>
@@ -103,7 +104,7 @@ void Sama::load(torch::serialize::InputArchive& archive) {
   }
 }
 
-void Sama::before_optimizer_step(Problem& curr) {
+void Sama::before_optimizer_step(Level& curr) {
   const auto params = curr.parameters();
   const DifferentiableOptimizer opt(curr.optimizer(), params, curr.name());
   // NOTE: the schedule moves the learning rates right after the step; the Jacobian is the one
@@ -130,7 +131,7 @@ void Sama::before_optimizer_step(Problem& curr) {
 }
 
 std::vector<at::Tensor> Sama::precondition(const std::vector<at::Tensor>& v_in,
-                                           Problem& curr) const {
+                                           Level& curr) const {
   const auto params = curr.parameters();
   const TensorList v = defined_or_zeros(v_in, params, "sama", curr.name());
   const DifferentiableOptimizer opt(curr.optimizer(), params, curr.name());
@@ -183,8 +184,8 @@ std::vector<at::Tensor> Sama::precondition(const std::vector<at::Tensor>& v_in,
   return out;
 }
 
-std::vector<at::Tensor> Sama::apply(const std::vector<at::Tensor>& v, Problem& curr,
-                                    Problem& prev) {
+std::vector<at::Tensor> Sama::apply(const std::vector<at::Tensor>& v, Level& curr,
+                                    Level& prev) {
   at::AutoGradMode enable_grad(true);
   const TensorList direction = precondition(v, curr);
   return central_difference(curr, prev.parameters(), direction, options_.alpha());

@@ -1,6 +1,7 @@
 #include <mlo/hypergrad/unrolled.h>
 
 #include <mlo/base/error.h>
+#include <mlo/core/level.h>
 #include <mlo/core/problem.h>
 #include <mlo/hypergrad/binomial_schedule.h>
 #include <mlo/hypergrad/differentiable_optimizer.h>
@@ -35,7 +36,7 @@ namespace {
 // restores them.
 class Replay {
  public:
-  Replay(Problem& curr, const TensorList& lambda, const DifferentiableOptimizer& optimizer,
+  Replay(Level& curr, const TensorList& lambda, const DifferentiableOptimizer& optimizer,
          const std::vector<std::vector<Batch>>& batches,
          const std::vector<std::vector<double>>& lrs)
       : curr_(curr),
@@ -130,7 +131,7 @@ class Replay {
     return total;
   }
 
-  Problem& curr_;
+  Level& curr_;
   TensorList params_;
   const TensorList& lambda_;
   const DifferentiableOptimizer& optimizer_;
@@ -203,7 +204,7 @@ int64_t Unrolled::recorded_steps() const {
   return static_cast<int64_t>(recording_->batches.size());
 }
 
-void Unrolled::on_unroll_start(Problem& curr) {
+void Unrolled::on_unroll_start(Level& curr) {
   Recording& r = *recording_;
   const auto params = curr.parameters();
   r.optimizer = std::make_unique<DifferentiableOptimizer>(curr.optimizer(), params, curr.name());
@@ -213,15 +214,15 @@ void Unrolled::on_unroll_start(Problem& curr) {
   r.started = true;
 }
 
-void Unrolled::before_optimizer_step(Problem& curr) {
+void Unrolled::before_optimizer_step(Level& curr) {
   Recording& r = *recording_;
   if (!r.started) return;
-  r.batches.push_back(curr.current_batches());
+  r.batches.push_back(curr.batches());
   r.lrs.push_back(r.optimizer->learning_rates(curr.optimizer()));
 }
 
-std::vector<at::Tensor> Unrolled::apply(const std::vector<at::Tensor>& v_in, Problem& curr,
-                                        Problem& prev) {
+std::vector<at::Tensor> Unrolled::apply(const std::vector<at::Tensor>& v_in, Level& curr,
+                                        Level& prev) {
   at::AutoGradMode enable_grad(true);
   Recording& r = *recording_;
   const TensorList params = curr.parameters();

@@ -1,4 +1,5 @@
 // Engine: configuration errors at start, validation hook, early stopping, log lines.
+#include "core/level_runtime.h"
 #include "support/chain_fit.h"
 #include "support/toy.h"
 
@@ -178,8 +179,13 @@ TEST_CASE("Engine: data-parallel setups a method cannot serve exactly are refuse
     mlo_test::link(engine, outer, inner);
     REQUIRE_NOTHROW(engine.initialize());
     CHECK(engine.world_size() == 1);
-    CHECK(inner->process_group() == nullptr);
-    CHECK(outer->process_group() == engine.group());
+    // (the group a level averages over is the engine's runtime's: core/level_runtime.h)
+    const mlo::detail::LevelRuntime* inner_level = mlo::detail::runtime_of(*inner);
+    const mlo::detail::LevelRuntime* outer_level = mlo::detail::runtime_of(*outer);
+    REQUIRE(inner_level != nullptr);
+    REQUIRE(outer_level != nullptr);
+    CHECK(inner_level->group() == nullptr);
+    CHECK(outer_level->group() == engine.group());
   }
 }
 
@@ -407,8 +413,8 @@ TEST_CASE("Engine: zero3 on one process trains a Chain exactly as one process do
   b.add(sharded);
   a.run();
   b.run();
-  REQUIRE(sharded->shards_parameters());
-  CHECK_FALSE(plain->shards_parameters());
+  REQUIRE(b.level(*sharded).shards_parameters());
+  CHECK_FALSE(a.level(*plain).shards_parameters());
   // Two blocks with parameters: two flat shards (4 * 3 + 4 and 4 + 1 elements).
   const auto shards = sharded->parameters();
   REQUIRE(shards.size() == 2);

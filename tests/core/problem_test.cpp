@@ -1,5 +1,6 @@
 // Problem: the user's optimizer and schedule are used as given, hooks fire in order, state
 // round-trips, gradient clipping bounds the step.
+#include "support/levels.h"
 #include "support/toy.h"
 
 #include <catch2/catch.hpp>
@@ -223,10 +224,10 @@ TEST_CASE("Problem: training_step knows its own step from a hypergradient's re-e
     CHECK(lower->metrics().at("w") == Approx(0.55).epsilon(1e-12));  // the second own step's
     CHECK(lower->metrics().at("calls") == 2.0);
   }
-  SECTION("A direct call is an evaluation; current_loss is a re-evaluation and records nothing") {
+  SECTION("A direct call is an evaluation; Level::loss is a re-evaluation and records nothing") {
     auto p = std::make_shared<Recording>("p", ProblemConfig(), nullptr);
     run_alone(p, 1);  // w: 0.5 -> 0.5 - 0.1 * 2 (0.5 - 1) = 0.6
-    p->current_loss();
+    mlo::testing::make_level(*p)->loss();
     CHECK(p->calls.back().call == LossCall::kReevaluation);
     CHECK(p->metrics().at("calls") == 1.0);
     p->training_step(mlo::Batch());

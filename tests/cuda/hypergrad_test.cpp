@@ -22,7 +22,7 @@ namespace {
 std::pair<torch::Tensor, torch::Tensor> cpu_and_cuda(const mlo::ProblemConfig& config) {
   Quadratic q = Quadratic::make(config);
   auto method = q.lower->config().method().make();
-  const auto on_cpu = method->apply({q.v}, *q.lower, *q.upper);
+  const auto on_cpu = method->apply({q.v}, *q.lower_level, *q.upper_level);
   REQUIRE(on_cpu.size() == 1);
 
   const torch::Device gpu(torch::kCUDA, 0);
@@ -31,8 +31,11 @@ std::pair<torch::Tensor, torch::Tensor> cpu_and_cuda(const mlo::ProblemConfig& c
   q.lower->a = q.a.to(gpu);
   q.lower->b = q.b.to(gpu);
   REQUIRE(q.lower->w().is_cuda());
+  // The levels again: a level takes its problem's device when it is made.
+  q.lower_level = mlo::testing::make_level(*q.lower);
+  q.upper_level = mlo::testing::make_level(*q.upper);
   auto again = q.lower->config().method().make();
-  const auto on_gpu = again->apply({q.v.to(gpu)}, *q.lower, *q.upper);
+  const auto on_gpu = again->apply({q.v.to(gpu)}, *q.lower_level, *q.upper_level);
   REQUIRE(on_gpu.size() == 1);
   REQUIRE(on_gpu[0].is_cuda());
   REQUIRE(on_gpu[0].scalar_type() == torch::kDouble);

@@ -11,14 +11,22 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
 
 using mlo_test::ChainFit;  // (tests/support/chain_fit.h)
 
-// Trains the fit for 6 steps on cuda:0 under `strategy`, with `offload`; returns the problem.
-std::shared_ptr<ChainFit> train(mlo::dist::Strategy strategy, mlo::Offload offload) {
+// A trained fit and the engine that trained it (which holds the problem's level: its trainable
+// tensors, this rank's shards under zero3).
+struct Trained {
+  std::unique_ptr<mlo::Engine> engine;
+  std::shared_ptr<ChainFit> problem;
+};
+
+// Trains the fit for 6 steps on cuda:0 under `strategy`, with `offload`.
+Trained train(mlo::dist::Strategy strategy, mlo::Offload offload) {
   const torch::Device gpu(torch::kCUDA, 0);
   torch::manual_seed(7);
   mlo::nn::Chain chain;
@@ -33,22 +41,24 @@ std::shared_ptr<ChainFit> train(mlo::dist::Strategy strategy, mlo::Offload offlo
     batches.emplace_back(torch::randn({6, 3}, torch::TensorOptions(torch::kDouble)).to(gpu));
   }
   p->data(batches);
-  mlo::Engine engine(mlo::EngineConfig().train_iters(6).strategy(strategy));
-  engine.add(p);
-  engine.run();
-  return p;
+  auto engine = std::make_unique<mlo::Engine>(
+      mlo::EngineConfig().train_iters(6).strategy(strategy));
+  engine->add(p);
+  engine->run();
+  return Trained{std::move(engine), p};
 }
 
 }  // namespace
 
 TEST_CASE("CUDA: zero3 on one GPU equals plain training, with and without offload cpu",
           "[cuda][dist]") {
-  const auto plain = train(mlo::dist::Strategy::kDefault, mlo::Offload::kNone);
+  const auto plain = train(mlo::dist::Strategy::kDefault, mlo::Offload::kNone).problem;
   const auto want = plain->full_parameters();
   for (const auto offload : {mlo::Offload::kNone, mlo::Offload::kCpu}) {
     INFO("offload " << mlo::to_string(offload));
-    const auto sharded = train(mlo::dist::Strategy::kZero3, offload);
-    REQUIRE(sharded->shards_parameters());
+    const Trained trained = train(mlo::dist::Strategy::kZero3, offload);
+    const auto& sharded = trained.problem;
+    REQUIRE(trained.engine->level(*sharded).shards_parameters());
     for (const auto& shard : sharded->parameters()) {
       CHECK(shard.is_cuda() == (offload == mlo::Offload::kNone));
       if (offload == mlo::Offload::kCpu) CHECK(shard.is_pinned());

@@ -15,7 +15,7 @@ namespace {
 
 torch::Tensor cg(Quadratic& q, int64_t iterations, double alpha) {
   mlo::hypergrad::CG method(mlo::CGOptions().iterations(iterations).alpha(alpha));
-  const auto out = method.apply({q.v}, *q.lower, *q.upper);
+  const auto out = method.apply({q.v}, *q.lower_level, *q.upper_level);
   REQUIRE(out.size() == 1);
   REQUIRE_FALSE(out[0].requires_grad());
   return out[0];
@@ -70,11 +70,11 @@ TEST_CASE("CG: zero vector, parameters unchanged, unused upper parameter", "[hyp
   const torch::Tensor w_before = q.lower->w().detach().clone();
   mlo::hypergrad::CG method(mlo::CGOptions().iterations(5));
 
-  const auto zero = method.apply({torch::zeros_like(q.v)}, *q.lower, *q.upper);
+  const auto zero = method.apply({torch::zeros_like(q.v)}, *q.lower_level, *q.upper_level);
   REQUIRE(zero.size() == 2);
   CHECK(zero[0].abs().max().item<double>() == 0.0);
 
-  const auto out = method.apply({q.v}, *q.lower, *q.upper);
+  const auto out = method.apply({q.v}, *q.lower_level, *q.upper_level);
   REQUIRE(out.size() == 2);
   CHECK(torch::equal(q.lower->w().detach(), w_before));
   CHECK(out[1].abs().max().item<double>() == 0.0);

@@ -36,7 +36,7 @@ TEST_CASE("Darts: equals its finite-difference formula and the quadratic closed 
   const torch::Tensor w_before = q.lower->w().detach().clone();
 
   mlo::hypergrad::Darts darts(mlo::test::options_of<mlo::DartsOptions>(q.lower->config()));
-  const auto out = darts.apply({q.v}, *q.lower, *q.upper);
+  const auto out = darts.apply({q.v}, *q.lower_level, *q.upper_level);
   REQUIRE(out.size() == 1);
   REQUIRE_FALSE(out[0].requires_grad());
 
@@ -73,12 +73,12 @@ TEST_CASE("Darts: a zero vector gives zeros and an unused upper parameter gets z
                                 /*n=*/5, /*m=*/3, 0.5, 2.0, /*unused_upper_parameter=*/true);
   mlo::hypergrad::Darts darts(mlo::test::options_of<mlo::DartsOptions>(q.lower->config()));
 
-  const auto zero = darts.apply({torch::zeros_like(q.v)}, *q.lower, *q.upper);
+  const auto zero = darts.apply({torch::zeros_like(q.v)}, *q.lower_level, *q.upper_level);
   REQUIRE(zero.size() == 2);
   CHECK(zero[0].abs().max().item<double>() == 0.0);
   CHECK(zero[1].abs().max().item<double>() == 0.0);
 
-  const auto out = darts.apply({q.v}, *q.lower, *q.upper);
+  const auto out = darts.apply({q.v}, *q.lower_level, *q.upper_level);
   REQUIRE(out.size() == 2);
   CHECK(out[1].sizes() == q.upper->parameters()[1].sizes());
   CHECK(out[1].abs().max().item<double>() == 0.0);
@@ -96,7 +96,8 @@ TEST_CASE("Darts: restores the lower parameters when the loss throws", "[hypergr
       std::vector<std::pair<std::string, torch::Tensor>>{{"w", q.lower->w().detach()}}));
   const torch::Tensor w_before = lower.w().detach().clone();
   mlo::hypergrad::Darts darts(mlo::test::options_of<mlo::DartsOptions>(lower.config()));
-  CHECK_THROWS_AS(darts.apply({q.v}, lower, *q.upper), std::runtime_error);
+  const auto lower_level = mlo::testing::make_level(lower);
+  CHECK_THROWS_AS(darts.apply({q.v}, *lower_level, *q.upper_level), std::runtime_error);
   CHECK(torch::equal(lower.w().detach(), w_before));
 }
 
@@ -120,7 +121,7 @@ TEST_CASE("Darts: the in-place restore gives the same result without a copy of t
     mlo::memory::MemoryMeter::Active on(meter);
     auto scope = meter.scope("test", "apply");
     mlo::hypergrad::Darts darts(mlo::test::options_of<mlo::DartsOptions>(q.lower->config()));
-    const auto out = darts.apply({q.v}, *q.lower, *q.upper);
+    const auto out = darts.apply({q.v}, *q.lower_level, *q.upper_level);
     return std::make_pair(out[0], scope.close());
   };
   const auto [out_exact, peak_exact] = peak(exact);

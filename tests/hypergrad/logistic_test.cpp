@@ -48,6 +48,9 @@ struct Classifier : mlo::Problem {
 struct Setup {
   std::shared_ptr<Hyper> hyper;
   std::shared_ptr<Classifier> classifier;
+  // The two problems as levels (what a method is applied to).
+  std::shared_ptr<mlo::detail::LevelRuntime> hyper_level;
+  std::shared_ptr<mlo::detail::LevelRuntime> classifier_level;
   std::vector<torch::Tensor> v;  // over (w, b)
   torch::Tensor h;               // 4 x 4
   torch::Tensor j;               // 4 x 3
@@ -66,11 +69,13 @@ struct Setup {
     classifier->x = torch::randn({40, 3}, opts);
     classifier->y = (classifier->x.mv(torch::randn({3}, opts)) > 0).to(torch::kFloat64);
     v = {torch::randn({3}, opts), torch::randn({1}, opts)};
+    hyper_level = mlo::testing::make_level(*hyper);
+    classifier_level = mlo::testing::make_level(*classifier);
 
     // Explicit H and J with double-backward loops.
     const auto params = classifier->parameters();
     const auto lambda = hyper->parameters();
-    const torch::Tensor loss = classifier->current_loss();
+    const torch::Tensor loss = classifier_level->loss();
     const auto g = torch::autograd::grad({loss}, params, {}, /*retain_graph=*/true,
                                          /*create_graph=*/true);
     const torch::Tensor g_flat = torch::cat({g[0], g[1]});
@@ -88,7 +93,7 @@ struct Setup {
   torch::Tensor run(const mlo::ProblemConfig& config) {
     const torch::Tensor w_before = torch::cat(classifier->parameters()).detach().clone();
     auto method = config.method().make();
-    const auto out = method->apply(v, *classifier, *hyper);
+    const auto out = method->apply(v, *classifier_level, *hyper_level);
     REQUIRE(out.size() == 1);
     REQUIRE_FALSE(out[0].requires_grad());
     CHECK(torch::equal(torch::cat(classifier->parameters()).detach(), w_before));

@@ -17,7 +17,7 @@ namespace {
 
 torch::Tensor neumann(Quadratic& q, int64_t iterations, double alpha) {
   mlo::hypergrad::Neumann method(mlo::NeumannOptions().iterations(iterations).alpha(alpha));
-  const auto out = method.apply({q.v}, *q.lower, *q.upper);
+  const auto out = method.apply({q.v}, *q.lower_level, *q.upper_level);
   REQUIRE(out.size() == 1);
   REQUIRE_FALSE(out[0].requires_grad());
   return out[0];
@@ -78,7 +78,7 @@ TEST_CASE("Neumann: leaves the lower parameters unchanged and zeros unused upper
                                 /*unused_upper_parameter=*/true);
   const torch::Tensor w_before = q.lower->w().detach().clone();
   mlo::hypergrad::Neumann method(mlo::NeumannOptions().iterations(3));
-  const auto out = method.apply({q.v}, *q.lower, *q.upper);
+  const auto out = method.apply({q.v}, *q.lower_level, *q.upper_level);
   REQUIRE(out.size() == 2);
   CHECK(torch::equal(q.lower->w().detach(), w_before));
   CHECK_FALSE(q.lower->w().grad().defined());

@@ -16,8 +16,8 @@ namespace {
 class Identity : public mlo::Hypergradient {
  public:
   explicit Identity(double scale) : scale_(scale) {}
-  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, mlo::Problem&,
-                                mlo::Problem&) override {
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, mlo::Level&,
+                                mlo::Level&) override {
     std::vector<at::Tensor> out;
     for (const auto& t : v) out.push_back(t * scale_);
     return out;

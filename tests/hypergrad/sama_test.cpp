@@ -24,6 +24,11 @@ Quadratic make_quadratic() {
   return Quadratic::make(mlo::ProblemConfig().method(mlo::SamaOptions()));
 }
 
+// `q`'s lower level again, with both problems as its peers (as an engine makes it).
+void with_peers(Quadratic& q) {
+  q.lower_level = mlo::testing::make_level(*q.lower, {q.lower.get(), q.upper.get()});
+}
+
 void check_close(const torch::Tensor& got, const torch::Tensor& expected, double tolerance) {
   for (int64_t i = 0; i < expected.numel(); ++i) {
     INFO("index " << i << ": got " << got[i].item<double>() << ", expected "
@@ -52,11 +57,12 @@ TEST_CASE("Sama: SGD preconditioning is lr times the momentum factor", "[hypergr
     Quadratic q = make_quadratic();
     q.lower->optimizer<torch::optim::SGD>(cases[k].options);
     mlo::hypergrad::Sama sama(mlo::test::options_of<mlo::SamaOptions>(q.lower->config()));
-    run_unroll(*q.lower, {q.lower.get(), q.upper.get()}, &sama, cases[k].steps);
-    const auto direction = sama.precondition({q.v}, *q.lower);
+    with_peers(q);
+    run_unroll(*q.lower_level, &sama, cases[k].steps);
+    const auto direction = sama.precondition({q.v}, *q.lower_level);
     check_close(direction[0], q.v * (lr * cases[k].factor), 1e-14);
     // On a quadratic the central difference is exact: result = B^T J v.
-    const auto out = sama.apply({q.v}, *q.lower, *q.upper);
+    const auto out = sama.apply({q.v}, *q.lower_level, *q.upper_level);
     check_close(out[0], q.b.t().mv(q.v) * (lr * cases[k].factor), 1e-9);
   }
 }
@@ -69,8 +75,9 @@ TEST_CASE("Sama: uses the learning rate of the step taken, not the one the sched
   // The third step runs at lr; the schedule then drops the rate 10x for the fourth.
   q.lower->scheduler([](int64_t step) { return step < 3 ? 1.0 : 0.1; });
   mlo::hypergrad::Sama sama(mlo::test::options_of<mlo::SamaOptions>(q.lower->config()));
-  run_unroll(*q.lower, {q.lower.get(), q.upper.get()}, &sama, 3);
-  const auto direction = sama.precondition({q.v}, *q.lower);
+  with_peers(q);
+  run_unroll(*q.lower_level, &sama, 3);
+  const auto direction = sama.precondition({q.v}, *q.lower_level);
   check_close(direction[0], q.v * lr, 1e-14);
 }
 
@@ -88,23 +95,23 @@ TEST_CASE("Sama: Adam/AdamW preconditioning equals the Jacobian of the update (a
         torch::optim::AdamOptions(0.05).weight_decay(0.1).amsgrad(amsgrad).eps(1e-3));
   }
   mlo::hypergrad::Sama sama(mlo::test::options_of<mlo::SamaOptions>(q.lower->config()));
-  const std::vector<mlo::Problem*> peers = {q.lower.get(), q.upper.get()};
-  run_unroll(*q.lower, peers, &sama, 4);
+  with_peers(q);
+  run_unroll(*q.lower_level, &sama, 4);
   // The state before the last step and that step's gradient, to differentiate it here.
   const auto params = q.lower->parameters();
   mlo::hypergrad::DifferentiableOptimizer opt(q.lower->optimizer(), params, "lower");
   const mlo::hypergrad::OptimizerState before = opt.read_state(q.lower->optimizer(), params);
   const torch::Tensor lambda = q.upper->lambda().detach();
   const torch::Tensor grad = (q.a.mv(params[0].detach()) - q.b.mv(lambda)).requires_grad_(true);
-  run_unroll(*q.lower, peers, &sama, 1);  // the last step, which sama records
+  run_unroll(*q.lower_level, &sama, 1);  // the last step, which sama records
   const auto after = opt.step(before, {grad}, opt.learning_rates(q.lower->optimizer()));
   // The update u = w - w'; J v = d(u . v)/dg (J is diagonal).
   const torch::Tensor jv = -torch::autograd::grad({(after.params[0] * q.v).sum()}, {grad})[0];
   // The differentiable update reproduces the real optimizer's step.
   check_close(after.params[0].detach(), params[0].detach(), 1e-14);
-  const auto direction = sama.precondition({q.v}, *q.lower);
+  const auto direction = sama.precondition({q.v}, *q.lower_level);
   check_close(direction[0], jv, 1e-12);
-  const auto out = sama.apply({q.v}, *q.lower, *q.upper);
+  const auto out = sama.apply({q.v}, *q.lower_level, *q.upper_level);
   check_close(out[0], q.b.t().mv(jv), 1e-9);
 }
 
@@ -136,8 +143,9 @@ TEST_CASE("Sama: its record of the latest step saves and loads (resumable method
         torch::optim::SGDOptions(0.1).momentum(0.9).dampening(0.25));
   }
   mlo::hypergrad::Sama sama(mlo::SamaOptions{});
-  run_unroll(*q.lower, {q.lower.get(), q.upper.get()}, &sama, adam ? 3 : 1);
-  const auto expected = sama.precondition({q.v}, *q.lower);
+  with_peers(q);
+  run_unroll(*q.lower_level, &sama, adam ? 3 : 1);
+  const auto expected = sama.precondition({q.v}, *q.lower_level);
 
   torch::serialize::OutputArchive out;
   sama.save(out);
@@ -147,12 +155,12 @@ TEST_CASE("Sama: its record of the latest step saves and loads (resumable method
   in.load_from(bytes);
   mlo::hypergrad::Sama loaded(mlo::SamaOptions{});
   loaded.load(in);
-  CHECK(torch::equal(loaded.precondition({q.v}, *q.lower)[0], expected[0]));
+  CHECK(torch::equal(loaded.precondition({q.v}, *q.lower_level)[0], expected[0]));
   // Without the record a fresh method preconditions differently (or refuses): the state matters.
   mlo::hypergrad::Sama fresh(mlo::SamaOptions{});
   bool differs = true;
   try {
-    differs = !torch::equal(fresh.precondition({q.v}, *q.lower)[0], expected[0]);
+    differs = !torch::equal(fresh.precondition({q.v}, *q.lower_level)[0], expected[0]);
   } catch (const mlo::Error&) {
   }
   CHECK(differs);

@@ -54,7 +54,9 @@ Measured measure(int64_t steps, const mlo::UnrolledOptions& options) {
   lower->a = torch::rand({n}) + 0.5;
   lower->x = torch::randn({n, m}) / 100.0;
   mlo::hypergrad::Unrolled method(options);
-  mlo::testing::run_unroll(*lower, {lower.get(), upper.get()}, &method, steps);
+  const auto lower_level = mlo::testing::make_level(*lower, {lower.get(), upper.get()});
+  const auto upper_level = mlo::testing::make_level(*upper);
+  mlo::testing::run_unroll(*lower_level, &method, steps);
   const torch::Tensor v = torch::randn({n});
 
   mlo::memory::MemoryMeter meter;
@@ -63,7 +65,7 @@ Measured measure(int64_t steps, const mlo::UnrolledOptions& options) {
     mlo::memory::MemoryMeter::Active on(meter);
     const int64_t before = meter.current();
     meter.reset_peak();
-    out.result = method.apply({v}, *lower, *upper)[0];
+    out.result = method.apply({v}, *lower_level, *upper_level)[0];
     out.peak = meter.peak() - before;
   }
   return out;

@@ -18,6 +18,7 @@
 
 namespace unrolled_test {
 
+using mlo::testing::make_level;
 using mlo::testing::Quadratic;
 using mlo::testing::run_unroll;
 using mlo::testing::SavedState;
@@ -35,11 +36,12 @@ TEST_CASE("Unrolled: SGD on a quadratic equals lr B^T sum_t (I - lr A)^t v",
   q.lower->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(lr));
   q.upper->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
   mlo::hypergrad::Unrolled method(mlo::test::options_of<mlo::UnrolledOptions>(q.lower->config()));
-  run_unroll(*q.lower, {q.lower.get(), q.upper.get()}, &method, steps);
+  q.lower_level = make_level(*q.lower, {q.lower.get(), q.upper.get()});
+  run_unroll(*q.lower_level, &method, steps);
   const torch::Tensor w_after = q.lower->w().detach().clone();
   REQUIRE(method.recorded_steps() == steps);
 
-  const auto out = method.apply({q.v}, *q.lower, *q.upper);
+  const auto out = method.apply({q.v}, *q.lower_level, *q.upper_level);
   REQUIRE(out.size() == 1);
   // Closed form: w_t = (I - lr A) w_{t-1} + lr B lambda.
   torch::Tensor sum = torch::zeros_like(q.v);
@@ -115,8 +117,9 @@ TEST_CASE("Unrolled: equals a finite difference of the unrolled objective (doubl
       LogReg r = make_logreg(mlo::ProblemConfig().method(mlo::UnrolledOptions()), set_optimizer);
       auto& inner = *r.pair.inner;
       auto& outer = *r.pair.outer;
-      const std::vector<mlo::Problem*> peers = {&inner, &outer};
-      if (warmup > 0) run_unroll(inner, peers, nullptr, warmup);
+      const auto inner_level = make_level(inner, {&inner, &outer});
+      const auto outer_level = make_level(outer);
+      if (warmup > 0) run_unroll(*inner_level, nullptr, warmup);
       REQUIRE(inner.optimizer().state().empty() == (warmup == 0));
       SavedState start(inner);
       torch::manual_seed(7);
@@ -124,8 +127,8 @@ TEST_CASE("Unrolled: equals a finite difference of the unrolled objective (doubl
       for (const auto& p : inner.parameters()) v.push_back(torch::randn_like(p));
 
       mlo::hypergrad::Unrolled method(mlo::test::options_of<mlo::UnrolledOptions>(inner.config()));
-      run_unroll(inner, peers, &method, steps);
-      const auto out = method.apply(v, inner, outer);
+      run_unroll(*inner_level, &method, steps);
+      const auto out = method.apply(v, *inner_level, *outer_level);
       REQUIRE(out.size() == 1);
 
       // f(lambda) = v . w_K(lambda), by running the real optimizer from the same start.
@@ -137,7 +140,7 @@ TEST_CASE("Unrolled: equals a finite difference of the unrolled objective (doubl
           torch::NoGradGuard no_grad;
           outer.weights().copy_(lambda);
         }
-        run_unroll(inner, peers, nullptr, steps);
+        run_unroll(*inner_level, nullptr, steps);
         double f = 0;
         const auto params = inner.parameters();
         for (size_t i = 0; i < params.size(); ++i) f += (params[i] * v[i]).sum().item<double>();
@@ -164,8 +167,9 @@ TEST_CASE("Unrolled: binomial checkpointing equals keeping every state (1e-10)",
   });
   auto& inner = *r.pair.inner;
   auto& outer = *r.pair.outer;
-  const std::vector<mlo::Problem*> peers = {&inner, &outer};
-  run_unroll(inner, peers, nullptr, 3);
+  const auto inner_level = make_level(inner, {&inner, &outer});
+  const auto outer_level = make_level(outer);
+  run_unroll(*inner_level, nullptr, 3);
   SavedState start(inner);
   torch::manual_seed(11);
   std::vector<torch::Tensor> v;
@@ -174,8 +178,8 @@ TEST_CASE("Unrolled: binomial checkpointing equals keeping every state (1e-10)",
   auto run = [&](const mlo::UnrolledOptions& options, mlo::hypergrad::Unrolled::Stats* stats) {
     start.restore();
     mlo::hypergrad::Unrolled method(options);
-    run_unroll(inner, peers, &method, steps);
-    auto out = method.apply(v, inner, outer);
+    run_unroll(*inner_level, &method, steps);
+    auto out = method.apply(v, *inner_level, *outer_level);
     if (stats) *stats = method.last_stats();
     return out[0];
   };
@@ -260,13 +264,14 @@ TEST_CASE("Unrolled: gradient accumulation and a learning-rate schedule are repl
   const auto y = r.data.train.target;
   inner.data(std::vector<mlo::Batch>{mlo::Batch(x.slice(0, 0, 50), y.slice(0, 0, 50)),
                                      mlo::Batch(x.slice(0, 50), y.slice(0, 50))});
-  const std::vector<mlo::Problem*> peers = {&inner, &outer};
+  const auto inner_level = make_level(inner, {&inner, &outer});
+  const auto outer_level = make_level(outer);
   // NOTE: every run takes an even number of local steps, so the two-batch stream starts each
   // run at the same batch.
   const int64_t local_steps = 16;  // 8 optimizer steps
   // One optimizer step first: SavedState's restore (torch::load) overwrites existing optimizer
   // state but would not remove momentum buffers created after a save of an empty state.
-  run_unroll(inner, peers, nullptr, 2);
+  run_unroll(*inner_level, nullptr, 2);
   SavedState start(inner);
   torch::manual_seed(5);
   std::vector<torch::Tensor> v;
@@ -281,9 +286,9 @@ TEST_CASE("Unrolled: gradient accumulation and a learning-rate schedule are repl
   };
   reset_schedule();
   mlo::hypergrad::Unrolled method(mlo::test::options_of<mlo::UnrolledOptions>(inner.config()));
-  run_unroll(inner, peers, &method, local_steps);
+  run_unroll(*inner_level, &method, local_steps);
   REQUIRE(method.recorded_steps() == 8);
-  const auto out = method.apply(v, inner, outer);
+  const auto out = method.apply(v, *inner_level, *outer_level);
 
   const torch::Tensor lambda0 = outer.weights().detach().clone();
   auto objective = [&](const torch::Tensor& lambda) {
@@ -293,7 +298,7 @@ TEST_CASE("Unrolled: gradient accumulation and a learning-rate schedule are repl
       torch::NoGradGuard no_grad;
       outer.weights().copy_(lambda);
     }
-    run_unroll(inner, peers, nullptr, local_steps);
+    run_unroll(*inner_level, nullptr, local_steps);
     double f = 0;
     const auto params = inner.parameters();
     for (size_t i = 0; i < params.size(); ++i) f += (params[i] * v[i]).sum().item<double>();
@@ -383,9 +388,11 @@ TEST_CASE("Unrolled: the replay leaves the problem's metrics exactly as the step
   low->others = {top.get()};
   low->log_each_call = true;  // every training_step logs a new key
   mlo::hypergrad::Unrolled method(mlo::test::options_of<mlo::UnrolledOptions>(low->config()));
-  run_unroll(*low, {low.get(), top.get()}, &method, 3);
+  const auto low_level = make_level(*low, {low.get(), top.get()});
+  const auto top_level = make_level(*top);
+  run_unroll(*low_level, &method, 3);
   const mlo::Metrics before = low->metrics();
-  method.apply({torch::ones({1}, torch::kDouble)}, *low, *top);
+  method.apply({torch::ones({1}, torch::kDouble)}, *low_level, *top_level);
   CHECK(low->calls > 3);  // the replay did evaluate the loss
   CHECK(low->metrics() == before);
 }

@@ -75,7 +75,7 @@ TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the froz
   std::vector<torch::Tensor> v;
   for (const auto& t : classifier->parameters()) v.push_back(torch::randn_like(t));
   auto method = classifier->config().method().make();
-  const auto got = method->apply(v, *classifier, *reweighter);
+  const auto got = method->apply(v, engine.level(*classifier), engine.level(*reweighter));
 
   // Oracle: -d/dphi (dL/dw . v), L = sum_i w_i l_i / sum_i w_i with w_i = net(l_i frozen, y_i).
   const auto w = classifier->parameters();

@@ -197,7 +197,7 @@ std::vector<torch::Tensor> apply_after_one_step(Pair& p, const std::vector<torch
   engine.add(p.reweighter).add(p.classifier).link(p.reweighter, p.classifier);
   engine.run();
   auto method = p.classifier->config().method().make();
-  return method->apply(v, *p.classifier, *p.reweighter);
+  return method->apply(v, engine.level(*p.classifier), engine.level(*p.reweighter));
 }
 
 TEST_CASE("Reweighting: DARTS differentiates the update with the weights' input frozen",
@@ -277,7 +277,7 @@ TEST_CASE("Reweighting: a finite-difference re-evaluation without the classifier
     engine.add(p.reweighter).add(p.classifier).link(p.reweighter, p.classifier);
     engine.run();
     auto method = p.classifier->config().method().make();
-    return method->apply(v, *p.classifier, *p.reweighter);
+    return method->apply(v, engine.level(*p.classifier), engine.level(*p.reweighter));
   };
   REQUIRE(mlo::SamaOptions().reevaluation().upper_gradients_only);
   REQUIRE_FALSE(SamaWithGraph().reevaluation().upper_gradients_only);
@@ -307,7 +307,7 @@ TEST_CASE("Reweighting: frozen inputs are the losses of the step, before its upd
   REQUIRE((after - before).abs().max().item<double>() > 1e-4);  // the classifier moved
   const auto w_before = p.reweighter->weights(before, train.target);
   const double want = (w_before * after).mean().item<double>();  // normalize_weights is off
-  CHECK(p.classifier->current_loss().item<double>() == Approx(want).epsilon(1e-12));
+  CHECK(engine.level(*p.classifier).loss().item<double>() == Approx(want).epsilon(1e-12));
 }
 
 TEST_CASE(

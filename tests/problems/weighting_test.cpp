@@ -8,6 +8,7 @@
 #include <mlo/nn/mwn.h>
 #include <torch/torch.h>
 
+#include "support/levels.h"
 #include "support/three_samples.h"
 
 #include <catch2/catch.hpp>
@@ -55,6 +56,8 @@ mlo::nn::MWN sigmoid_net() {
 struct Pair {
   std::shared_ptr<rw::Classifier> classifier;
   std::shared_ptr<rw::Reweighter> reweighter;
+  // The classifier as a level, with the reweighter as its peer (made by floored_after_one).
+  std::shared_ptr<mlo::detail::LevelRuntime> classifier_level;
 };
 
 Pair make_pair(const mlo::ProblemConfig& config, double lr) {
@@ -77,14 +80,14 @@ Pair floored_after_one(const mlo::ProblemConfig& config) {
   auto p = make_pair(config, 0.0);
   p.classifier->weighting(
       rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
-  p.classifier->resolve(/*meter=*/nullptr, {p.reweighter.get()});
+  p.classifier_level = mlo::testing::make_level(*p.classifier, {p.reweighter.get()});
   return p;
 }
 
-// Two own steps of `classifier`, the first starting an unroll.
-void two_steps(rw::Classifier& classifier) {
+// Two own steps of `classifier` (a level), the first starting an unroll.
+void two_steps(mlo::detail::LevelRuntime& classifier) {
   for (int64_t step = 1; step <= 2; ++step) {
-    mlo::StepContext context;
+    mlo::detail::StepContext context;
     context.unroll_start = step == 1;
     classifier.step(context);
   }
@@ -188,15 +191,15 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
   auto p = make_pair(mlo::ProblemConfig(), 0.0);
   p.classifier->weighting(
       rw::WeightNetOptions(p.reweighter.get()).weight_floor(0.5).weight_floor_after(2));
-  p.classifier->resolve(/*meter=*/nullptr, {p.reweighter.get()});
+  const auto level = mlo::testing::make_level(*p.classifier, {p.reweighter.get()});
   // Outside a step, before any: no floor yet.
   CHECK(p.classifier->training_step(mlo_test::three_samples()).item<double>() ==
         Approx(normalized(0.0)).epsilon(1e-14));
   CHECK(p.classifier->metrics().at("weight_floor") == 0.0);
   for (int64_t step = 1; step <= 4; ++step) {
-    mlo::StepContext context;
+    mlo::detail::StepContext context;
     context.unroll_start = true;
-    p.classifier->step(context);
+    level->step(context);
     REQUIRE(p.classifier->step_count() == step);
     const double f = step > 2 ? 0.5 : 0.0;
     const auto& m = p.classifier->metrics();
@@ -204,7 +207,7 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
     CHECK(m.at("weight_floor") == f);
     CHECK(m.at("weight_min") == Approx(f + (1 - f) * w[0]).epsilon(1e-14));
     // A hypergradient's re-evaluation of the step's batch (frozen inputs) takes the step's floor.
-    CHECK(p.classifier->current_loss().item<double>() == Approx(normalized(f)).epsilon(1e-14));
+    CHECK(level->loss().item<double>() == Approx(normalized(f)).epsilon(1e-14));
   }
   // An accumulation window that straddles the start (2 micro-batches, the floor after step 1):
   // its re-evaluation takes each batch's own floor, none for the first, 0.5 for the second,
@@ -213,12 +216,12 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
     auto q = floored_after_one(mlo::ProblemConfig().gradient_accumulation(2));
     q.classifier->data(
         std::vector<mlo::Batch>{mlo_test::three_samples(), mlo_test::three_samples()});
-    two_steps(*q.classifier);
+    two_steps(*q.classifier_level);
     REQUIRE(q.classifier->current_batches().size() == 2);
     CHECK(q.classifier->metrics().at("weight_floor") == 0.5);
     const double window = (normalized(0.0) + normalized(0.5)) / 2;
-    CHECK(q.classifier->current_loss().item<double>() == Approx(window).epsilon(1e-14));
-    CHECK(q.classifier->current_loss(0).item<double>() ==
+    CHECK(q.classifier_level->loss().item<double>() == Approx(window).epsilon(1e-14));
+    CHECK(q.classifier_level->loss(0).item<double>() ==
           Approx(normalized(0.0) / 2).epsilon(1e-14));
     std::stringstream stream;
     {
@@ -231,7 +234,7 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
     archive.load_from(stream);
     r.classifier->load_state_dict(archive);
     REQUIRE(r.classifier->current_batches().size() == 2);
-    CHECK(r.classifier->current_loss().item<double>() == Approx(window).epsilon(1e-14));
+    CHECK(r.classifier_level->loss().item<double>() == Approx(window).epsilon(1e-14));
   }
   // Unrolled over 2 steps (a replay re-evaluates both batches; no accumulation): the first
   // step's batch keeps its floor after the second step.
@@ -239,15 +242,15 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
     auto q = floored_after_one(mlo::ProblemConfig().unroll_steps(2));
     const std::vector<mlo::Batch> batches{mlo_test::three_samples(), mlo_test::three_samples()};
     q.classifier->data(batches);
-    two_steps(*q.classifier);
-    CHECK(q.classifier->loss(batches[0]).item<double>() ==
+    two_steps(*q.classifier_level);
+    CHECK(q.classifier_level->loss(batches[0]).item<double>() ==
           Approx(normalized(0.0)).epsilon(1e-14));
-    CHECK(q.classifier->loss(batches[1]).item<double>() ==
+    CHECK(q.classifier_level->loss(batches[1]).item<double>() ==
           Approx(normalized(0.5)).epsilon(1e-14));
     // New options forget the old ones' floors.
     q.classifier->weighting(
         rw::WeightNetOptions(q.reweighter.get()).weight_floor(0.5).weight_floor_after(1));
-    CHECK(q.classifier->loss(batches[0]).item<double>() ==
+    CHECK(q.classifier_level->loss(batches[0]).item<double>() ==
           Approx(normalized(0.5)).epsilon(1e-14));
   }
   // weight_floor_after 0 (the default): the floor from the first step, outside the steps too.
@@ -343,7 +346,8 @@ TEST_CASE(
   REQUIRE((l1 - torch::tensor(l, torch::kDouble)).abs().max().item<double>() > 1e-2);
   double want = 0;
   for (int64_t i = 0; i < 3; ++i) want += w[static_cast<size_t>(i)] * l1[i].item<double>();
-  CHECK(p.classifier->current_loss().item<double>() == Approx(want / w_sum).epsilon(1e-12));
+  CHECK(engine.level(*p.classifier).loss().item<double>() ==
+        Approx(want / w_sum).epsilon(1e-12));
   CHECK(m.at("weight_mean") == Approx(w_sum / 3).epsilon(1e-14));  // still the step's
 
   // An evaluation of another batch reads its own losses: weights sigmoid(l_i(w1)).
@@ -351,7 +355,8 @@ TEST_CASE(
   p.classifier->training_step(other);
   CHECK(m.at("weight_mean") == Approx(torch::sigmoid(l1).mean().item<double>()).epsilon(1e-12));
   // It froze nothing: a re-evaluation of the step's batch still reads the step's inputs.
-  CHECK(p.classifier->current_loss().item<double>() == Approx(want / w_sum).epsilon(1e-12));
+  CHECK(engine.level(*p.classifier).loss().item<double>() ==
+        Approx(want / w_sum).epsilon(1e-12));
 }
 
 }  // namespace weighting_test

@@ -51,7 +51,7 @@ TEST_CASE("User method: fixed-point iteration reaches the closed form B^T A^{-1}
   auto method = q.lower->config().method().make();
   auto* fixed = dynamic_cast<FixedPoint*>(method.get());
   REQUIRE(fixed != nullptr);
-  const auto out = method->apply({q.v}, *q.lower, *q.upper);
+  const auto out = method->apply({q.v}, *q.lower_level, *q.upper_level);
   REQUIRE(out.size() == 1);
   const double err = mlo::testing::relative_error(out[0], q.exact());
   CAPTURE(err, fixed->last_iterations(), fixed->last_residual());

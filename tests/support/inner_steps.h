@@ -1,8 +1,10 @@
 #pragma once
-// Test helper: steps a lower problem through one unroll the way the engine does (Problem::step
-// with a StepContext), telling a hypergradient method about the unroll start and every
+// Test helper: steps a lower problem through one unroll the way the engine does (its level's
+// step with a StepContext), telling a hypergradient method about the unroll start and every
 // optimizer step, so that methods that record the trajectory (unrolled) or the optimizer's
 // latest gradient (sama) can be tested without an engine.
+
+#include "support/levels.h"
 
 #include <mlo/core/problem.h>
 #include <mlo/core/method.h>
@@ -16,13 +18,11 @@
 namespace mlo {
 namespace testing {
 
-/// Resolves `lower` (once) with `peers` and takes `steps` local steps, the first one starting
-/// an unroll; `method` (may be null) hears about it.
-inline void run_unroll(Problem& lower, const std::vector<Problem*>& peers,
-                       Hypergradient* method, int64_t steps) {
-  lower.resolve(/*meter=*/nullptr, peers);
+/// Takes `steps` local steps of `lower` (a level made with make_level, with its peers), the
+/// first one starting an unroll; `method` (may be null) hears about it.
+inline void run_unroll(mlo::detail::LevelRuntime& lower, Hypergradient* method, int64_t steps) {
   for (int64_t t = 0; t < steps; ++t) {
-    StepContext context;
+    mlo::detail::StepContext context;
     context.unroll_start = t == 0;
     context.method = method;
     lower.step(context);

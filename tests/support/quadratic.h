@@ -10,7 +10,9 @@
 //
 //   auto q = mlo::testing::Quadratic::make(mlo::ProblemConfig().method(mlo::CGOptions()));
 //   auto hg = q.lower->config().method().make();
-//   auto out = hg->apply({q.v}, *q.lower, *q.upper);   // ~ q.exact()
+//   auto out = hg->apply({q.v}, *q.lower_level, *q.upper_level);   // ~ q.exact()
+
+#include "support/levels.h"
 
 #include <mlo/core/problem.h>
 
@@ -65,6 +67,9 @@ struct Quadratic {
   torch::Tensor v;      // n, the incoming vector dL_upper/dw
   std::shared_ptr<QuadraticLower> lower;
   std::shared_ptr<QuadraticUpper> upper;
+  /// The two problems as levels (what a method is applied to), in one process.
+  std::shared_ptr<mlo::detail::LevelRuntime> lower_level;
+  std::shared_ptr<mlo::detail::LevelRuntime> upper_level;
 
   /// B^T A^{-1} v: the exact implicit hypergradient of `vec`.
   torch::Tensor exact(const torch::Tensor& vec) const { return b.t().mv(a_inv.mv(vec)); }
@@ -102,6 +107,8 @@ struct Quadratic {
     q.lower->upper = q.upper.get();
     q.lower->a = q.a;
     q.lower->b = q.b;
+    q.upper_level = make_level(*q.upper);
+    q.lower_level = make_level(*q.lower);
     return q;
   }
 };

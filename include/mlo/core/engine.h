@@ -5,6 +5,7 @@
 
 #include <mlo/core/config.h>
 #include <mlo/core/graph.h>
+#include <mlo/core/level.h>
 #include <mlo/core/problem.h>
 #include <mlo/core/schedule.h>
 
@@ -21,6 +22,7 @@ namespace mlo {
 namespace detail {
 class BestState;
 class EngineNodes;
+class LevelRuntime;
 struct EngineNode;
 }  // namespace detail
 namespace dist {
@@ -152,6 +154,9 @@ class Engine {
   dist::ProcessGroup* group() const { return group_.get(); }
   /// The problems, in the order they were added.
   const std::vector<ProblemPtr>& problems() const { return problems_; }
+  /// `problem` as this engine runs it (after initialization): what hypergradient methods
+  /// receive (core/level.h), e.g. to apply a method by hand.
+  Level& level(const Problem& problem);
   /// Whether a state saved now can be resumed exactly. False only for a `distributed` run on
   /// several ranks while a data-parallel level is inside an accumulation window: rank 0 saves
   /// for every rank, and its partial gradients and micro-batches are its own shard's. A saver
@@ -186,6 +191,7 @@ class Engine {
   std::vector<ProblemPtr> problems_;
   Graph graph_;
   std::unique_ptr<detail::EngineNodes> nodes_;  // who steps when; built at initialization
+  std::vector<std::unique_ptr<detail::LevelRuntime>> levels_;  // one per problem, in order
   std::function<Metrics()> validation_;
   std::vector<std::string> validation_headline_;  // the validation log line's metrics
   std::function<bool(int64_t)> on_step_;

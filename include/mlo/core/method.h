@@ -41,6 +41,7 @@
 
 namespace mlo {
 
+class Level;
 class Problem;
 
 /// What a method is asked to serve, at engine initialization: the lower problem, its place in the
@@ -61,14 +62,17 @@ struct MethodContext {
   bool shards_parameters = false;
 };
 
-/// One hypergradient method. Implementations must leave `curr`'s parameters as they found them.
+/// One hypergradient method. It sees the problems of a hop as the engine runs them (`Level`,
+/// core/level.h: their trainable tensors, their latest batches, their loss re-evaluated, the
+/// averaging of data parallelism). Implementations must leave `curr`'s parameters as they
+/// found them.
 class Hypergradient {
  public:
   virtual ~Hypergradient() = default;
   /// `v`: one tensor per trainable parameter of `curr`. Returns one tensor per trainable
   /// parameter of `prev` (zeros where `curr`'s loss does not depend on it).
-  virtual std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
-                                        Problem& prev) = 0;
+  virtual std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
+                                        Level& prev) = 0;
 
   /// Refuses, with `mlo::Error`, what the method cannot serve exactly: an optimizer, a graph
   /// position (two parents, a middle level), a strategy (data parallel, sharded optimizer
@@ -82,10 +86,10 @@ class Hypergradient {
   // ---- What the lower problem `curr` tells its method while it steps (defaults: nothing). ----
 
   /// An unroll of `curr` starts (after `on_inner_loop_start` and the roll-back snapshot).
-  virtual void on_unroll_start(Problem& curr) { (void)curr; }
+  virtual void on_unroll_start(Level& curr) { (void)curr; }
   /// `curr` is about to take an optimizer step; its parameters' `grad()` hold the gradients
   /// the step will use (after unscaling, `grad_callback` and clipping).
-  virtual void before_optimizer_step(Problem& curr) { (void)curr; }
+  virtual void before_optimizer_step(Level& curr) { (void)curr; }
 
   // ---- State that later hypergradients read (part of the engine's resumable state). ----------
 

@@ -17,15 +17,15 @@
 namespace mlo {
 
 class Hypergradient;
-class Problem;
+class Level;
 
 /// One hop of a path: `method` (the one `curr`'s config selects) turns a vector over `curr`'s
 /// trainable parameters into one over `prev`'s.
 struct Hop {
-  /// The lower problem of the hop, whose vector the method receives.
-  Problem* curr = nullptr;
+  /// The lower problem of the hop (its level), whose vector the method receives.
+  Level* curr = nullptr;
   /// The problem the hop leads to, over whose trainable parameters the method returns a vector.
-  Problem* prev = nullptr;
+  Level* prev = nullptr;
   /// `curr`'s hypergradient method (not owned).
   Hypergradient* method = nullptr;
 };
@@ -33,7 +33,7 @@ struct Hop {
 /// A hypergradient path `[U, P1, ..., L, U]`, as its hops `P1 -> P2`, ..., `L -> U`.
 ///
 /// ```
-/// Path path({{&inner, &outer, method.get()}});   // the bilevel path [outer, inner, outer]
+/// Path path({{&inner, &outer, method.get()}});   // levels: the bilevel path [outer, inner, outer]
 /// auto hypergradient = path.propagate(v);          // v = dL_outer/dw_inner
 /// ```
 class Path {
@@ -42,9 +42,9 @@ class Path {
   explicit Path(std::vector<Hop> hops);
 
   /// P1: the problem whose parameters the upper loss reads directly (where `v` lives).
-  Problem& first() const { return *hops_.front().curr; }
+  Level& first() const { return *hops_.front().curr; }
   /// U: the problem the path returns to (whose parameters the result is over).
-  Problem& last() const { return *hops_.back().prev; }
+  Level& last() const { return *hops_.back().prev; }
   /// The hops, from `first()` to `last()`.
   const std::vector<Hop>& hops() const { return hops_; }
 

@@ -28,15 +28,13 @@ namespace mlo {
 
 class Engine;
 class Hypergradient;
+class Level;
 class Path;
 namespace detail {
-class DataParallel;
 class HandleBase;
+class LevelRuntime;
 class Zero3;
 }  // namespace detail
-namespace dist {
-class ProcessGroup;
-}  // namespace dist
 namespace memory {
 class LossScaler;
 class MemoryMeter;
@@ -61,33 +59,12 @@ enum class LossCall {
   kReevaluation,
 };
 
-/// What the engine tells a problem about one step (`Problem::step`). The engine owns the
-/// schedule: it decides when a problem steps, and hands it the paths its gradient follows.
-struct StepContext {
-  /// The hypergradient paths `[this, P1, ..., L, this]` (engine-owned): the step adds each
-  /// path's result to its direct gradient. Null or empty for a problem with no `u2l` edge.
-  const std::vector<Path>* paths = nullptr;
-  /// The first step of an unroll: `on_inner_loop_start()` runs first, and with `roll_back`
-  /// the state is snapshotted.
-  bool unroll_start = false;
-  /// Roll-back: restore the snapshot taken at the unroll's start and take one step again on the
-  /// latest batch (not counted as a new local step).
-  bool redo = false;
-  /// The method that carries this problem's vectors to its parents (null when it is no hop of
-  /// a path): it hears about unroll starts and optimizer steps (`Hypergradient` hooks).
-  Hypergradient* method = nullptr;
-  /// Set on a problem's first step of a run: the problems whose parameters the dependency graph
-  /// says enter its loss (`u2l` edges from above: true; `l2u` edges from below: false). The step
-  /// checks, on the graph of its loss, that each is reached (a swapped `link` is caught here).
-  const std::vector<std::pair<const Problem*, bool>>* inputs = nullptr;
-};
-
 /// One level of a multilevel optimization problem. Subclass it and define `training_step`:
 ///
 /// ```
 /// struct Inner : mlo::Problem {
 ///   using mlo::Problem::Problem;
-///   Outer* outer = nullptr;   // typed, non-owning handle to the level above
+///   mlo::Handle<Outer> outer{this, "outer"};   // typed, non-owning; the engine links it
 ///   torch::Tensor training_step(const mlo::Batch& b) override {
 ///     return loss(module_as<torch::nn::LinearImpl>()->forward(b.data), b.target, outer->lambda());
 ///   }
@@ -96,11 +73,10 @@ struct StepContext {
 /// inner->module(torch::nn::Linear(20, 1))
 ///     .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1))
 ///     .data(batches);
-/// inner->outer = outer.get();   // the engine owns both problems; handles do not own
 /// ```
 ///
-/// Problems are stepped by an `Engine`; they are non-copyable, and their state goes through
-/// `state_dict`/`load_state_dict`.
+/// Problems are stepped by an `Engine` (through the `Level` it makes for each); they are
+/// non-copyable, and their state goes through `state_dict`/`load_state_dict`.
 class Problem {
  public:
   /// `name` identifies the problem in errors and logs; it must be unique within an engine.
@@ -183,8 +159,9 @@ class Problem {
   bool has_optimizer() const { return optimizer_ != nullptr; }
   /// The optimizer; throws `mlo::Error` naming the problem when none was set.
   torch::optim::Optimizer& optimizer() const;
-  /// The module's parameters that require gradients, in registration order. (The engine lists
-  /// them once at initialization; change `requires_grad` before `Engine::initialize`.)
+  /// The module's parameters that require gradients, in registration order; once an engine has
+  /// initialized, the tensors it trains (listed then: change `requires_grad` before
+  /// `Engine::initialize`), which under zero3 are this rank's shards of them.
   std::vector<at::Tensor> parameters() const;
   /// Copies of the module's trainable parameters with their values, in registration order: the
   /// parameters themselves (detached copies) or, when the level shards them (zero3), gathered
@@ -193,22 +170,10 @@ class Problem {
   /// The batch of the latest step.
   const Batch& current_batch() const { return current_batch_; }
   /// The micro-batches of the latest accumulation window (the `gradient_accumulation` batches
-  /// that the latest optimizer step averaged; one batch without accumulation). Hypergradients
-  /// re-evaluate the loss on all of them, so that G micro-batches act as one large batch.
+  /// that the latest optimizer step averaged; one batch without accumulation), which
+  /// hypergradients re-evaluate the loss on (`Level::loss`). A subclass's step state
+  /// (`save_step_state`) is usually about them.
   const std::vector<Batch>& current_batches() const { return window_; }
-  /// The loss over the latest accumulation window, under the level's precision: the mean of
-  /// `training_step(b)` over `current_batches()` (what hypergradients differentiate). A
-  /// re-evaluation: `training_step` runs under `LossCall::kReevaluation`.
-  /// NOTE: the autograd graph covers every micro-batch of the window at once; methods that can
-  /// take one micro-batch at a time use `current_loss(i)`.
-  at::Tensor current_loss();
-  /// The share of micro-batch `micro` in `current_loss()`: `training_step(b_micro) / n` for a
-  /// window of n batches. Summing the gradients of all shares gives the gradient of the mean.
-  at::Tensor current_loss(size_t micro);
-  /// `training_step(batch)` under the level's precision (autocast for bf16/fp16), as a
-  /// hypergradient method re-evaluates it (`LossCall::kReevaluation`; e.g. `unrolled` replaying
-  /// stored batches). Evaluation code calls `training_step` itself, or the module.
-  at::Tensor loss(const Batch& batch);
   /// Why this problem's code is running now: its own step, a hypergradient's re-evaluation of
   /// its loss, or anything else (an evaluation). Read it in `training_step`:
   ///
@@ -221,32 +186,8 @@ class Problem {
   std::string parameter_name(const at::Tensor& parameter) const;
   /// Bytes of this level's parameters, gradients and optimizer state (`memory::footprint`).
   memory::Footprint footprint() const;
-  /// The level's loss scaler, or null when loss scaling is off.
+  /// The level's loss scaler, or null when loss scaling is off (made at engine initialization).
   const memory::LossScaler* loss_scaler() const { return scaler_.get(); }
-
-  /// The group this level is data parallel over (its batches are shards of the global batch),
-  /// or null: one process, or the level opted out (`ProblemConfig::data_parallel(false)`).
-  dist::ProcessGroup* process_group() const { return group_; }
-  /// Under data parallelism, replaces each tensor by its mean over the ranks (one bucketed
-  /// collective); otherwise does nothing. A quantity computed from this level's loss on the
-  /// local shard becomes the global batch's: hypergradient methods call it on their products.
-  void all_reduce_mean(const std::vector<at::Tensor>& tensors) const;
-  /// Whether this level's parameters are sharded over the ranks (strategy zero3 on a data-parallel
-  /// level whose module is an `nn::Chain`). `parameters()` are then this rank's flat shards
-  /// (docs/distributed.md), a gradient for them is already the mean over the ranks, and a vector
-  /// over them is this rank's slice of the global vector.
-  bool shards_parameters() const { return zero3_ != nullptr; }
-  /// Makes `grads`, the gradient of this problem's loss on its local batch with respect to
-  /// `of.parameters()`, the global batch's: the mean over the ranks (`all_reduce_mean`), unless
-  /// `of` shards its parameters, whose gradients are averaged as they are computed.
-  void mean_gradient(const std::vector<at::Tensor>& grads, const Problem& of) const;
-  /// The sum over the ranks of `local`, a sum over this level's parameters (a dot product of two
-  /// vectors over `parameters()`), when the level shards its parameters; `local` otherwise.
-  double sum_over_shards(double local) const;
-  /// Under zero3: a line with this rank's shard bytes and the count and time of the level's
-  /// all-gathers and reduce-scatters so far (where zero3's extra time goes; wall time, so not a
-  /// metric: metrics replay bit for bit on resume). Empty otherwise.
-  std::string sharding_summary() const;
 
   /// Local steps taken (each fetches one batch).
   int64_t step_count() const { return step_count_; }
@@ -270,58 +211,29 @@ class Problem {
   /// Whether the problem is in training mode (true from construction until `train(false)`).
   bool is_training() const { return training_; }
   /// Where the module's parameters live (the first one's device; CPU without a module or
-  /// parameters), fixed at engine initialization (`resolve`). Every batch the problem draws is
-  /// moved there (`Batch::to`) before `training_step` sees it.
+  /// parameters), fixed at engine initialization. Every batch the problem draws is moved there
+  /// (`Batch::to`) before `training_step` sees it.
   c10::Device device() const;
-
-  // ---- Stepping (called by the Engine). ---------------------------------------------------
-
-  /// Resolves per-level settings once, at engine initialization: device, loss scaler, memory
-  /// meter (null: not metered), the trainable parameters, the buffers that only this
-  /// problem's own step may change (its own; those of its `peers`, restored after each step),
-  /// and the engine's process group (null: none) with the strategy: a level that is data
-  /// parallel averages over it, one that opted out keeps its replicas equal to rank 0's. Under
-  /// zero3 the level's parameter shards keep the group alive (their model gathers through it
-  /// for as long as the problem lives); a second resolve must then give the same group.
-  void resolve(memory::MemoryMeter* meter, const std::vector<Problem*>& peers,
-               std::shared_ptr<dist::ProcessGroup> group = nullptr,
-               dist::Strategy strategy = dist::Strategy::kDefault);
-  /// One local step (a micro-step under gradient accumulation): fetch a batch, compute the loss
-  /// (under the level's precision), its direct gradient plus one hypergradient per path of
-  /// `context`, accumulate, and on an accumulation boundary run the optimizer sequence (unscale,
-  /// skip on inf/nan, grad_callback, clipping, optimizer step or custom_optimizer_step, schedule,
-  /// param_callback). Counts the local step when in training mode.
-  void step(const StepContext& context);
 
   /// Writes module, optimizer, counters (and the schedule position) to `archive`.
   void state_dict(torch::serialize::OutputArchive& archive) const;
   /// Restores what `state_dict` wrote.
   void load_state_dict(torch::serialize::InputArchive& archive);
 
+ protected:
+  /// This problem as the engine that runs it sees it, or null when no engine runs it (before
+  /// `Engine::initialize`, after the engine is gone): for a subclass whose own loss needs what
+  /// data parallelism adds, e.g. `level()->sum_over_shards(local)` for a dot product over
+  /// parameters zero3 shards.
+  Level* level() const;
+
  private:
   friend class Engine;
   friend class detail::HandleBase;
-  // `training_step(batch)` under the level's precision, with `loss_call()` set to `call`.
-  at::Tensor evaluate(const Batch& batch, LossCall call);
-  // The step without its bookkeeping; `batch` re-uses a given batch (roll-back); `inputs` as in
-  // StepContext.
-  void descend(const std::vector<Path>* paths, const Batch* batch = nullptr,
-               const std::vector<std::pair<const Problem*, bool>>* inputs = nullptr);
-  // The first step's check of the graph's edges into this problem (StepContext::inputs) and of
-  // its own parameters, on the graph of its loss.
-  void check_inputs(const at::Tensor& loss, bool has_paths,
-                    const std::vector<std::pair<const Problem*, bool>>& inputs) const;
-  // Gradients of `loss` for this problem's parameters: direct plus every hypergradient path.
-  std::vector<at::Tensor> gradients(const at::Tensor& loss,
-                                    const std::vector<Path>& paths);
-  void accumulate(std::vector<at::Tensor> grads);
-  // Whether `v`, a vector over `of`'s parameters, is finite on every rank (under zero3 each rank
-  // holds a slice of it).
-  bool finite_everywhere(const std::vector<at::Tensor>& v, const Problem& of) const;
-  // Records "lr" and, when metered, "mem_peak_mb" (the step's peak) at the end of a step.
-  void record_step_metrics(int64_t peak_bytes);
-  void optimizer_step();
+  friend class detail::LevelRuntime;
   void apply_schedule();
+  // Roll-back: the parameters, buffers, optimizer state and optimizer-step count at an unroll's
+  // start, and back to them.
   void cache_state();
   void restore_state();
 
@@ -340,38 +252,21 @@ class Problem {
   int64_t optimizer_steps_ = 0;
   double last_loss_ = 0.0;
   Metrics metrics_;
-  LossCall call_ = LossCall::kEvaluation;  // see loss_call(); set by step() and evaluate()
+  LossCall call_ = LossCall::kEvaluation;  // see loss_call(); set around each call
   bool training_ = true;
 
-  // Set at engine initialization (resolve).
-  bool resolved_ = false;
+  // The step state an engine's runtime of this problem keeps here, so that it outlives the
+  // engine and goes into the problem's saved state.
   std::shared_ptr<std::stringstream> cached_state_;  // roll-back snapshot (saved with the state)
   // Set when a hypergradient path met a non-finite incoming vector during the current
   // accumulation window; the optimizer step then skips and the loss scaler backs off.
   bool nonfinite_window_ = false;
-  // Buffers (batch-norm running statistics, ...) that only their own problem's training step may
-  // change: this problem's, and those of every other problem in the engine. Listed at engine
-  // initialization; see descend().
-  std::vector<at::Tensor> own_buffers_;
-  std::vector<at::Tensor> peer_buffers_;
-  c10::Device device_{c10::kCPU};  // where the module lives (batches, autocast)
   std::unique_ptr<memory::LossScaler> scaler_;
-  memory::MemoryMeter* meter_ = nullptr;  // owned by the engine when it tracks memory
-  Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)
-  // Data parallelism (resolve): the group (null: none), and what the strategy does with this
-  // level's gradients and optimizer state (src/core/data_parallel.h).
-  dist::ProcessGroup* group_ = nullptr;
-  std::unique_ptr<detail::DataParallel> parallel_;
-  // zero3 on an nn::Chain: the parameter shards (src/core/zero3.h); then `parallel_` serves only
-  // the checks, clipping and buffers.
+  // zero3 on an nn::Chain: the parameter shards (src/core/zero3.h), which hold the values for as
+  // long as the problem lives.
   std::unique_ptr<detail::Zero3> zero3_;
-  // A level that opted out of data parallelism under a distributed engine: every rank computes
-  // it on the same data, and its parameters follow rank 0's after each step (kernels that are
-  // not deterministic, e.g. atomic adds on a GPU, would otherwise let the replicas drift).
-  dist::ProcessGroup* replicas_ = nullptr;
-  // The trainable parameters, listed once at engine initialization (the step's hot path would
-  // otherwise walk the module tree several times per step).
-  std::vector<at::Tensor> trainable_;
+  // The runtime of the engine that runs this problem (null before one initializes; not owned).
+  detail::LevelRuntime* runtime_ = nullptr;
 };
 
 }  // namespace mlo

@@ -56,8 +56,8 @@ class Darts : public Hypergradient {
   explicit Darts(DartsOptions options);
 
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
-  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
-                                Problem& prev) override;
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
+                                Level& prev) override;
 
   /// The options it was built with.
   const DartsOptions& options() const { return options_; }

@@ -71,7 +71,7 @@ inline void set_perturbed(const TensorList& w, const TensorList& w0, const Tenso
 /// L = `curr`'s loss over its latest window, w = `curr`'s parameters (restored bit for bit from
 /// a copy, or with `exact_restore` false stepped back in place without one; also when the loss
 /// throws). Zeros for a zero `d`; NaNs for a non-finite one.
-inline TensorList central_difference(Problem& curr, const TensorList& lambda, const TensorList& d,
+inline TensorList central_difference(Level& curr, const TensorList& lambda, const TensorList& d,
                                      double alpha, bool exact_restore = true) {
   const TensorList w = curr.parameters();
   // (under zero3, d is this rank's slice of the direction: its norm sums over the ranks)

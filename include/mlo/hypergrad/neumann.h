@@ -52,8 +52,8 @@ class Neumann : public Hypergradient {
   /// Hessian-vector products of the lower loss: true.
   bool second_order() const override { return true; }
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
-  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
-                                Problem& prev) override;
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
+                                Level& prev) override;
 
   /// The options it was built with.
   const NeumannOptions& options() const { return options_; }

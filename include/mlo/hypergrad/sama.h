@@ -66,10 +66,10 @@ class Sama : public Hypergradient {
   ~Sama() override;
 
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
-  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
-                                Problem& prev) override;
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
+                                Level& prev) override;
   /// Records the gradient the optimizer is about to use (for Adam's Jacobian).
-  void before_optimizer_step(Problem& curr) override;
+  void before_optimizer_step(Level& curr) override;
   /// Refuses an optimizer other than SGD, Adam or AdamW, and a data-parallel level under
   /// zero1/zero2 (the preconditioner reads every parameter's optimizer state; under zero3 a
   /// Chain's rank holds the state of its own shards, all that it reads there).
@@ -79,7 +79,7 @@ class Sama : public Hypergradient {
   void load(torch::serialize::InputArchive& archive) override;
 
   /// J v: `v` preconditioned by the lower optimizer's Jacobian (one tensor per parameter).
-  std::vector<at::Tensor> precondition(const std::vector<at::Tensor>& v, Problem& curr) const;
+  std::vector<at::Tensor> precondition(const std::vector<at::Tensor>& v, Level& curr) const;
 
   /// The options it was built with.
   const SamaOptions& options() const { return options_; }

@@ -105,10 +105,10 @@ class Unrolled : public Hypergradient {
   /// Hessian-vector products of the lower loss: true.
   bool second_order() const override { return true; }
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
-  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Problem& curr,
-                                Problem& prev) override;
-  void on_unroll_start(Problem& curr) override;
-  void before_optimizer_step(Problem& curr) override;
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
+                                Level& prev) override;
+  void on_unroll_start(Level& curr) override;
+  void before_optimizer_step(Level& curr) override;
   /// Refuses an optimizer without a differentiable update rule, gradient clipping, a second
   /// parent, a middle level and data parallelism (see `check`'s messages).
   void check(const MethodContext& context) const override;

@@ -7,6 +7,7 @@
 /// helpers treat the list as one flat vector. Results are detached unless stated otherwise.
 
 #include <mlo/base/error.h>
+#include <mlo/core/level.h>
 #include <mlo/core/problem.h>
 
 #include <ATen/ATen.h>
@@ -130,13 +131,13 @@ inline TensorList grad_or_zeros(const at::Tensor& loss, const TensorList& inputs
   return grads;
 }
 
-/// The gradient of `curr.current_loss()` (the mean loss over its latest accumulation window)
+/// The gradient of `curr.loss()` (the mean loss over its latest accumulation window)
 /// with respect to `inputs`, taken one micro-batch at a time so that only one micro-batch's
 /// graph is alive at once.
-inline TensorList window_grad(Problem& curr, const TensorList& inputs) {
-  const std::size_t n = std::max<std::size_t>(1, curr.current_batches().size());
-  TensorList total = grad_or_zeros(curr.current_loss(0), inputs);
-  for (std::size_t i = 1; i < n; ++i) axpy(1.0, grad_or_zeros(curr.current_loss(i), inputs), total);
+inline TensorList window_grad(Level& curr, const TensorList& inputs) {
+  const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
+  TensorList total = grad_or_zeros(curr.loss(0), inputs);
+  for (std::size_t i = 1; i < n; ++i) axpy(1.0, grad_or_zeros(curr.loss(i), inputs), total);
   return total;
 }
 
@@ -147,9 +148,9 @@ inline TensorList window_grad(Problem& curr, const TensorList& inputs) {
 /// the same memory as the equivalent large batch.
 class LowerGradient {
  public:
-  /// Evaluates `curr.current_loss()` and g = dL/dw over `curr.parameters()`.
-  explicit LowerGradient(Problem& curr) : curr_(&curr), params_(curr.parameters()) {
-    const at::Tensor loss = curr.current_loss();
+  /// Evaluates `curr.loss()` and g = dL/dw over `curr.parameters()`.
+  explicit LowerGradient(Level& curr) : curr_(&curr), params_(curr.parameters()) {
+    const at::Tensor loss = curr.loss();
     MLO_CHECK(loss.defined() && loss.numel() == 1, "problem '", curr.name(),
               "': training_step must return a scalar loss for hypergradients");
     if (params_.empty() || !loss.requires_grad()) {
@@ -175,7 +176,7 @@ class LowerGradient {
   /// data parallelism H is the global batch's: the mean of the ranks' products.
   TensorList hvp(const TensorList& u) const {
     TensorList out = vjp(u, params_, /*retain_graph=*/true);
-    curr_->all_reduce_mean(out);
+    curr_->mean(out);
     return out;
   }
 
@@ -208,7 +209,7 @@ class LowerGradient {
     return grads;
   }
 
-  Problem* curr_;
+  Level* curr_;
   TensorList params_;
   TensorList outputs_;              // components of g that are part of a graph
   std::vector<std::size_t> index_;  // their positions in params_
