@@ -53,7 +53,7 @@ cell() {  # cell STEPS METHOD
     # (the config's delayed floor is class_mwn's; mwn takes the floor chosen for it, from the
     # first step)
     mwn) run "$1" mwn configs/reweight_lt_fmnist.yaml --set reweighting.method=mwn \
-           --set reweighting.weight_floor=0.1 --set reweighting.weight_floor_after=0 ;;
+           --set reweighting.mwn.weight_floor=0.1 --set reweighting.mwn.weight_floor_after=0 ;;
     class_mwn) run "$1" class_mwn configs/reweight_lt_fmnist.yaml ;;
     l2rw) run "$1" l2rw configs/l2rw_lt_fmnist.yaml ;;
   esac

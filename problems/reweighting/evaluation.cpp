@@ -1,5 +1,6 @@
 // Evaluation and reports of the reweighting experiment.
 #include "problems/reweighting/experiment.h"
+#include "problems/reweighting/schemes/mwn.h"
 
 #include <mlo/core/metrics.h>
 #include <mlo/data/long_tail.h>
@@ -117,29 +118,27 @@ std::string ReweightingExperiment::describe() const {
   for (size_t c = 0; c < train_counts_.size(); ++c) {
     out << " " << class_names_[c] << "=" << train_counts_[c];
   }
-  out << "\nclassifier: " << settings_.model("classifier").name
-      << (settings_.model("classifier").batch_norm ? " (batch norm)" : "");
+  const auto* cnn = settings_.model("classifier").options_as<nn::CnnModel>();
+  out << "\nclassifier: " << settings_.model("classifier").name()
+      << (cnn != nullptr && cnn->batch_norm ? " (batch norm)" : "");
+  const Scheme& scheme = settings_.reweighting.scheme();
   if (reweighter_) {
-    out << ", reweighter: " << settings_.reweighting.method
-        << " (hypergradient: " << config_.problems.at("classifier").config.method().name()
-        << (settings_.reweighting.normalize_weights ? ", normalized" : ", unnormalized")
-        << (settings_.reweighting.freeze_weight_inputs ? ", frozen weight inputs" : "")
-        << ", weight floor " << settings_.reweighting.weight_floor;
-    if (settings_.reweighting.weight_floor > 0 && settings_.reweighting.weight_floor_after > 0) {
-      out << " after step " << settings_.reweighting.weight_floor_after;
-    }
-    if (settings_.reweighting.max_relative_weight > 0) {
-      out << ", weights <= " << settings_.reweighting.max_relative_weight << " x mean";
+    out << ", reweighter: " << scheme.name()
+        << " (hypergradient: " << config_.problems.at("classifier").config.method().name();
+    if (const auto* keys = dynamic_cast<const WeightNetKeys*>(&scheme)) {
+      out << (keys->normalize_weights ? ", normalized" : ", unnormalized")
+          << (keys->freeze_weight_inputs ? ", frozen weight inputs" : "") << ", weight floor "
+          << keys->weight_floor;
+      if (keys->weight_floor > 0 && keys->weight_floor_after > 0) {
+        out << " after step " << keys->weight_floor_after;
+      }
+      if (keys->max_relative_weight > 0) {
+        out << ", weights <= " << keys->max_relative_weight << " x mean";
+      }
     }
     out << ")";
-  } else if (settings_.reweighting.method == "l2rw") {
-    out << ", Learning to Reweight (no weight net)";
-  } else if (settings_.reweighting.method == "class_balanced") {
-    out << ", class-balanced cross-entropy (beta " << settings_.reweighting.class_balanced_beta
-        << (settings_.reweighting.normalize_weights ? ", normalized" : ", unnormalized") << ")";
-  } else if (settings_.reweighting.method == "logit_adjusted") {
-    out << ", logit-adjusted cross-entropy (tau " << settings_.reweighting.logit_adjustment_tau
-        << ")";
+  } else if (scheme.weight_net() == WeightNet::kNone) {
+    out << ", " << scheme.describe();
   } else {
     out << ", no reweighter (baseline)";
   }

@@ -35,8 +35,8 @@ int64_t meta_batch_size(const DataConfig& d) {
 std::shared_ptr<torch::nn::Module> make_model(const ModelConfig& c, int64_t channels,
                                               int64_t image_size, int64_t num_classes,
                                               const std::string& key) {
-  run::check_name(c.name, nn::model_names(), "model", key + ".model.name");
-  return nn::make_model(c, nn::ModelInput{channels, image_size, num_classes});
+  (void)key;
+  return c.make(nn::ModelInput{channels, image_size, num_classes});
 }
 
 }  // namespace
@@ -132,47 +132,29 @@ void ReweightingExperiment::build_problems() {
 
   classifier_->num_classes = kClasses;
   engine_ = std::make_unique<Engine>(config_.engine);
-  const std::string& method = settings_.reweighting.method;
-  if (method == "l2rw") {
-    // Learning to Reweight: no upper problem; the classifier draws meta batches itself.
+  const Scheme& scheme = settings_.reweighting.scheme();
+  SchemeContext context{*classifier_, nullptr, train_counts_, {}};
+  if (scheme.weight_net() == WeightNet::kNone) {
+    // No upper problem; a scheme that needs meta batches (l2rw) draws them itself.
     meta_stream_ = std::make_shared<data::LoaderStream>(
         meta_images_, meta_targets_,
         data::LoaderOptions(meta_batch_size(d)).seed(seed + 1).pin_memory(pin),
         data::make_transform(transform_options(dataset_, /*train=*/false)));
     auto stream = meta_stream_;
-    classifier_->weighting(
-        L2rwOptions([stream] { return stream->next(); }).alpha(settings_.reweighting.l2rw_alpha));
-    run::add_problems(*engine_, config_, {classifier_});
-    return;
-  }
-
-  if (method == "class_balanced") {
-    classifier_->weighting(
-        ClassWeightOptions(
-            class_balanced_weights(train_counts_, settings_.reweighting.class_balanced_beta))
-            .normalize(settings_.reweighting.normalize_weights));
-    run::add_problems(*engine_, config_, {classifier_});
-    return;
-  }
-  if (method == "logit_adjusted") {
-    classifier_->weighting(LogitAdjustmentOptions(log_class_prior(train_counts_))
-                               .tau(settings_.reweighting.logit_adjustment_tau));
+    context.meta = [stream] { return stream->next(); };
+    scheme.apply(context);
     run::add_problems(*engine_, config_, {classifier_});
     return;
   }
   const auto found = config_.problems.find("reweighter");
   if (found == config_.problems.end()) {  // the baseline: plain training
+    scheme.apply(context);
     run::add_problems(*engine_, config_, {classifier_});
     return;
   }
   const ProblemConfig& rs = found->second.config;
   reweighter_ = std::make_shared<Reweighter>("reweighter", rs);
-  if (method == "class_mwn") {
-    reweighter_->module(ClassMWN(settings_.model("reweighter").hidden, train_counts_));
-  } else {
-    reweighter_->module(
-        make_model(settings_.model("reweighter"), channels, size, kClasses, "problems.reweighter"));
-  }
+  reweighter_->module(scheme.weight_net_module(settings_.model("reweighter"), train_counts_));
   run::setup_problem(*reweighter_, config_);
   // NOTE: a sharded stream cannot split a smaller last batch evenly, so under a distributed
   // strategy the meta stream drops it (whatever the world size, so that the batches do not
@@ -190,12 +172,8 @@ void ReweightingExperiment::build_problems() {
           .pin_memory(pin),
       data::make_transform(transform_options(dataset_, /*train=*/false)));
   reweighter_->data(meta_stream_);
-  classifier_->weighting(WeightNetOptions(reweighter_.get())
-                             .normalize(settings_.reweighting.normalize_weights)
-                             .freeze_inputs(settings_.reweighting.freeze_weight_inputs)
-                             .max_relative_weight(settings_.reweighting.max_relative_weight)
-                             .weight_floor(settings_.reweighting.weight_floor)
-                             .weight_floor_after(settings_.reweighting.weight_floor_after));
+  context.reweighter = reweighter_.get();
+  scheme.apply(context);
   reweighter_->classifier = classifier_.get();
   run::add_problems(*engine_, config_, {classifier_, reweighter_});
 }

@@ -6,6 +6,7 @@
 /// sections and each problem's `model:` (docs/config-reference.md).
 
 #include "problems/reweighting/reweighting.h"
+#include "problems/reweighting/scheme.h"
 
 #include <mlo/data/stream.h>
 #include <mlo/data/transforms.h>
@@ -24,8 +25,6 @@ namespace mlo {
 namespace problems {
 namespace reweighting {
 
-/// The valid values of `problems.<name>.model.name`, `data.dataset` and `reweighting.method`.
-const std::vector<std::string>& method_names();
 
 /// The class names of `dataset` by label, as reports print them ("synthetic": "class0" ...
 /// "class9"). Metric names hold them through `metric_segment` ("valid/acc/ankle_boot").
@@ -35,8 +34,8 @@ std::vector<std::string> dataset_class_names(const std::string& dataset);
 data::TransformOptions transform_options(const std::string& dataset, bool train);
 
 /// `model:` a network by name and its size options.
-/// `problems.<p>.model:` the generic model keys of the models registry (mlo/nn/registry.h).
-using ModelConfig = nn::ModelSpec;
+/// `problems.<p>.model:` a registered model by name, with its own keys (mlo/nn/registry.h).
+using ModelConfig = nn::ModelConfig;
 
 /// `data:` dataset, long-tailed split, batches, augmentation.
 struct DataConfig {
@@ -68,37 +67,10 @@ struct DataConfig {
   int64_t synthetic_test_size = 200;  ///< synthetic: test images per class
 };
 
-/// `reweighting:` settings of the loss.
-struct ReweightingConfig {
-  /// mwn (loss -> weight net), class_mwn (loss and class frequency -> weight net; both need a
-  /// `reweighter` problem), l2rw (Learning to Reweight: no weight net, no reweighter problem),
-  /// or a one-level long-tail baseline without a reweighter problem: class_balanced
-  /// (class-balanced cross-entropy) or logit_adjusted (logit adjustment; class_priors.h).
-  /// Without a reweighter, mwn and class_mwn mean the baseline (plain cross-entropy).
-  std::string method = "mwn";
-  /// Classifier loss sum_i w_i l_i / sum_i w_i (true) or mean_i w_i l_i (false).
-  bool normalize_weights = true;
-  /// The weight net reads the losses of the classifier's own step, also inside hypergradients
-  /// (WeightNetOptions::freeze_inputs).
-  bool freeze_weight_inputs = true;
-  /// mwn, class_mwn: bound on a sample's weight relative to the batch's mean weight
-  /// (WeightNetOptions::max_relative_weight); 0: no bound.
-  double max_relative_weight = 0.0;
-  /// mwn, class_mwn: floor under every weight (WeightNetOptions::weight_floor); 0: none. 0.1
-  /// keeps the weight nets from sharpening until a few samples train the classifier in long
-  /// runs (chosen on the validation split, docs/reweighting.md, finding 5).
-  double weight_floor = 0.1;
-  /// mwn, class_mwn: the floor applies after the classifier's first this many steps
-  /// (WeightNetOptions::weight_floor_after); 0: from the first step.
-  int64_t weight_floor_after = 0;
-  /// l2rw: finite-difference step relative to the meta gradient's norm.
-  double l2rw_alpha = 0.01;
-  /// class_balanced: beta of the effective number of samples, in [0, 1]; 1 is inverse class
-  /// frequency.
-  double class_balanced_beta = 0.999;
-  /// logit_adjusted: tau, the scale of the log prior added to the logits in training; >= 0.
-  double logit_adjustment_tau = 1.0;
-};
+/// `reweighting:` the classifier's weighting scheme (`method`, a registered scheme:
+/// problems/reweighting/scheme.h; built in: mwn, class_mwn, l2rw, class_balanced,
+/// logit_adjusted) and that scheme's own keys.
+using ReweightingConfig = SchemeConfig;
 
 /// The experiment. Problems: "classifier" (required) and "reweighter" (optional: without it,
 /// the baseline, plain training on the long-tailed set).

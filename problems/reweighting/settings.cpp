@@ -16,18 +16,13 @@ namespace mlo {
 namespace problems {
 namespace reweighting {
 
-const std::vector<std::string>& method_names() {
-  static const std::vector<std::string> names{"mwn", "class_mwn", "l2rw", "class_balanced",
-                                              "logit_adjusted"};
-  return names;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Settings: the experiment's own keys and rules.
 
 ModelConfig ReweightingExperiment::Settings::model(const std::string& problem) const {
   const auto found = models.find(problem);
-  return found == models.end() ? ModelConfig() : found->second;
+  return found == models.end() ? ModelConfig(problem == "reweighter" ? "mwn" : "cnn")
+                               : found->second;
 }
 
 void ReweightingExperiment::Settings::visit(Fields& v) {
@@ -50,48 +45,13 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
     s("synthetic_size", c.synthetic_size, at_least(1));
     s("synthetic_test_size", c.synthetic_test_size, at_least(1));
   });
-  v.section("reweighting", [&](Fields& s) {
-    s("method", reweighting.method, one_of(method_names()));
-    s("normalize_weights", reweighting.normalize_weights);
-    s("freeze_weight_inputs", reweighting.freeze_weight_inputs);
-    s("l2rw_alpha", reweighting.l2rw_alpha,
-      [](const double& x) { return x > 0 ? std::string() : "must be > 0, got " + number_text(x); });
-    s("max_relative_weight", reweighting.max_relative_weight, [](const double& x) {
-      return x == 0 || x >= 1 ? std::string()
-                              : "must be 0 (no bound) or >= 1, got " + number_text(x);
-    });
-    s("weight_floor", reweighting.weight_floor, [](const double& x) {
-      return x >= 0 && x < 1 ? std::string()
-                             : "must be in [0, 1) (0 = none), got " + number_text(x);
-    });
-    s("weight_floor_after", reweighting.weight_floor_after, [](const int64_t& x) {
-      return x >= 0 ? std::string()
-                    : "must be >= 0 (steps; 0 = from the first), got " + std::to_string(x);
-    });
-    s("class_balanced_beta", reweighting.class_balanced_beta, [](const double& x) {
-      return x >= 0 && x <= 1
-                 ? std::string()
-                 : "must be in [0, 1] (1 = inverse class frequency), got " + number_text(x);
-    });
-    s("logit_adjustment_tau", reweighting.logit_adjustment_tau, [](const double& x) {
-      return x >= 0 && std::isfinite(x)
-                 ? std::string()
-                 : "must be finite and >= 0 (0 = plain cross-entropy), got " + number_text(x);
-    });
-  });
+  v.section("reweighting", [&](Fields& s) { reweighting.visit(s); });
 }
 
 void ReweightingExperiment::Settings::visit_problem(const std::string& problem, Fields& v) {
-  ModelConfig& model = models[problem];
-  v.section("model", [&](Fields& s) {
-    s("name", model.name, one_of(nn::model_names()));
-    s("hidden", model.hidden, at_least(1));
-    s("batch_norm", model.batch_norm);
-    s("activation", model.activation, one_of({"relu", "swish"}));
-    s("efficient_activation", model.efficient_activation);
-    s("inplace_relu", model.inplace_relu);
-    s("memory_format", model.memory_format, one_of({"auto", "contiguous", "channels_last"}));
-  });
+  auto found = models.find(problem);
+  if (found == models.end()) found = models.emplace(problem, model(problem)).first;
+  v.section("model", [&](Fields& s) { found->second.visit(s); });
 }
 
 void ReweightingExperiment::Settings::defaults(run::RunConfig& config) const {
@@ -112,49 +72,34 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
   for (const auto& [name, p] : c.problems) {
     const std::string path = "problems." + name;
     const bool classifier = name == "classifier";
-    const std::string model_name = model(name).name;
+    const std::string model_name = model(name).name();
     if (classifier == (model_name == "mwn")) {
       c.fail(path + ".model.name",
              classifier ? "the classifier needs an image classifier (cnn, resnet32, resnet50 or "
                           "one a program registered), not mwn"
                         : "the reweighter's model must be mwn, got '" + model_name + "'");
     }
-    const ModelConfig m = model(name);
-    const bool resnet = m.name == "resnet32" || m.name == "resnet50";
-    if (m.batch_norm && m.name != "cnn") {
-      c.fail(path + ".model.batch_norm",
-             "applies to cnn (the ResNets always have batch norm; mwn has none), not '" + m.name +
-                 "'");
-    }
-    for (const auto& [key, set] :
-         {std::pair<const char*, bool>{"activation", m.activation != "relu"},
-          {"efficient_activation", m.efficient_activation},
-          {"inplace_relu", m.inplace_relu}}) {
-      if (!resnet && set) {
-        c.fail(path + ".model." + key, "applies to resnet32 and resnet50, not '" + m.name + "'");
-      }
-    }
-    if (m.inplace_relu && m.activation != "relu") {
-      c.fail(path + ".model.inplace_relu", "means in-place ReLU, and the activation is '" +
-                                               m.activation + "': use model.efficient_activation");
-    }
-    if (!resnet && m.memory_format != "auto" && m.memory_format != "contiguous") {
-      c.fail(path + ".model.memory_format",
-             "applies to resnet32 and resnet50, not '" + m.name + "'");
-    }
   }
   const bool has_reweighter = c.problems.count("reweighter") > 0;
-  for (const auto& [method, what] :
-       {std::pair<const char*, const char*>{"l2rw", "l2rw (Learning to Reweight)"},
-        {"class_balanced", "class_balanced (class-balanced cross-entropy, one level)"},
-        {"logit_adjusted", "logit_adjusted (logit adjustment, one level)"}}) {
-    if (reweighting.method == method && has_reweighter) {
-      c.fail("reweighting.method",
-             std::string(what) + " has no weight net: remove problems.reweighter");
+  const Scheme& scheme = reweighting.scheme();
+  // Another scheme's section set without `method`: the default scheme would run and the section
+  // do nothing (read from YAML only: a configuration built in code says what it means).
+  if (!c.locations.empty() && !c.locations.count("reweighting.method")) {
+    for (const auto& key : c.alternative_keys) {
+      if (key.rfind("reweighting.", 0) != 0) continue;
+      const std::string other = key.substr(12, key.find('.', 12) - 12);
+      c.fail(key, "sets an option of weighting scheme '" + other + "', but reweighting.method " +
+                      "is not set, so '" + scheme.name() + "' (the default) runs and the '" +
+                      other + "' section has no effect; add 'method: " + other +
+                      "', or remove the section");
     }
   }
-  if (reweighting.method == "class_mwn" && !has_reweighter) {
-    c.fail("reweighting.method", "class_mwn needs a 'reweighter' problem (its weight net)");
+  if (scheme.weight_net() == WeightNet::kNone && has_reweighter) {
+    c.fail("reweighting.method",
+           scheme.name() + " has no weight net: remove problems.reweighter");
+  }
+  if (scheme.weight_net() == WeightNet::kRequired && !has_reweighter) {
+    c.fail("reweighting.method", scheme.name() + " needs a 'reweighter' problem (its weight net)");
   }
   for (const auto& [key, size] :
        {std::pair<std::string, int64_t>{"data.meta_size", data.meta_size},

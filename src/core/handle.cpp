@@ -2,7 +2,7 @@
 
 #include <mlo/core/problem.h>
 
-#include <c10/util/Type.h>
+#include <mlo/base/registry.h>
 
 namespace mlo {
 namespace detail {
@@ -20,15 +20,7 @@ void HandleBase::unresolved() const {
               "every handle)");
 }
 
-std::string demangled(const std::type_info& info) {
-  std::string name = c10::demangle(info.name());
-  // (a type of a program's own namespace reads better without the anonymous one)
-  const std::string anonymous = "(anonymous namespace)::";
-  for (auto at = name.find(anonymous); at != std::string::npos; at = name.find(anonymous)) {
-    name.erase(at, anonymous.size());
-  }
-  return name;
-}
+std::string demangled(const std::type_info& info) { return type_name(info); }
 
 }  // namespace detail
 }  // namespace mlo

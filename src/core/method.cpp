@@ -4,7 +4,9 @@
 
 #include <c10/util/StringUtil.h>
 
-#include <map>
+#include <mlo/base/registry.h>
+
+#include <typeindex>
 #include <typeinfo>
 #include <utility>
 
@@ -20,18 +22,12 @@ struct Entry {
 };
 
 // NOTE: a function-local static, so registrations from other translation units' static
-// initializers find the map constructed whatever the initialization order.
-std::map<std::string, Entry>& registry() {
-  static std::map<std::string, Entry> methods;
+// initializers find it constructed whatever the initialization order.
+Registry<Entry>& registry() {
+  static Registry<Entry> methods(
+      "hypergradient method",
+      "a method of your own registers with MLO_REGISTER_METHOD, docs/hypergradients.md");
   return methods;
-}
-
-const Entry& entry(const std::string& name) {
-  const auto found = registry().find(name);
-  MLO_CHECK(found != registry().end(), "unknown hypergradient method '", name,
-            "'; registered methods: ", c10::Join(", ", method_names()),
-            " (a method of your own registers with MLO_REGISTER_METHOD, docs/hypergradients.md)");
-  return found->second;
 }
 
 std::shared_ptr<MethodOptions> make_defaults(const std::string& name, const Defaults& factory) {
@@ -45,19 +41,12 @@ std::shared_ptr<MethodOptions> make_defaults(const std::string& name, const Defa
 }  // namespace
 
 bool register_method(const std::string& name, Defaults defaults) {
-  MLO_CHECK(!name.empty(), "register_method: a hypergradient method needs a name");
   MLO_CHECK(defaults, "register_method: empty factory for hypergradient method '", name, "'");
   std::shared_ptr<const MethodOptions> instance = make_defaults(name, defaults);
-  const auto found = registry().find(name);
-  if (found != registry().end()) {
-    const MethodOptions& held = *found->second.defaults;
-    const MethodOptions& offered = *instance;
-    MLO_CHECK(typeid(held) == typeid(offered), "hypergradient method '", name,
-              "' is registered twice, by two different options types; give one another name");
-    return true;
-  }
-  registry().emplace(name, Entry{std::move(defaults), std::move(instance)});
-  return true;
+  const MethodOptions& options = *instance;
+  return registry().add(name, std::type_index(typeid(options)),
+                        Entry{std::move(defaults), std::move(instance)},
+                        "registered by " + type_name(typeid(options)));
 }
 
 void check_options(const MethodOptions& options) {
@@ -70,17 +59,13 @@ void check_options(const MethodOptions& options) {
 }
 
 std::shared_ptr<MethodOptions> method_options(const std::string& name) {
-  return make_defaults(name, entry(name).factory);
+  return make_defaults(name, registry().at(name).factory);
 }
 
 const MethodOptions& registered_defaults(const std::string& name) {
-  return *entry(name).defaults;
+  return *registry().at(name).defaults;
 }
 
-std::vector<std::string> method_names() {
-  std::vector<std::string> names;
-  for (const auto& entry : registry()) names.push_back(entry.first);
-  return names;
-}
+std::vector<std::string> method_names() { return registry().names(); }
 
 }  // namespace mlo

@@ -6,7 +6,7 @@
 #include <mlo/data/synthetic.h>
 
 #include <filesystem>
-#include <map>
+#include <mlo/base/registry.h>
 #include <system_error>
 #include <utility>
 
@@ -15,9 +15,10 @@ namespace data {
 namespace {
 
 // NOTE: a function-local static, so registrations from other translation units' static
-// initializers find the map constructed whatever the initialization order.
-std::map<std::string, DatasetEntry>& registry() {
-  static std::map<std::string, DatasetEntry> entries;
+// initializers find it constructed whatever the initialization order.
+Registry<DatasetEntry>& registry() {
+  static Registry<DatasetEntry> entries(
+      "dataset", "a program registers its own with MLO_REGISTER_DATASET, mlo/data/registry.h");
   return entries;
 }
 
@@ -119,36 +120,39 @@ DatasetEntry synthetic() {
   return e;
 }
 
-const bool kBuiltIn = register_dataset("fashion_mnist", fashion_mnist()) &&
-                      register_dataset("cifar10", cifar10()) &&
-                      register_dataset("synthetic", synthetic());
+// The built-in datasets, each a type of its own for the registry's rule.
+struct FashionMnistDataset {
+  static DatasetEntry entry() { return fashion_mnist(); }
+};
+struct Cifar10Dataset {
+  static DatasetEntry entry() { return cifar10(); }
+};
+struct SyntheticDataset {
+  static DatasetEntry entry() { return synthetic(); }
+};
 
 }  // namespace
 
+MLO_REGISTER_DATASET("fashion_mnist", FashionMnistDataset);
+MLO_REGISTER_DATASET("cifar10", Cifar10Dataset);
+MLO_REGISTER_DATASET("synthetic", SyntheticDataset);
+
+bool register_dataset(const std::string& name, std::type_index type, DatasetEntry entry,
+                      const std::string& where) {
+  MLO_CHECK(entry.load && entry.transform, "register_dataset: dataset '", name,
+            "' needs a loader and a transform (", where, ")");
+  return registry().add(name, type, std::move(entry), where);
+}
+
 bool register_dataset(const std::string& name, DatasetEntry entry) {
-  MLO_CHECK(!name.empty(), "register_dataset: a dataset needs a name");
   MLO_CHECK(entry.load && entry.transform, "register_dataset: dataset '", name,
             "' needs a loader and a transform");
-  registry()[name] = std::move(entry);
-  return true;
+  return registry().add(name, std::move(entry), "register_dataset(\"" + name + "\", ...)");
 }
 
-std::vector<std::string> dataset_names() {
-  (void)kBuiltIn;
-  std::vector<std::string> names;
-  for (const auto& entry : registry()) names.push_back(entry.first);
-  return names;
-}
+std::vector<std::string> dataset_names() { return registry().names(); }
 
-const DatasetEntry& dataset_entry(const std::string& name) {
-  const auto found = registry().find(name);
-  if (found == registry().end()) {
-    std::string names;
-    for (const auto& known : dataset_names()) names += (names.empty() ? "" : ", ") + known;
-    throw Error("unknown dataset '" + name + "'; registered datasets: " + names);
-  }
-  return found->second;
-}
+const DatasetEntry& dataset_entry(const std::string& name) { return registry().at(name); }
 
 std::string dataset_root(const std::string& name, const std::string& root) {
   if (!root.empty()) return root;

@@ -2,9 +2,9 @@
 #include <mlo/run/device.h>
 
 #include <mlo/base/error.h>
+#include <mlo/base/registry.h>
 
 #include <cstdio>
-#include <map>
 #include <sstream>
 #include <utility>
 
@@ -15,66 +15,34 @@ namespace {
 struct Entry {
   ExperimentFactory create;
   SettingsFactory settings;
-  std::string where;         // "file:line" of the registration
-  std::string duplicate_of;  // "file:line" of an earlier registration of the same name
 };
 
 // NOTE: a function-local static, so registrations from other translation units' static
-// initializers (the library's and a user's program's) find the map constructed whatever the
-// initialization order. libmlo is a shared library: every ready-made experiment's object is in
-// it, and its registration runs when the library loads.
-std::map<std::string, Entry>& registry() {
-  static std::map<std::string, Entry> entries;
+// initializers (the library's and a user's program's) find it constructed whatever the
+// initialization order. libmlo_run is a shared library: every ready-made experiment's object
+// is in it, and its registration runs when the library loads.
+Registry<Entry>& registry() {
+  static Registry<Entry> entries(
+      "experiment",
+      "a program registers its own with MLO_REGISTER_EXPERIMENT, mlo/run/experiment.h");
   return entries;
 }
 
-std::string registered_list() {
-  std::string names;
-  for (const auto& [name, entry] : registry()) {
-    names += (names.empty() ? "" : ", ") + name;
-  }
-  return names.empty() ? std::string("(none)") : names;
-}
-
-const Entry& find(const std::string& name) {
-  const auto& entries = registry();
-  const auto found = entries.find(name);
-  if (found == entries.end()) {
-    throw Error("unknown experiment '" + name + "'; registered experiments: " +
-                registered_list() +
-                " (a program registers its own with MLO_REGISTER_EXPERIMENT, "
-                "mlo/run/experiment.h)");
-  }
-  MLO_CHECK(found->second.duplicate_of.empty(), "experiment '", name, "' is registered twice: at ",
-            found->second.duplicate_of, " and at ", found->second.where,
-            "; give one of them another name");
-  return found->second;
-}
+const Entry& find(const std::string& name) { return registry().at(name); }
 
 }  // namespace
 
-bool register_experiment(const std::string& name, ExperimentFactory create,
+bool register_experiment(const std::string& name, std::type_index type, ExperimentFactory create,
                          SettingsFactory settings, const char* file, int line) {
-  MLO_CHECK(!name.empty(), "register_experiment: empty experiment name (", file, ":", line, ")");
   MLO_CHECK(create && settings, "register_experiment: empty factory for experiment '", name,
             "' (", file, ":", line, ")");
-  const std::string where = std::string(file) + ":" + std::to_string(line);
-  auto& entries = registry();
-  const auto found = entries.find(name);
-  // NOTE: no throw here (it would run during static initialization, before main): a second
-  // registration of a name is remembered, and using that name is the error.
-  const std::string earlier = found == entries.end() ? "" : found->second.where;
-  entries[name] = Entry{std::move(create), std::move(settings), where, earlier};
-  return true;
+  return registry().add(name, type, Entry{std::move(create), std::move(settings)},
+                        registered_at(file, line));
 }
 
-std::vector<std::string> experiment_names() {
-  std::vector<std::string> names;
-  for (const auto& [name, entry] : registry()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> experiment_names() { return registry().names(); }
 
-bool is_experiment(const std::string& name) { return registry().count(name) > 0; }
+bool is_experiment(const std::string& name) { return registry().contains(name); }
 
 std::unique_ptr<ExperimentSettings> make_settings(const std::string& name) {
   auto settings = find(name).settings();

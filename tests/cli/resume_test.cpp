@@ -172,7 +172,7 @@ TEST_CASE("Resume: inside an accumulation window, frozen weight inputs and DARTS
                      {"engine.train_iters=8", "engine.save_step=2",
                       "problems.classifier.unroll_steps=1",
                       "problems.classifier.gradient_accumulation=2",
-                      "problems.classifier.method=darts", "reweighting.freeze_weight_inputs=true"},
+                      "problems.classifier.method=darts", "reweighting.mwn.freeze_weight_inputs=true"},
                      /*stop_at=*/5, /*steps=*/8);
 }
 

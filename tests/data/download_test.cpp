@@ -116,9 +116,11 @@ std::vector<std::string> entries(const fs::path& folder) {
 }
 
 // The CIFAR-10 entry with its archive served by `server` at `path` with checksum `md5`,
-// registered under a name of its own.
+// registered under a name of its own: `prefix` and a number (a name is registered once).
 std::string register_local_cifar(const HttpServer& server, const std::string& path,
-                                 const std::string& md5, const std::string& name) {
+                                 const std::string& md5, const std::string& prefix) {
+  static int registered = 0;
+  const std::string name = prefix + "_" + std::to_string(++registered);
   mlo::data::DatasetEntry entry = mlo::data::dataset_entry("cifar10");
   entry.source.files = {{server.url(path), md5, /*unpack=*/true}};
   mlo::data::register_dataset(name, entry);

@@ -40,10 +40,18 @@ struct IdentityOptions : mlo::MethodOptionsFor<IdentityOptions> {
 MLO_REGISTER_METHOD(IdentityOptions);
 
 // Another options type under a built-in method's name (never registered: refused).
-struct OtherDartsOptions : mlo::MethodOptionsFor<OtherDartsOptions> {
-  static constexpr const char* kName = "darts";
+struct OtherIdentityOptions : mlo::MethodOptionsFor<OtherIdentityOptions> {
+  static constexpr const char* kName = "other_identity_for_test";
   std::unique_ptr<mlo::Hypergradient> make() const override {
     return std::make_unique<Identity>(1.0);
+  }
+};
+
+// Another options type under OtherIdentityOptions's name.
+struct SecondIdentityOptions : mlo::MethodOptionsFor<SecondIdentityOptions> {
+  static constexpr const char* kName = "other_identity_for_test";
+  std::unique_ptr<mlo::Hypergradient> make() const override {
+    return std::make_unique<Identity>(2.0);
   }
 };
 
@@ -124,7 +132,8 @@ TEST_CASE("Registry: an unknown method name is an mlo::Error listing the registe
   // (the list holds whatever this program registered, in name order; other cases add names)
   CHECK_THROWS_WITH(mlo::ProblemConfig().method("fixed_point_typo"),
                     Catch::Contains("unknown hypergradient method 'fixed_point_typo'; "
-                                    "registered methods: cg, darts, identity_for_test, ") &&
+                                    "registered hypergradient methods: cg, darts, "
+                                    "identity_for_test, ") &&
                         Catch::Contains(", neumann, sama, unrolled"));
 }
 
@@ -147,12 +156,19 @@ TEST_CASE("Registry: a factory whose options carry another name is refused", "[h
 TEST_CASE("Registry: a name is held by one options type; the defaults it hands out stay",
           "[hypergrad]") {
   const mlo::MethodOptions& before = mlo::registered_defaults("darts");
-  // Another type under a registered name is refused: configs could not tell them apart.
-  const auto other_darts = [] { return std::make_shared<OtherDartsOptions>(); };
   const auto darts_factory = [] { return std::make_shared<mlo::DartsOptions>(); };
-  CHECK_THROWS_WITH(mlo::register_method("darts", other_darts),
-                    Catch::Contains("'darts' is registered twice, by two different options types"));
   CHECK(mlo::register_method("darts", darts_factory));  // the same type: accepted, first kept
+  CHECK(&mlo::registered_defaults("darts") == &before);
+  // Another type under a registered name makes the name an error where it is used, naming
+  // both types: configs could not tell them apart. (Registrations run before main, where an
+  // exception would end the program without a word.)
+  CHECK(mlo::register_method("other_identity_for_test",
+                             [] { return std::make_shared<OtherIdentityOptions>(); }));
+  CHECK(mlo::register_method("other_identity_for_test",
+                             [] { return std::make_shared<SecondIdentityOptions>(); }));
+  CHECK_THROWS_WITH(mlo::method_options("other_identity_for_test"),
+                    Catch::Contains("the hypergradient method 'other_identity_for_test' is "
+                                    "registered twice, by two different types"));
   CHECK_THROWS_WITH(mlo::register_method("identity_for_test", darts_factory),
                     Catch::Contains("options named 'darts'"));
   // The same type again (a header registering it, included by two files) keeps the first.

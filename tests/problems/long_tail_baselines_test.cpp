@@ -165,7 +165,7 @@ threads: 1
 engine: {train_iters: 2, valid_step: 0, log_step: 0, save_step: 0}
 data: {dataset: synthetic, synthetic_size: 60, synthetic_test_size: 3, imbalance: 10,
        meta_size: 20, valid_size: 50, batch_size: 8, meta_batch_size: 10}
-reweighting: {method: class_balanced, class_balanced_beta: 0.99}
+reweighting: {method: class_balanced, class_balanced: {beta: 0.99}}
 problems:
   classifier:
     model: {name: cnn}
@@ -191,7 +191,7 @@ problems:
   {
     const auto config = mlo::run::parse_run_config(
         yaml, "la.yaml",
-        {"reweighting.method=logit_adjusted", "reweighting.logit_adjustment_tau=1.5"});
+        {"reweighting.method=logit_adjusted", "reweighting.logit_adjusted.tau=1.5"});
     auto experiment = mlo::run::make_experiment(config);
     auto& ex = dynamic_cast<rw::ReweightingExperiment&>(*experiment);
     const auto* o = std::get_if<rw::LogitAdjustmentOptions>(&classifier_of(ex)->weighting());
@@ -200,18 +200,18 @@ problems:
     CHECK(torch::equal(o->log_prior(), rw::log_class_prior(ex.train_counts())));
   }
   CHECK_THROWS_WITH(
-      mlo::run::parse_run_config(yaml, "cb.yaml", {"reweighting.class_balanced_beta=2"}),
-      Contains("reweighting.class_balanced_beta: must be in [0, 1] (1 = inverse class "
+      mlo::run::parse_run_config(yaml, "cb.yaml", {"reweighting.class_balanced.beta=2"}),
+      Contains("reweighting.class_balanced.beta: must be in [0, 1] (1 = inverse class "
                "frequency), got 2"));
   CHECK_THROWS_WITH(
-      mlo::run::parse_run_config(yaml, "la.yaml", {"reweighting.logit_adjustment_tau=-1"}),
-      Contains("reweighting.logit_adjustment_tau: must be finite and >= 0"));
+      mlo::run::parse_run_config(yaml, "la.yaml", {"reweighting.logit_adjusted.tau=-1"}),
+      Contains("reweighting.logit_adjusted.tau: must be finite and >= 0"));
   // A weight net has no place in a one-level baseline.
   const std::string with_reweighter =
       std::string(yaml) + "  reweighter:\n    model: {name: mwn}\n    optimizer: {name: adam, lr: 0.001}\n";
   CHECK_THROWS_WITH(mlo::run::parse_run_config(with_reweighter, "cb.yaml"),
-                    Contains("reweighting.method: class_balanced (class-balanced cross-entropy, "
-                             "one level) has no weight net: remove problems.reweighter"));
+                    Contains("reweighting.method: class_balanced has no weight net: remove "
+                             "problems.reweighter"));
 }
 
 TEST_CASE("Experiment: the weight nets' floor is 0.1 unless the YAML says otherwise",
@@ -221,10 +221,10 @@ TEST_CASE("Experiment: the weight nets' floor is 0.1 unless the YAML says otherw
   };
   CHECK(floor_of({}) == 0.1);
   CHECK(floor_of({"reweighting.method=class_mwn"}) == 0.1);
-  CHECK(floor_of({"reweighting.weight_floor=0"}) == 0.0);
-  CHECK(floor_of({"reweighting.weight_floor=0.3"}) == 0.3);
-  CHECK_THROWS_WITH(floor_of({"reweighting.weight_floor=1"}),
-                    Contains("reweighting.weight_floor: must be in [0, 1) (0 = none), got 1"));
+  CHECK(floor_of({"reweighting.mwn.weight_floor=0"}) == 0.0);
+  CHECK(floor_of({"reweighting.mwn.weight_floor=0.3"}) == 0.3);
+  CHECK_THROWS_WITH(floor_of({"reweighting.mwn.weight_floor=1"}),
+                    Contains("reweighting.mwn.weight_floor: must be in [0, 1) (0 = none), got 1"));
 }
 
 TEST_CASE("Experiment: reweighting.weight_floor_after reaches the classifier, checked",
@@ -233,10 +233,10 @@ TEST_CASE("Experiment: reweighting.weight_floor_after reaches the classifier, ch
     return weight_net_options_of(overrides).weight_floor_after();
   };
   CHECK(after_of({}) == 0);
-  CHECK(after_of({"reweighting.weight_floor_after=500"}) == 500);
+  CHECK(after_of({"reweighting.mwn.weight_floor_after=500"}) == 500);
   CHECK_THROWS_WITH(
-      after_of({"reweighting.weight_floor_after=-3"}),
-      Contains("reweighting.weight_floor_after: must be >= 0 (steps; 0 = from the first), got -3"));
+      after_of({"reweighting.mwn.weight_floor_after=-3"}),
+      Contains("reweighting.mwn.weight_floor_after: must be >= 0 (steps; 0 = from the first), got -3"));
 }
 
 }  // namespace long_tail_baselines_test

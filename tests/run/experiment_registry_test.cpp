@@ -123,18 +123,30 @@ TEST_CASE("Registry: an unknown or missing experiment names the file, line and t
                                "reweighting, test_chain"));
 }
 
-TEST_CASE("Registry: a name registered twice is an error naming both places", "[run][registry]") {
+namespace {
+struct OtherChain : ChainExperiment {
+  using ChainExperiment::ChainExperiment;
+};
+}  // namespace
+
+TEST_CASE("Registry: the same class again is a no-op; another under a taken name an error naming "
+          "both places",
+          "[run][registry]") {
   auto create = [](const mlo::run::RunConfig& c) -> std::unique_ptr<mlo::run::Experiment> {
     return std::make_unique<ChainExperiment>(c);
   };
   auto settings = []() -> std::unique_ptr<mlo::run::ExperimentSettings> {
     return std::make_unique<ChainExperiment::Settings>();
   };
-  mlo::run::register_experiment("test_twice", create, settings, "first.cpp", 10);
-  mlo::run::register_experiment("test_twice", create, settings, "second.cpp", 20);
+  const std::type_index chain(typeid(ChainExperiment));
+  mlo::run::register_experiment("test_twice", chain, create, settings, "first.cpp", 10);
+  mlo::run::register_experiment("test_twice", chain, create, settings, "again.cpp", 15);
+  CHECK_NOTHROW(mlo::run::make_settings("test_twice"));
+  mlo::run::register_experiment("test_twice", std::type_index(typeid(OtherChain)), create,
+                                settings, "second.cpp", 20);
   REQUIRE_THROWS_WITH(mlo::run::make_settings("test_twice"),
-                      Contains("experiment 'test_twice' is registered twice: at first.cpp:10 and "
-                               "at second.cpp:20"));
+                      Contains("the experiment 'test_twice' is registered twice, by two different "
+                               "types (first.cpp:10 and second.cpp:20)"));
 }
 
 TEST_CASE("Experiment keys: the experiment's settings read, check and write its own section",

@@ -7,8 +7,10 @@
 ///
 /// - the same type registered again under its name is a no-op (a header with a registration
 ///   included by two files, a library loaded twice);
-/// - another type under a taken name is an error naming both places: two plug-ins under one name
-///   would make configs ambiguous.
+/// - another type under a taken name makes that name an error naming both places, raised where
+///   the name is used (registrations run during static initialization, before `main`, where an
+///   exception would end the program without a word): two plug-ins under one name would make
+///   configs ambiguous. A plug-in registered by value, without a type, is always another.
 ///
 /// Looking up a name that is not registered is an error listing the registered names.
 
@@ -16,8 +18,10 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <typeindex>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -33,18 +37,14 @@ class Registry {
 
   /// Registers `entry` under `name` for the plug-in type `type`, defined at `where`
   /// ("file.cpp:12"); returns true (for static registration). Throws `mlo::Error` for an empty
-  /// name or another type under a taken name.
+  /// name; another type under a taken name makes the name an error (see the file comment).
   bool add(const std::string& name, std::type_index type, Entry entry, std::string where) {
-    MLO_CHECK(!name.empty(), "a ", what_, " needs a name (", where, ")");
-    const auto found = items_.find(name);
-    if (found != items_.end()) {
-      MLO_CHECK(found->second.type == type, "the ", what_, " '", name, "' is registered twice, ",
-                "by two different types (", found->second.where, " and ", where,
-                "); give one of them another name");
-      return true;
-    }
-    items_.emplace(name, Item{type, std::move(entry), std::move(where)});
-    return true;
+    return add_item(name, Item{type, std::move(entry), std::move(where)});
+  }
+  /// Registers `entry` under `name` without a type (a plug-in a program describes by value):
+  /// such a registration never matches another, so a taken name is an error.
+  bool add(const std::string& name, Entry entry, std::string where) {
+    return add_item(name, Item{std::nullopt, std::move(entry), std::move(where)});
   }
 
   /// Whether `name` is registered.
@@ -52,10 +52,13 @@ class Registry {
   /// The entry of `name`; throws `mlo::Error` listing the registered names for an unknown one.
   const Entry& at(const std::string& name) const {
     const auto found = items_.find(name);
+    if (found != items_.end() && !found->second.conflict.empty()) {
+      throw Error(found->second.conflict);
+    }
     if (found == items_.end()) {
       std::string names;
       for (const auto& item : items_) names += (names.empty() ? "" : ", ") + item.first;
-      throw Error("unknown " + what_ + " '" + name + "'; registered: " +
+      throw Error("unknown " + what_ + " '" + name + "'; registered " + what_ + "s: " +
                   (names.empty() ? std::string("none") : names) +
                   (hint_.empty() ? std::string() : " (" + hint_ + ")"));
     }
@@ -72,14 +75,33 @@ class Registry {
 
  private:
   struct Item {
-    std::type_index type;
+    std::optional<std::type_index> type;
     Entry entry;
     std::string where;
+    std::string conflict = "";  // set when another type took the name too
   };
+  bool add_item(const std::string& name, Item item) {
+    MLO_CHECK(!name.empty(), "a ", what_, " needs a name (", item.where, ")");
+    const auto found = items_.find(name);
+    if (found == items_.end()) {
+      items_.emplace(name, std::move(item));
+    } else if (!(found->second.type && item.type && *found->second.type == *item.type) &&
+               found->second.conflict.empty()) {
+      found->second.conflict = "the " + what_ + " '" + name + "' is registered twice, by two " +
+                               "different " +
+                               (found->second.type && item.type ? "types" : "definitions") +
+                               " (" + found->second.where + " and " + item.where +
+                               "); give one of them another name";
+    }
+    return true;
+  }
   std::string what_;
   std::string hint_;
   std::map<std::string, Item> items_;
 };
+
+/// The name of type `info` as written in C++ (demangled, without "(anonymous namespace)::").
+std::string type_name(const std::type_info& info);
 
 /// "file:line" of a registration, for messages.
 inline std::string registered_at(const char* file, int line) {

@@ -4,13 +4,15 @@
 /// loads its train and test splits into memory, says where its files are by default and whether
 /// they are present, where its files are published (for downloads) and gives its normalization.
 /// Built in: `fashion_mnist`, `cifar10`, `synthetic` (CIFAR-shaped, seeded). A program adds its
-/// own with `register_dataset`.
+/// own with `MLO_REGISTER_DATASET("name", Class)` (a class with `static DatasetEntry entry()`)
+/// or `register_dataset`, under the registry's rule for names (base/registry.h).
 ///
 /// ```
 /// auto data = mlo::data::load_dataset("cifar10", mlo::data::DatasetRequest());
 /// auto transform = mlo::data::make_transform(mlo::data::dataset_transform("cifar10", true));
 /// ```
 
+#include <mlo/base/registry.h>
 #include <mlo/data/download.h>
 #include <mlo/data/transforms.h>
 
@@ -19,6 +21,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <typeindex>
+#include <typeinfo>
 #include <vector>
 
 namespace mlo {
@@ -77,7 +81,11 @@ struct DatasetEntry {
   std::string how_to_get;
 };
 
-/// Registers `entry` as `name` (a later registration replaces an earlier one); returns true.
+/// Registers `entry` as `name`, the dataset the type `type` defines, at `where`; returns true.
+/// The same type again is a no-op; another under a taken name makes that name an error.
+bool register_dataset(const std::string& name, std::type_index type, DatasetEntry entry,
+                      const std::string& where);
+/// Registers `entry` as `name`, by value (no type: a taken name is an error); returns true.
 bool register_dataset(const std::string& name, DatasetEntry entry);
 /// The registered datasets' names, sorted.
 std::vector<std::string> dataset_names();
@@ -105,3 +113,9 @@ TransformOptions dataset_transform(const std::string& name, bool train);
 
 }  // namespace data
 }  // namespace mlo
+
+/// Registers the dataset `NAME` that the class `Class` (with `static DatasetEntry entry()`)
+/// defines, at load time, at namespace scope in a source file: `data.dataset: NAME`.
+#define MLO_REGISTER_DATASET(NAME, Class)                                          \
+  static const bool mlo_registered_dataset_##Class = ::mlo::data::register_dataset( \
+      NAME, std::type_index(typeid(Class)), Class::entry(), ::mlo::registered_at(__FILE__, __LINE__))

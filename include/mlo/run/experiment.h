@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <typeindex>
 #include <vector>
 
 namespace mlo {
@@ -84,10 +85,11 @@ using ExperimentFactory = std::function<std::unique_ptr<Experiment>(const RunCon
 /// Builds an experiment's settings with their defaults.
 using SettingsFactory = std::function<std::unique_ptr<ExperimentSettings>()>;
 
-/// Registers an experiment under `name`; `file` and `line` say where (for messages). Returns
-/// true (for static registration). Registering a name twice makes that name an error naming
-/// both places.
-bool register_experiment(const std::string& name, ExperimentFactory create,
+/// Registers an experiment under `name`, defined by the class `type`; `file` and `line` say
+/// where (for messages). Returns true (for static registration). The registry's rule for names
+/// (base/registry.h): the same class again is a no-op, another under a taken name makes that
+/// name an error naming both places.
+bool register_experiment(const std::string& name, std::type_index type, ExperimentFactory create,
                          SettingsFactory settings, const char* file, int line);
 /// The registered names, sorted.
 std::vector<std::string> experiment_names();
@@ -121,7 +123,7 @@ bool register_experiment_class(const char* name, const char* file, int line) {
                 "MLO_REGISTER_EXPERIMENT: Class::Settings must derive from "
                 "mlo::run::SettingsFor<Settings>");
   return register_experiment(
-      name,
+      name, std::type_index(typeid(Class)),
       [](const RunConfig& config) -> std::unique_ptr<Experiment> {
         return std::make_unique<Class>(config);
       },
