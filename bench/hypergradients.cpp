@@ -56,7 +56,6 @@ Setup make_reweighting(const mlo::ProblemConfig& config) {
       .optimizer<torch::optim::Adam>(torch::optim::AdamOptions(1e-3))
       .data(std::vector<mlo::Batch>{meta});
   classifier->weighting(rw::WeightNetOptions(reweighter.get()));
-  reweighter->classifier = classifier.get();
   return {reweighter, classifier};
 }
 

@@ -60,7 +60,6 @@ int main() {
         .optimizer<torch::optim::Adam>(torch::optim::AdamOptions(1e-3))
         .data(batches(2));
     classifier->weighting(rw::WeightNetOptions(reweighter.get()));
-    reweighter->classifier = classifier.get();
     mlo::Engine engine(mlo::EngineConfig().train_iters(5).track_memory(true));
     engine.add(reweighter).add(classifier).link(reweighter, classifier);
     engine.run();

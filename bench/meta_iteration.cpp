@@ -159,7 +159,6 @@ int main(int argc, char** argv) {
           torch::optim::AdamOptions(kMetaLr).weight_decay(kMetaWeightDecay))
       .data(meta);
   classifier->weighting(rw::WeightNetOptions(reweighter.get()));
-  reweighter->classifier = classifier.get();
   mlo::Engine engine(mlo::EngineConfig().train_iters(iterations + 1).log_step(0));
   engine.add(reweighter).add(classifier).link(reweighter, classifier);
   engine.initialize();

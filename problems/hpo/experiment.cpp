@@ -51,8 +51,6 @@ LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings
     run::setup_problem(*pair.outer, config);
   }
   pair.outer->data(std::vector<Batch>{shard(data.valid, "outer")});
-  pair.inner->outer = pair.outer.get();
-  pair.outer->inner = pair.inner.get();
   return pair;
 }
 

@@ -76,8 +76,9 @@ LogRegHpo make_logreg_hpo(const LogRegData& data, ProblemConfig inner_config,
   outer->optimizer<torch::optim::SGD>(
       torch::optim::SGDOptions(outer_lr).momentum(options.outer_momentum()));
   outer->data(std::vector<Batch>{data.valid});
-  inner->outer = outer.get();
-  outer->inner = inner.get();
+  // (linked here too, so the pair works outside an engine; an engine links them the same way)
+  inner->outer.link(outer.get());
+  outer->inner.link(inner.get());
   return {inner, outer};
 }
 

@@ -33,7 +33,8 @@ class LogRegOuter;
 class LogRegInner : public Problem {
  public:
   using Problem::Problem;
-  LogRegOuter* outer = nullptr;
+  /// The outer problem (linked by the engine: the one LogRegOuter).
+  Handle<LogRegOuter> outer{this};
   /// mean BCE-with-logits + 1/2 sum_j lambda_j w_j^2 (the bias is not penalized).
   at::Tensor training_step(const Batch& batch) override;
   /// Restarts w and the bias from zero.
@@ -47,7 +48,8 @@ class LogRegOuter : public Problem {
  public:
   using Problem::Problem;
   static constexpr double kMinWeight = 1e-8;
-  LogRegInner* inner = nullptr;
+  /// The inner problem (linked by the engine: the one LogRegInner).
+  Handle<LogRegInner> inner{this};
   at::Tensor training_step(const Batch& batch) override;
   void param_callback() override;
   /// The current lambda.

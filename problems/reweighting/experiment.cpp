@@ -174,7 +174,6 @@ void ReweightingExperiment::build_problems() {
   reweighter_->data(meta_stream_);
   context.reweighter = reweighter_.get();
   scheme.apply(context);
-  reweighter_->classifier = classifier_.get();
   run::add_problems(*engine_, config_, {classifier_, reweighter_});
 }
 

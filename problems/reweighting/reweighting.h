@@ -226,7 +226,9 @@ class Classifier : public Problem {
 class Reweighter : public Problem {
  public:
   using Problem::Problem;
-  Classifier* classifier = nullptr;
+  /// The classifier whose meta loss this problem learns on (linked by the engine: the one
+  /// Classifier).
+  Handle<Classifier> classifier{this};
   /// Mean cross-entropy of the classifier on the meta batch; records "acc".
   at::Tensor training_step(const Batch& batch) override;
   /// The default headline metrics and "meta_grad_norm".

@@ -215,4 +215,33 @@ TEST_CASE("Schedule: roll_back on the first unroll redoes the step with a fresh 
   }
 }
 
+TEST_CASE("Schedule: the counts a run takes are the engine's, for every level of a graph",
+          "[core][schedule]") {
+  // A parent over two children with different periods, accumulation, warmup and roll-back, and a
+  // grandparent: the engine steps through mlo::Schedule, and count_optimizer_steps (what a
+  // cosine schedule over a run reads) runs the same rule on counts.
+  auto trace = std::make_shared<Trace>();
+  auto low_a = mlo_test::toy("low_a", ProblemConfig().unroll_steps(2).gradient_accumulation(3)
+                                          .warmup_steps(4), trace);
+  auto low_b = mlo_test::toy("low_b", ProblemConfig().unroll_steps(3).roll_back(true), trace);
+  auto mid = mlo_test::toy("mid", ProblemConfig().unroll_steps(2), trace);
+  auto top = mlo_test::toy("top", ProblemConfig(), trace);
+  mlo::Engine engine(mlo::EngineConfig().train_iters(37).valid_step(0).log_step(0));
+  engine.add(top).add(mid).add(low_a).add(low_b);
+  mlo_test::link(engine, top, mid);
+  mlo_test::link(engine, mid, low_a);
+  mlo_test::link(engine, mid, low_b);
+  engine.run();
+  const std::vector<mlo::Schedule::Level> levels = {
+      mlo::Schedule::Level::of(top->config()), mlo::Schedule::Level::of(mid->config()),
+      mlo::Schedule::Level::of(low_a->config()), mlo::Schedule::Level::of(low_b->config())};
+  // (by index: mid is above low_a and low_b, top above mid)
+  const auto counts = mlo::count_optimizer_steps(levels, {{}, {0}, {1}, {1}}, 37);
+  CHECK(counts[0] == top->optimizer_steps());
+  CHECK(counts[1] == mid->optimizer_steps());
+  CHECK(counts[2] == low_a->optimizer_steps());
+  CHECK(counts[3] == low_b->optimizer_steps());
+  CHECK(counts[0] > 0);  // (the graph does step every level)
+}
+
 }  // namespace schedule_test

@@ -65,7 +65,6 @@ TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the froz
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0))
       .data(std::vector<mlo::Batch>{meta});
   classifier->weighting(rw::WeightNetOptions(reweighter.get()).normalize(true));
-  reweighter->classifier = classifier.get();
   mlo::Engine engine(mlo::EngineConfig().train_iters(1));
   engine.add(reweighter).add(classifier).link(reweighter, classifier);
   engine.run();

@@ -36,7 +36,6 @@ Pair make_pair(const mlo::Batch& train, const mlo::Batch& meta) {
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
       .data(std::vector<mlo::Batch>{meta});
   p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()));
-  p.reweighter->classifier = p.classifier.get();
   return p;
 }
 
@@ -141,7 +140,6 @@ Pair make_double_pair(const mlo::Batch& train, const mlo::Batch& meta,
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
       .data(std::vector<mlo::Batch>{meta});
   p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()).normalize(false));
-  p.reweighter->classifier = p.classifier.get();
   return p;
 }
 
@@ -351,7 +349,6 @@ TEST_CASE("Reweighting: with batch norm only the classifier's own step moves run
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(1.0))
       .data(std::vector<mlo::Batch>{meta});
   classifier->weighting(rw::WeightNetOptions(reweighter.get()));
-  reweighter->classifier = classifier.get();
   // Expected: a copy of the BN layer after one train-mode forward on the training batch.
   torch::Tensor want_mean, want_var;
   {

@@ -71,7 +71,6 @@ Pair make_pair(const mlo::ProblemConfig& config, double lr) {
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0))
       .data(std::vector<mlo::Batch>{mlo_test::three_samples()});
   p.classifier->weighting(rw::WeightNetOptions(p.reweighter.get()));
-  p.reweighter->classifier = p.classifier.get();
   return p;
 }
 

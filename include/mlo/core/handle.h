@@ -91,7 +91,8 @@ class Handle : public detail::HandleBase {
   bool accepts(Problem& problem) const override {
     return dynamic_cast<T*>(&problem) != nullptr;
   }
-  /// Links to `problem` (a `T`), or unlinks (null).
+  /// Links to `problem` (a `T`), or unlinks (null). The engine does this at initialization; a
+  /// builder that makes linked problems may do it too, so that they work outside an engine.
   void link(Problem* problem) override {
     problem_ = problem == nullptr ? nullptr : dynamic_cast<T*>(problem);
     MLO_INTERNAL_ASSERT(problem == nullptr || problem_ != nullptr, "a handle linked to a ",

@@ -1,0 +1,211 @@
+// mlo::Run (io/run.h): a program's engine as a run folder. Stopped and resumed, it ends as the
+// uninterrupted run does, bit for bit; a folder that holds another run, a folder in use, and a
+// configuration file of the user's are refused before anything is written.
+#include <mlo/core/engine.h>
+#include <mlo/io/run.h>
+#include <mlo/core/problem.h>
+
+#include "support/scratch.h"
+#include "support/text_files.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace run_test {
+
+namespace fs = std::filesystem;
+using Catch::Contains;
+
+namespace {
+
+// Ridge regression with a learned L2 strength: inner fits w, outer picks exp(b) on held-out data.
+struct Outer;
+struct Inner : mlo::Problem {
+  using mlo::Problem::Problem;
+  mlo::Handle<Outer> outer{this};
+  torch::Tensor training_step(const mlo::Batch& b) override;
+  torch::Tensor predict(const torch::Tensor& x) const {
+    return module_as<torch::nn::LinearImpl>()->forward(x);
+  }
+};
+struct Outer : mlo::Problem {
+  using mlo::Problem::Problem;
+  mlo::Handle<Inner> inner{this};
+  torch::Tensor log_strength() const { return module().parameters()[0]; }
+  torch::Tensor training_step(const mlo::Batch& b) override {
+    return (inner->predict(b.data) - b.target).pow(2).mean();
+  }
+};
+torch::Tensor Inner::training_step(const mlo::Batch& b) {
+  const auto& w = module_as<torch::nn::LinearImpl>()->weight;
+  return (predict(b.data) - b.target).pow(2).mean() +
+         outer->log_strength().exp().sum() * w.pow(2).sum();
+}
+
+// A fresh engine over a fresh pair (the same seed: the same data and initialization), with a
+// validation hook; `train_iters` global steps.
+struct Program {
+  std::shared_ptr<Inner> inner;
+  std::shared_ptr<Outer> outer;
+  std::unique_ptr<mlo::Engine> engine;
+  mlo::Batch valid;
+  explicit Program(int64_t train_iters = 40) {
+    torch::manual_seed(3);
+    const auto w = torch::randn({5, 1});
+    auto make = [&](int64_t n) {
+      const auto x = torch::randn({n, 5});
+      return mlo::Batch(x, x.mm(w) + 0.3 * torch::randn({n, 1}));
+    };
+    const mlo::Batch train = make(30);
+    valid = make(30);
+    inner = std::make_shared<Inner>("inner", mlo::ProblemConfig().unroll_steps(4));
+    inner->module(torch::nn::Linear(5, 1))
+        .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.05))
+        .data(std::vector<mlo::Batch>{train});
+    outer = std::make_shared<Outer>("outer");
+    outer->module(torch::nn::Linear(torch::nn::LinearOptions(1, 1).bias(false)))
+        .optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05))
+        .data(std::vector<mlo::Batch>{valid});
+    engine = std::make_unique<mlo::Engine>(
+        mlo::EngineConfig().train_iters(train_iters).valid_step(8).log_step(4));
+    engine->add(outer).add(inner).link(outer, inner);
+    engine->validation([this] {
+      torch::NoGradGuard no_grad;
+      return mlo::Metrics{{"valid/loss", outer->training_step(valid).item<double>()}};
+    });
+  }
+  mlo::RunResult run(const fs::path& dir, bool resume = false, int64_t stop_at = 0,
+                     bool overwrite = false) {
+    mlo::Run run(*engine, mlo::RunOptions(dir.string())
+                              .resume(resume)
+                              .stop_at(stop_at)
+                              .overwrite(overwrite)
+                              .save_step(10)
+                              .progress(false));
+    return run.start();
+  }
+};
+
+nlohmann::json results(const fs::path& dir) {
+  auto json = nlohmann::json::parse(mlo_test::read_text(dir / "results.json"));
+  json.erase("meta");  // (when and where it ran)
+  return json;
+}
+
+// Every file of a folder with its bytes (run files written by a run may differ only in what a
+// test says).
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) {
+      out[fs::relative(entry.path(), dir).string()] = mlo_test::read_text(entry.path());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Run: a program's run folder; stopped and resumed it ends as the uninterrupted run",
+          "[io][run]") {
+  const auto full = mlo_test::scratch_path("run_full");
+  const auto part = mlo_test::scratch_path("run_part");
+  Program().run(full);
+  for (const char* file : {"config.yaml", "log.txt", "metrics.csv", "metrics.jsonl",
+                           "results.json", "state.pt", "tb/events.out.tfevents.mlo"}) {
+    INFO(file);
+    CHECK(fs::file_size(full / file) > 0);
+  }
+  // The engine's own configuration is the record: its keys, each problem's, the graph.
+  const std::string config = mlo_test::read_text(full / "config.yaml");
+  CHECK_THAT(config, Contains("engine:\n  train_iters: 40\n  valid_step: 8\n"));
+  CHECK_THAT(config, Contains("  inner:\n    unroll_steps: 4\n"));
+  CHECK_THAT(config, Contains("dependencies:\n  u2l:\n    outer: [inner]\n"));
+
+  const mlo::RunResult stopped = Program().run(part, false, /*stop_at=*/23);
+  CHECK(stopped.interrupted);
+  CHECK_FALSE(fs::exists(part / "results.json"));
+  const mlo::RunResult resumed = Program().run(part, /*resume=*/true);
+  CHECK_FALSE(resumed.interrupted);
+  CHECK(resumed.steps == 40);
+  CHECK(results(part) == results(full));
+  CHECK(mlo_test::read_text(part / "metrics.csv") ==
+        mlo_test::read_text(full / "metrics.csv"));
+  CHECK(resumed.valid.at("valid/loss") == results(full)["valid"]["valid/loss"].get<double>());
+}
+
+TEST_CASE("Run: a folder that holds another run is refused, or moved aside with overwrite",
+          "[io][run]") {
+  const auto dir = mlo_test::scratch_path("run_taken");
+  Program(12).run(dir);
+  const auto before = snapshot(dir);
+  CHECK_THROWS_WITH(Program(12).run(dir),
+                    Contains("holds another run") && Contains("--resume") &&
+                        Contains("--overwrite"));
+  CHECK(snapshot(dir) == before);
+  // A finished run has nothing to resume: nothing runs, nothing is written.
+  const mlo::RunResult again = Program(12).run(dir, /*resume=*/true);
+  CHECK(again.already_finished);
+  CHECK(snapshot(dir) == before);
+  // Replaced on request: the earlier files move into replaced-<time>/, unchanged.
+  Program(12).run(dir, false, 0, /*overwrite=*/true);
+  std::vector<fs::path> aside;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("replaced-", 0) == 0) aside.push_back(entry.path());
+  }
+  REQUIRE(aside.size() == 1);
+  CHECK(mlo_test::read_text(aside[0] / "results.json") == before.at("results.json"));
+  CHECK(mlo_test::read_text(aside[0] / "metrics.csv") == before.at("metrics.csv"));
+}
+
+TEST_CASE("Run: a folder in use by another run, and a user's config.yaml, are refused",
+          "[io][run]") {
+  const auto dir = mlo_test::scratch_path("run_locked");
+  Program first(200);
+  bool refused = false;
+  // While the first run lives (inside its steps), a second one on the same folder fails at once.
+  first.engine->on_step([&](int64_t step) {
+    if (step == 3) {
+      try {
+        Program(5).run(dir);
+      } catch (const mlo::Error& e) {
+        refused = std::string(e.what()).find("is in use by another run (process ") !=
+                  std::string::npos;
+      }
+    }
+    return step < 5;
+  });
+  first.run(dir);
+  CHECK(refused);
+
+  const auto mine = mlo_test::scratch_path("run_user_config");
+  fs::create_directories(mine);
+  std::ofstream(mine / "config.yaml") << "# my notes\n";
+  CHECK_THROWS_WITH(Program(5).run(mine),
+                    Contains("config.yaml' exists and was not written by a run"));
+  CHECK(mlo_test::read_text(mine / "config.yaml") == "# my notes\n");
+  CHECK_FALSE(fs::exists(mine / "metrics.csv"));
+}
+
+TEST_CASE("Run: a program's command line gives the folder and --resume", "[io][run]") {
+  const char* argv[] = {"prog", "out/dir", "--resume", "--stop-at", "7"};
+  const auto options = mlo::RunOptions::from_command_line(5, argv, "runs/default");
+  CHECK(options.dir() == "out/dir");
+  CHECK(options.resume());
+  CHECK(options.stop_at() == 7);
+  const char* none[] = {"prog"};
+  CHECK(mlo::RunOptions::from_command_line(1, none, "runs/default").dir() == "runs/default");
+  const char* bad[] = {"prog", "--resum"};
+  CHECK_THROWS_WITH(mlo::RunOptions::from_command_line(2, bad, "runs/x"),
+                    Contains("unknown option '--resum'"));
+  const char* zero[] = {"prog", "--stop-at", "0"};
+  CHECK_THROWS_WITH(mlo::RunOptions::from_command_line(3, zero, "runs/x"),
+                    Contains("--stop-at: must be a global step >= 1, got '0'"));
+}
+
+}  // namespace run_test
