@@ -153,6 +153,35 @@ PY
 cmp "${custom_runs}/full/metrics.csv" "${custom_runs}/part/metrics.csv" ||
   fail "stopped + resumed metrics.csv differs from the uninterrupted run"
 
+step "the program's own model, with its own keys, in a ready-made experiment"
+cat >"${work_dir}/mlp.yaml" <<'YAML'
+experiment: reweighting
+name: mlp
+seed: 1
+threads: 1
+engine: {train_iters: 3, valid_step: 0, log_step: 1, save_step: 0}
+data: {dataset: synthetic, synthetic_size: 40, synthetic_test_size: 3, imbalance: 10,
+       meta_size: 20, valid_size: 0, batch_size: 8, meta_batch_size: 10}
+problems:
+  classifier:
+    model: {name: mlp, hidden: 16, layers: 2}
+    optimizer: {name: sgd, lr: 0.05}
+  reweighter:
+    model: {name: mwn, hidden: 4}
+    optimizer: {name: adam, lr: 0.01}
+YAML
+"${custom}" run "${work_dir}/mlp.yaml" --out "${custom_runs}/mlp" --no-progress ||
+  fail "the run with the program's mlp model exited with $?"
+grep -q 'layers: 2' "${custom_runs}/mlp/config.yaml" ||
+  fail "the resolved config lacks the model's own keys: $(cat "${custom_runs}/mlp/config.yaml")"
+set +e
+message="$("${custom}" run "${work_dir}/mlp.yaml" --out "${custom_runs}/mlp_bad" \
+  --set problems.classifier.model.layers=0 2>&1)"
+status=$?
+set -e
+[ "${status}" -eq 2 ] && grep -q 'problems.classifier.model.layers: must be >= 1, got 0' \
+  <<<"${message}" || fail "a bad key of the program's model: status ${status}, ${message}"
+
 step "a bad key of the experiment's own section"
 set +e
 message="$("${custom}" run "${yaml}" --out "${custom_runs}/bad" --set data.features=0 2>&1)"
