@@ -40,13 +40,14 @@ std::shared_ptr<MethodOptions> make_defaults(const std::string& name, const Defa
 
 }  // namespace
 
-bool register_method(const std::string& name, Defaults defaults) {
+bool register_method(const std::string& name, Defaults defaults, const std::string& where) {
   MLO_CHECK(defaults, "register_method: empty factory for hypergradient method '", name, "'");
   std::shared_ptr<const MethodOptions> instance = make_defaults(name, defaults);
   const MethodOptions& options = *instance;
   return registry().add(name, std::type_index(typeid(options)),
                         Entry{std::move(defaults), std::move(instance)},
-                        "registered by " + type_name(typeid(options)));
+                        (where.empty() ? std::string() : where + ", ") + "registered by " +
+                            type_name(typeid(options)));
 }
 
 void check_options(const MethodOptions& options) {

@@ -27,6 +27,7 @@
 /// helpers they use are public (`mlo/hypergrad/vector.h`).
 
 #include <mlo/base/fields.h>
+#include <mlo/base/registry.h>
 #include <mlo/dist/strategy.h>
 
 #include <ATen/core/Tensor.h>
@@ -161,12 +162,15 @@ class MethodOptionsFor : public MethodOptions {
 /// The method configs get when they select none.
 inline constexpr const char* kDefaultMethod = "darts";
 
-/// Registers the default options of the method `name`; returns true (for static registration).
-/// Throws `mlo::Error` when options of another type already hold the name (two methods under
-/// one name would make configs ambiguous); the same type registered again (a header with
-/// `MLO_REGISTER_METHOD` included by two files) keeps the first registration.
+/// Registers the default options of the method `name`, defined at `where` ("file.cpp:12", for
+/// messages); returns true (for static registration). The registry's rules hold
+/// (base/registry.h): the same options type registered again keeps the first registration;
+/// options of another type under a taken name make the name an error, raised where it is used
+/// and naming both registrations. Throws `mlo::Error` for an empty name or factory, or a factory
+/// whose options are named otherwise.
 bool register_method(const std::string& name,
-                     std::function<std::shared_ptr<MethodOptions>()> defaults);
+                     std::function<std::shared_ptr<MethodOptions>()> defaults,
+                     const std::string& where = "");
 /// The default options of the method registered as `name`; throws `mlo::Error` listing the
 /// registered names when there is none.
 std::shared_ptr<MethodOptions> method_options(const std::string& name);
@@ -180,6 +184,8 @@ std::vector<std::string> method_names();
 }  // namespace mlo
 
 /// Registers the options type `Options` (default-constructible, with `kName`) at load time.
-#define MLO_REGISTER_METHOD(Options)                                         \
-  static const bool mlo_registered_method_##Options = ::mlo::register_method( \
-      Options::kName, []() -> std::shared_ptr<::mlo::MethodOptions> { return std::make_shared<Options>(); })
+#define MLO_REGISTER_METHOD(Options)                                                           \
+  static const bool mlo_registered_method_##Options = ::mlo::register_method(                   \
+      Options::kName,                                                                           \
+      []() -> std::shared_ptr<::mlo::MethodOptions> { return std::make_shared<Options>(); },    \
+      ::mlo::registered_at(__FILE__, __LINE__))

@@ -50,12 +50,13 @@ using LrSchedule = std::function<double(int64_t optimizer_steps)>;
 enum class LossCall {
   /// Outside the library's stepping: a validation hook, the user's code, a test (the default).
   kEvaluation,
-  /// The problem's own step (`Problem::step`, a roll-back's redo included): its forward, and the
-  /// hooks the step calls (`on_inner_loop_start`, `grad_callback`, `param_callback`, ...).
+  /// The problem's own step (the engine stepping its level, a roll-back's redo included): its
+  /// forward, and the hooks the step calls (`on_inner_loop_start`, `grad_callback`,
+  /// `param_callback`, ...).
   kOwnStep,
   /// A hypergradient method re-evaluating the loss of a batch the problem has stepped on
-  /// (`Problem::current_loss`, `Problem::loss`), at the stepped, perturbed or replayed
-  /// parameters. `log_metric` ignores what it records: the step's metrics stay.
+  /// (`mlo::Level::loss`), at the stepped, perturbed or replayed parameters. `log_metric`
+  /// ignores what it records: the step's metrics stay.
   kReevaluation,
 };
 
