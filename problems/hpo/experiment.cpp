@@ -100,6 +100,20 @@ void HpoExperiment::Settings::visit(Fields& v) {
   });
 }
 
+void HpoExperiment::Settings::check(const run::RunConfig& config) const {
+  // (in doubles, so that no product of two sizes overflows before it is compared)
+  const double floats = (static_cast<double>(data.samples) + data.test_samples) *
+                        (static_cast<double>(data.features) + 1);
+  if (floats > static_cast<double>(kMaxDataElements)) {
+    config.fail("data.features",
+                "data.samples + data.test_samples = " +
+                    std::to_string(data.samples + data.test_samples) + " points of " +
+                    std::to_string(data.features) + " features are " + number_text(floats) +
+                    " floats, more than the experiment's limit of " +
+                    std::to_string(kMaxDataElements) + " (1 GiB); choose smaller sizes");
+  }
+}
+
 run::DependencyConfig HpoExperiment::Settings::default_dependencies(
     const run::RunConfig& config) const {
   (void)config;

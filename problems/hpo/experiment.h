@@ -33,6 +33,10 @@ struct HpoDataConfig {
   double noise = 0.1;  ///< label noise: y = [x w_true + noise * eps > 0]
 };
 
+/// The most floats the experiment's data may hold (train, validation and test together):
+/// 2^28, 1 GiB; larger sizes are configuration mistakes, refused before anything is allocated.
+inline constexpr int64_t kMaxDataElements = int64_t{1} << 28;
+
 /// `hpo:` the L2 weights.
 struct HpoConfig {
   /// Every weight's starting value, and the frozen baseline's value throughout.
@@ -52,6 +56,8 @@ class HpoExperiment : public run::Experiment {
     run::DependencyConfig default_dependencies(const run::RunConfig& config) const override;
     /// Exactly the problems "inner" and "outer".
     std::vector<std::string> required_problems() const override { return {"inner", "outer"}; }
+    /// The data's size: at most kMaxDataElements floats in all.
+    void check(const run::RunConfig& config) const override;
   };
 
   /// Makes the data, builds the pair and the engine, and trains the frozen baseline (the same

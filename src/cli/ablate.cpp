@@ -111,7 +111,16 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
   a->add_option_function<double>(
       "--round-seconds", [o = &c->options](double s) { o->ablation.round_seconds(s); },
       "about how long each row is timed for in a round: whole meta-iterations at the row's "
-      "measured pace, 1 to 1000 (default 1; 0: one meta-iteration per round)");
+      "measured pace, 1 to 1000 (default 1; 0: one meta-iteration per round)")
+      ->check([](const std::string& text) {
+        double s = -1;
+        try {
+          s = std::stod(text);
+        } catch (const std::exception&) {
+        }
+        return s == 0 || (s >= 1 && s <= 1000) ? std::string()
+                                               : "must be 0 or in [1, 1000], got " + text;
+      });
   a->add_option_function<std::string>(
       "--problem", [o = &c->options](const std::string& p) { o->ablation.problem(p); },
       "the main problem (default: the experiment's default problem), whose model's features "

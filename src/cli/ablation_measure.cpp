@@ -50,6 +50,10 @@ std::optional<Batch> try_sample_batch(Experiment& experiment, const std::string&
 std::vector<std::string> measuring_overrides(std::vector<std::string> overrides,
                                              bool track_memory) {
   overrides.emplace_back(std::string("engine.track_memory=") + (track_memory ? "true" : "false"));
+  // The harness steps the engine itself (warm-up and windows, at most kMaxWindow meta-
+  // iterations), never Engine::run(): the run length only has to let every level take an
+  // optimizer step, which the configuration check asks of it.
+  overrides.emplace_back("engine.train_iters=1000000");
   for (const char* set : {"engine.valid_step=0", "engine.log_step=0", "engine.save_step=0"}) {
     overrides.emplace_back(set);
   }

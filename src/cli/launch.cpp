@@ -359,7 +359,8 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
                        "address of rank 0's store (default 127.0.0.1)");
   command_->add_option("--grace", options_.grace_s,
                        "seconds the ranks get to exit after one fails or a signal is forwarded, "
-                       "before they are killed (default engine.timeout_s)");
+                       "before they are killed, 0 to 86400 (default engine.timeout_s)")
+      ->check(CLI::Range(0.0, 86400.0));
   // Before CONFIG; after it, `mlo run`'s own --device does the same.
   add_device_option(*command_, device_);
   // NOTE: CONFIG and everything after it go to `mlo run` as they are (--set, --out, --resume,

@@ -1,5 +1,7 @@
 #include "plan.h"
 
+#include <cmath>
+
 #include <mlo/base/error.h>
 #include <mlo/memory/planner.h>
 #include <mlo/nn/chain.h>
@@ -18,6 +20,7 @@ void apply_budget(const std::string& text, CheckpointingOptions& options) {
   try {
     size_t used = 0;
     const double number = std::stod(text, &used);
+    MLO_CHECK(std::isfinite(number), "--budget ", text, ": must be a finite number");
     const std::string unit = text.substr(used);
     if (unit == "%") {
       MLO_CHECK(number > 0 && number <= 100, "--budget ", text, ": a percentage in (0, 100]");
@@ -34,9 +37,14 @@ void apply_budget(const std::string& text, CheckpointingOptions& options) {
     else
       MLO_CHECK(unit.empty(), "--budget ", text, ": unknown unit '", unit, "' (use %, K, M, G)");
     MLO_CHECK(number > 0, "--budget ", text, ": must be > 0");
+    // (bytes as a 64-bit count; no machine has 2^60 bytes)
+    MLO_CHECK(number * scale <= std::ldexp(1.0, 60), "--budget ", text,
+              ": more bytes than any machine has (at most 1024P, 2^60 bytes)");
     options.budget_bytes(static_cast<int64_t>(number * scale));
   } catch (const std::invalid_argument&) {
     throw Error("--budget " + text + ": expected a number, like 40% or 512M");
+  } catch (const std::out_of_range&) {
+    throw Error("--budget " + text + ": the number is out of range");
   }
 }
 
@@ -56,7 +64,25 @@ std::string plan_command(const run::RunConfig& config, const PlanOptions& option
   const bool configured = plan_options.strategy() != Checkpointing::kNone;
   if (!options.strategy.empty())
     plan_options.strategy(from_string<Checkpointing>(options.strategy, "--strategy"));
-  if (options.max_overhead >= 0) plan_options.max_overhead(options.max_overhead);
+  if (!options.max_overhead.empty()) {
+    size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(options.max_overhead, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MLO_CHECK(used > 0 && used == options.max_overhead.size(), "--max-overhead ",
+              options.max_overhead, ": expected a number, like 0.3");
+    plan_options.max_overhead(value);
+  }
+  // (the planner's own checks, named by the flags that set them)
+  try {
+    memory::validate_options(plan_options);
+  } catch (const Error& e) {
+    throw Error(std::string("mlo plan: ") + e.what() +
+                " (--max-overhead, --budget or the configuration's checkpointing keys)");
+  }
   if (!options.budget.empty()) {
     apply_budget(options.budget, plan_options);
     if (options.strategy.empty() && !configured) {

@@ -16,7 +16,7 @@ struct PlanOptions {
   /// "" = as configured; "40%" (of the no-checkpoint peak) or bytes with an optional K/M/G suffix.
   std::string budget;
   /// < 0 = as configured; the time-overhead cap of min_memory.
-  double max_overhead = -1;
+  std::string max_overhead;  ///< "" = as configured
 };
 
 /// Profiles the problem's model on one training batch and prints the per-block decisions, the

@@ -11,13 +11,20 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
   run->add_option("--set", args.overrides,
                   "override keys: --set engine.train_iters=100 seed=1 (repeatable)");
   add_device_option(*run, args.overrides);
-  run->add_option("--out", args.options.out_dir, "output folder (default runs/<name>)");
-  run->add_flag("--resume", args.options.resume, "continue from <out>/state.pt");
+  run->add_option("--out", args.options.out_dir, "output folder (default runs/<name>)")
+      ->check([](const std::string& dir) {
+        return dir.empty() ? std::string("an empty folder name") : std::string();
+      });
+  run->add_flag("--resume", args.options.resume, "continue the run saved in the output folder");
+  run->add_flag("--overwrite", args.options.overwrite,
+                "start a new run in an output folder that holds one: its files are moved into "
+                "<out>/replaced-<time>/ first");
   run->add_flag_callback(
       "--no-progress", [&args] { args.options.progress = false; },
       "plain progress lines even on a terminal");
   run->add_option("--stop-at", args.options.stop_at,
-                  "save the state and stop after this global step (continue with --resume)");
+                  "save the state and stop after this global step (continue with --resume)")
+      ->check(CLI::PositiveNumber);
   run->add_flag("--log-all-ranks", args.options.log_all_ranks,
                 "under a launch, ranks other than 0 log at info too (else warnings only)");
   run->add_option("--raise-at", args.raise_at,

@@ -39,6 +39,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunCommand& command
       .progress(command.progress)
       .log_all_ranks(command.log_all_ranks)
       .command_line(command.command_line);
+  // The folder's refusals before the experiment is built (data loaded, a baseline trained).
+  Run::check(options);
 
   const auto owned = run::make_experiment(config);
   run::Experiment& experiment = *owned;

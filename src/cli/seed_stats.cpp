@@ -1,5 +1,7 @@
 #include "seed_stats.h"
 
+#include <mlo/run/config.h>
+
 #include <mlo/base/error.h>
 
 #include <cmath>
@@ -25,6 +27,10 @@ int64_t parse_int(const std::string& text, const std::string& spec) {
 
 }  // namespace
 
+namespace {
+constexpr int64_t kMaxSeeds = 1000;
+}  // namespace
+
 std::vector<int64_t> parse_seeds(const std::string& spec) {
   std::vector<int64_t> seeds;
   std::set<int64_t> seen;
@@ -40,6 +46,14 @@ std::vector<int64_t> parse_seeds(const std::string& spec) {
       last = parse_int(part.substr(dash + 1), spec);
       MLO_CHECK(first <= last, "--seeds '", spec, "': range '", part, "' is descending");
     }
+    for (const int64_t s : {first, last}) {
+      const std::string why = run::seed_error(s);
+      MLO_CHECK(why.empty(), "--seeds '", spec, "': seed ", s, " ", why);
+    }
+    // (one run each: a range past this is a typo, not a study)
+    MLO_CHECK(last - first < kMaxSeeds && static_cast<int64_t>(seeds.size()) + (last - first) <
+                                               kMaxSeeds,
+              "--seeds '", spec, "' names more than ", kMaxSeeds, " seeds (one run each)");
     for (int64_t s = first; s <= last; ++s) {
       MLO_CHECK(seen.insert(s).second, "--seeds '", spec, "': seed ", s, " appears twice");
       seeds.push_back(s);

@@ -133,10 +133,10 @@ std::string run_seeds(const run::RunConfig& config, const RunCommand& options,
       std::cout << "seed " << seed << ": kept " << one.out_dir << "/results.json\n";
       continue;
     }
+    // A seed that saved no state starts over on --resume: whatever it left (a log, metrics of
+    // its first steps) is moved aside, not deleted.
     one.resume = options.resume && fs::exists(fs::path(one.out_dir) / "state.pt");
-    // A run that starts over must not leave an older results.json that a later --resume would
-    // take for this run's.
-    if (!one.resume) fs::remove(fs::path(one.out_dir) / "results.json");
+    one.overwrite = options.overwrite || (options.resume && !one.resume);
     run::RunConfig seeded = config;
     seeded.seed = seed;
     std::cout << "seed " << seed << " -> " << one.out_dir << "\n";

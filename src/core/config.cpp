@@ -27,6 +27,18 @@ void ProblemConfig::visit(Fields& f) {
     LossScaling scaling = loss_scaling_.value_or(LossScaling());
     s("enabled", enabled);
     scaling.visit(s);
+    if (!enabled) {
+      // Options of a loss scaling that is off would be dropped without a word.
+      LossScaling defaults;
+      const auto given = field_values([&](Fields& v) { scaling.visit(v); });
+      const auto fallback = field_values([&](Fields& v) { defaults.visit(v); });
+      for (const auto& [key, value] : given) {
+        if (fallback.at(key) == value) continue;
+        s.refuse(key.c_str(), "is set (" + value + "), but loss scaling is off (enabled is " +
+                                  "not true), so it would have no effect; add 'enabled: true' " +
+                                  "to the section, or remove the option");
+      }
+    }
     loss_scaling_ = enabled ? std::optional<LossScaling>(scaling) : std::nullopt;
   });
   f.section("checkpointing", [&](Fields& s) { checkpointing_.visit(s); });

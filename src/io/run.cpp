@@ -186,6 +186,7 @@ RunOptions RunOptions::from_command_line(int argc, const char* const* argv,
 }
 
 struct Run::State {
+  State(Engine& e, RunOptions o) : engine(e), options(std::move(o)) {}
   Engine& engine;
   RunOptions options;
   std::optional<std::string> config;
@@ -201,11 +202,16 @@ struct Run::State {
 };
 
 Run::Run(Engine& engine, RunOptions options)
-    : state_(std::make_unique<State>(State{engine, std::move(options)})) {
+    : state_(std::make_unique<State>(engine, std::move(options))) {
   state_->name = program_name(state_->options.command_line());
 }
 
 Run::~Run() = default;
+
+void Run::check(const RunOptions& options) {
+  if (dist::Rendezvous::from_env().rank != 0) return;
+  io::RunFolder::check(options.dir(), options.resume(), options.overwrite());
+}
 
 Run& Run::config(std::string yaml, std::function<bool(const std::string&)> same) {
   state_->config = std::move(yaml);

@@ -59,6 +59,12 @@ std::string read_text(const fs::path& path) {
   return out;
 }
 
+std::string in_use(const std::string& dir, const std::string& owner) {
+  return "'" + dir + "' is in use by another run (" +
+         (owner.empty() ? std::string("its owner did not say who it is") : owner) +
+         "); wait for it to end, or choose another output folder";
+}
+
 }  // namespace
 
 std::vector<std::string> RunFolder::results(const std::string& dir) {
@@ -91,30 +97,46 @@ std::vector<std::string> RunFolder::run_files(const std::string& dir) {
   return out;
 }
 
-RunFolder::RunFolder(std::string dir, bool resume, bool overwrite) : dir_(std::move(dir)) {
-  MLO_CHECK(!dir_.empty(), "a run needs an output folder (got an empty name)");
-  MLO_CHECK(!(resume && overwrite), "'", dir_, "': resume continues the run there and ",
+void RunFolder::check(const std::string& dir, bool resume, bool overwrite) {
+  MLO_CHECK(!dir.empty(), "a run needs an output folder (got an empty name)");
+  MLO_CHECK(!(resume && overwrite), "'", dir, "': resume continues the run there and ",
             "overwrite replaces it; ask for one of them");
   std::error_code error;
-  if (fs::exists(dir_, error) && !fs::is_directory(dir_, error)) {
-    throw Error("'" + dir_ + "' is a file, not a folder; a run writes a folder of files there");
+  if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
+    throw Error("'" + dir + "' is a file, not a folder; a run writes a folder of files there");
   }
-  const std::vector<std::string> found = run_files(dir_);
-  const std::vector<std::string> kept = results(dir_);
-  const fs::path config = fs::path(dir_) / "config.yaml";
+  // In use by a live run, first: its lock is taken (tried and let go at once; only an existing
+  // lock file is opened, so nothing is created).
+  const fs::path lock = fs::path(dir) / kLockFile;
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    const bool taken = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ::close(fd);
+    if (taken) throw Error(in_use(dir, read_text(lock)));
+  }
+  const std::vector<std::string> found = run_files(dir);
+  const std::vector<std::string> kept = results(dir);
+  const fs::path config = fs::path(dir) / "config.yaml";
   if (resume) {
-    MLO_CHECK(!found.empty(), "'", dir_, "' holds no run to resume (no state, metrics or log of ",
+    MLO_CHECK(!found.empty(), "'", dir, "' holds no run to resume (no state, metrics or log of ",
               "one); run without --resume to start one there");
   } else if (!kept.empty() && !overwrite) {
-    throw Error("'" + dir_ + "' holds another run (" + joined(kept) +
+    throw Error("'" + dir + "' holds another run (" + joined(kept) +
                 "); continue it with --resume, replace it with --overwrite (its files are moved "
-                "into " + dir_ + "/replaced-<time>/, nothing is deleted), or choose another "
+                "into " + dir + "/replaced-<time>/, nothing is deleted), or choose another "
                 "output folder");
   } else if (found.empty() && fs::exists(config, error)) {
     throw Error("'" + config.string() + "' exists and was not written by a run (no run files " +
                 "beside it): a run records its configuration there and will not write over " +
                 "yours; choose another output folder");
   }
+}
+
+RunFolder::RunFolder(std::string dir, bool resume, bool overwrite) : dir_(std::move(dir)) {
+  check(dir_, resume, overwrite);
+  const std::vector<std::string> found = run_files(dir_);
+  const fs::path config = fs::path(dir_) / "config.yaml";
+  std::error_code error;
   fs::create_directories(dir_, error);
   MLO_CHECK(!error, "cannot create the output folder '", dir_, "': ", error.message());
 
@@ -127,9 +149,7 @@ RunFolder::RunFolder(std::string dir, bool resume, bool overwrite) : dir_(std::m
     ::close(lock_fd_);
     lock_fd_ = -1;
     const std::string owner = read_text(lock);
-    MLO_CHECK(why != EWOULDBLOCK, "'", dir_, "' is in use by another run (",
-              owner.empty() ? std::string("its owner did not say who it is") : owner,
-              "); wait for it to end, or choose another output folder");
+    MLO_CHECK(why != EWOULDBLOCK, in_use(dir_, owner));
     throw Error("cannot lock '" + lock.string() + "': " + std::strerror(why));
   }
   // A run replaced on request, or one that ended before it saved anything (its log, its

@@ -22,6 +22,9 @@ class RunFolder {
   /// Claims `dir` (created when missing) as described above; throws `mlo::Error` naming the
   /// folder, what is in the way and what to do.
   RunFolder(std::string dir, bool resume, bool overwrite);
+  /// The constructor's refusals (what is in the way, a live lock) without claiming or writing
+  /// anything: the same errors, for a caller that prepares for long before it claims.
+  static void check(const std::string& dir, bool resume, bool overwrite);
   ~RunFolder();
   RunFolder(const RunFolder&) = delete;
   RunFolder& operator=(const RunFolder&) = delete;

@@ -77,8 +77,9 @@ void save_state(const std::string& path, const Engine& engine) {
 }
 
 int64_t load_state(const std::string& path, Engine& engine) {
-  MLO_CHECK(std::ifstream(path).good(), "no saved state at '", path,
-            "'; run without --resume to start fresh");
+  MLO_CHECK(std::ifstream(path).good(), "no saved state at '", path, "' (the run there ",
+            "saved none yet); start a new run there with --overwrite (its files are moved aside), ",
+            "or in another output folder");
   // NOTE: LibTorch's reader does not check the CRC-32 that its zip writer stores for every
   // record, so flipped bytes inside a tensor would load without an error.
   const std::string damage = detail::zip_damage(path);
@@ -103,7 +104,17 @@ int64_t load_state(const std::string& path, Engine& engine) {
             "' has an unknown format");
   torch::serialize::InputArchive engine_archive;
   archive.read("engine", engine_archive);
-  engine.load_state_dict(engine_archive);
+  // NOTE: LibTorch refuses a tensor of another shape (the configuration changed a model's
+  // size since the save) deep inside loading, with a backtrace naming no file.
+  try {
+    engine.load_state_dict(engine_archive);
+  } catch (const Error& e) {
+    throw Error("the state file '" + path + "' does not fit this run: " + e.what());
+  } catch (const c10::Error& e) {
+    throw Error("the state file '" + path + "' does not fit this run (was the configuration " +
+                "changed since it was saved, e.g. a model's size?): " +
+                e.what_without_backtrace());
+  }
   at::Tensor rng;
   archive.read("cpu_rng", rng);
   set_rng_state(default_cpu_generator(), rng.cpu());

@@ -1,7 +1,10 @@
 #include <mlo/base/error.h>
+#include <mlo/base/number_text.h>
 #include <mlo/run/config.h>
+#include <mlo/run/builders.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace mlo {
 namespace run {
@@ -46,21 +49,45 @@ std::vector<std::string> parents_of(const DependencyConfig& graph, const std::st
   return found == graph.l2u.end() ? std::vector<std::string>{} : found->second;
 }
 
+namespace {
+
+// A positive value an optimizer can apply to float32 parameters (LibTorch converts it to the
+// parameters' type; past float's range that fails deep inside the step, naming no key).
+// A float option: within the bound, and no larger than a float holds (LibTorch keeps these in
+// single precision, so a larger value would fail there without naming the key).
+Check<double> float_option(bool zero_allowed) {
+  return [zero_allowed](const double& v) {
+    if (!(zero_allowed ? v >= 0 : v > 0)) {
+      return std::string(zero_allowed ? "must be >= 0" : "must be > 0") + ", got " + number_text(v);
+    }
+    if (v > std::numeric_limits<float>::max()) {
+      return "must be at most " + number_text(std::numeric_limits<float>::max()) +
+             " (a float), got " + number_text(v);
+    }
+    return std::string();
+  };
+}
+
+Check<double> positive_float() { return float_option(false); }
+Check<double> non_negative_float() { return float_option(true); }
+
+}  // namespace
+
 void OptimizerConfig::visit(Fields& v) {
   v("name", name, one_of(optimizer_names()));
-  v("lr", lr, positive());
+  v("lr", lr, positive_float());
   v("momentum", momentum, in_range(0, 1));
-  v("weight_decay", weight_decay, non_negative());
+  v("weight_decay", weight_decay, non_negative_float());
   v("nesterov", nesterov);
   v("beta1", beta1, in_range(0, 1));
   v("beta2", beta2, in_range(0, 1));
-  v("eps", eps, positive());
+  v("eps", eps, positive_float());
 }
 
 void SchedulerConfig::visit(Fields& v) {
   v("name", name, one_of(scheduler_names()));
   v("milestones", milestones);
-  v("gamma", gamma, positive());
+  v("gamma", gamma, positive_float());
   v("t_max", t_max, at_least(0));
   v("eta_min", eta_min, in_range(0, 1));
 }
@@ -75,6 +102,12 @@ void ProblemSection::visit(Fields& v) {
   v.section("optimizer", [&](Fields& s) { optimizer.visit(s); });
   v.section("scheduler", [&](Fields& s) { scheduler.visit(s); });
   config.visit(v);
+}
+
+std::string seed_error(const int64_t& seed) {
+  if (seed >= 0 && seed <= kMaxSeed) return "";
+  return "must be in [0, " + std::to_string(kMaxSeed) + "] (LibTorch's generators take 32-bit " +
+         "seeds, and an experiment derives a few more from it), got " + std::to_string(seed);
 }
 
 std::string run_name_error(const std::string& name) {
@@ -197,6 +230,27 @@ void check_config(const RunConfig& c) {
                  "names problem '" + name + "', which is not under problems");
         }
       }
+    }
+  }
+  // A problem that takes no optimizer step in the whole run would leave training silently
+  // undone (exit 0, nothing learned).
+  if (c.engine.train_iters() > 0 && !c.problems.empty()) {
+    const auto counts = optimizer_steps(c);
+    for (const auto& [name, count] : counts) {
+      if (count > 0) continue;
+      const ProblemConfig& p = c.problems.at(name).config;
+      if (p.gradient_accumulation() > 1) {
+        c.fail("problems." + name + ".gradient_accumulation",
+               "is " + std::to_string(p.gradient_accumulation()) + " micro-steps per optimizer " +
+                   "step, so '" + name + "' takes no optimizer step in engine.train_iters = " +
+                   std::to_string(c.engine.train_iters()) + " global steps; raise train_iters " +
+                   "or lower gradient_accumulation");
+      }
+      c.fail("engine.train_iters",
+             "is " + std::to_string(c.engine.train_iters()) + " global steps, in which problem '" +
+                 name + "' takes no optimizer step (the problems below it do not finish an " +
+                 "unroll after their warmup in that time); raise train_iters, or lower their " +
+                 "unroll_steps, warmup_steps or gradient_accumulation");
     }
   }
   const EarlyStopping& rule = c.engine.early_stopping();

@@ -22,7 +22,7 @@ namespace schema {
 // `c.settings` must hold the experiment's settings.
 inline void visit_after_experiment(Fields& v, run::RunConfig& c) {
   v("name", c.name, run_name_error);
-  v("seed", c.seed, at_least(0));
+  v("seed", c.seed, seed_error);
   v("threads", c.threads, at_least(0));
   v("device", c.device, [](const std::string& name) { return device_name_error(name); });
   v.section("engine", [&](Fields& s) {

@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -133,10 +134,24 @@ class Reader : public Fields {
     }
   }
 
+  void refuse(const char* key, const std::string& what) override {
+    const std::string path = key_path(path_, key);
+    const YAML::Node& map = node_;  // (const: operator[] would add the key)
+    const YAML::Mark mark =
+        has_map_ && map[key].IsDefined() ? map[key].Mark() : YAML::Mark::null_mark();
+    fail(location(ctx_, path, mark), path, what);
+  }
+
   void section(const char* key, const std::function<void(Fields&)>& body) override {
     const std::optional<YAML::Node> child = lookup(key);
     const std::string path = key_path(path_, key);
     if (child) ctx_.where[path] = location(ctx_, path, child->Mark());
+    // NOTE: an empty value (`engine:`, `engine: ~`, `--set engine=~`) would keep every key of
+    // the section at its default, silently dropping whatever the file set there.
+    if (child && child->IsNull()) {
+      fail(location(ctx_, path, child->Mark()), path,
+           "is empty (null); give its keys as a mapping, e.g. {} for every default");
+    }
     Reader sub(child, path, ctx_);
     body(sub);
     sub.finish();
@@ -270,6 +285,27 @@ class Reader : public Fields {
   std::set<std::string> used_or_known_;
 };
 
+// Refuses a key given twice in one mapping (YAML readers differ on which one wins; yaml-cpp keeps
+// the first), anywhere in the tree, naming both places.
+void check_duplicates(const YAML::Node& node, const std::string& path, const Context& ctx) {
+  if (node.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (const auto& entry : node) {
+      const std::string key = key_text(ctx, path, entry.first);
+      const std::string child = key_path(path, key);
+      const auto [it, fresh] = seen.emplace(key, entry.first.Mark());
+      if (!fresh) {
+        fail(location(ctx, child, entry.first.Mark()), child,
+             "given twice in one mapping (first at line " + std::to_string(it->second.line + 1) +
+                 "); keep one");
+      }
+      check_duplicates(entry.second, child, ctx);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) check_duplicates(item, path, ctx);
+  }
+}
+
 // Applies "a.b.c=value" to the tree, creating mappings along the path.
 void apply_override(YAML::Node& root, const std::string& text, Context& ctx) {
   const auto eq = text.find('=');
@@ -319,6 +355,7 @@ run::RunConfig parse_run_config(const std::string& yaml, const std::string& sour
   if (!root.IsMap()) {
     fail(location(ctx, "", root.Mark()), "", "must be a mapping (key: value lines)");
   }
+  check_duplicates(root, "", ctx);
   for (const auto& text : overrides) apply_override(root, text, ctx);
 
   run::RunConfig config;
@@ -348,6 +385,11 @@ run::RunConfig parse_run_config(const std::string& yaml, const std::string& sour
 }
 
 run::RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code error;
+  MLO_CHECK(!std::filesystem::is_directory(path, error), "'", path, "' is a folder, not a ",
+            "configuration file (a YAML file like configs/hpo_logreg.yaml)");
+  MLO_CHECK(std::filesystem::exists(path, error), "the configuration file '", path,
+            "' does not exist");
   std::ifstream file(path);
   MLO_CHECK(file.good(), "cannot read the configuration file '", path, "'");
   std::stringstream text;

@@ -300,7 +300,7 @@ TEST_CASE("mlo launch: --set takes several values, as in mlo run", "[cli][dist]"
   const auto child = mlo_test::spawn(
       {MLO_TOOL, "launch", "--nproc", "2", MLO_SOURCE_DIR "/configs/hpo_logreg.yaml", "--out",
        (dir / "out").string(), "--no-progress", "--log-all-ranks", "--set",
-       "engine.train_iters=1", "engine.strategy=distributed"},
+       "engine.train_iters=1", "problems.inner.unroll_steps=1", "engine.strategy=distributed"},
       {}, (dir / "launch.log").string());
   const int code = mlo_test::wait_for(child, std::chrono::seconds(120));
   const std::string output = mlo_test::read_file(child.log);

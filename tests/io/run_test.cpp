@@ -168,7 +168,9 @@ TEST_CASE("Run: a folder in use by another run, and a user's config.yaml, are re
   const auto dir = mlo_test::scratch_path("run_locked");
   Program first(200);
   bool refused = false;
-  // While the first run lives (inside its steps), a second one on the same folder fails at once.
+  bool checked = false;
+  // While the first run lives (inside its steps), a second one on the same folder fails at once,
+  // and Run::check says so before a Run is made.
   first.engine->on_step([&](int64_t step) {
     if (step == 3) {
       try {
@@ -177,15 +179,28 @@ TEST_CASE("Run: a folder in use by another run, and a user's config.yaml, are re
         refused = std::string(e.what()).find("is in use by another run (process ") !=
                   std::string::npos;
       }
+      try {
+        mlo::Run::check(mlo::RunOptions().dir(dir.string()).resume(true));
+      } catch (const mlo::Error& e) {
+        checked = std::string(e.what()).find("is in use by another run (process ") !=
+                  std::string::npos;
+      }
     }
     return step < 5;
   });
   first.run(dir);
   CHECK(refused);
+  CHECK(checked);
+  // Ended: the folder holds a run, which a new one may not use unasked; resuming it may.
+  CHECK_THROWS_WITH(mlo::Run::check(mlo::RunOptions().dir(dir.string())),
+                    Contains("holds another run"));
+  CHECK_NOTHROW(mlo::Run::check(mlo::RunOptions().dir(dir.string()).resume(true)));
 
   const auto mine = mlo_test::scratch_path("run_user_config");
   fs::create_directories(mine);
   std::ofstream(mine / "config.yaml") << "# my notes\n";
+  CHECK_THROWS_WITH(mlo::Run::check(mlo::RunOptions().dir(mine.string())),
+                    Contains("config.yaml' exists and was not written by a run"));
   CHECK_THROWS_WITH(Program(5).run(mine),
                     Contains("config.yaml' exists and was not written by a run"));
   CHECK(mlo_test::read_text(mine / "config.yaml") == "# my notes\n");

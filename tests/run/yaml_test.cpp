@@ -154,13 +154,28 @@ TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
   CHECK_FALSE(darts->exact_restore());
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"dependencies.u2l.teacher=[x]"}),
                       Contains("names problem 'teacher', which is not under problems"));
+  // Loss-scaling options act only with loss scaling on: set without it they are refused.
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "tiny.yaml", {"problems.classifier.loss_scaling.init_scale=1024"}),
+      Contains("tiny.yaml (--set problems.classifier.loss_scaling.init_scale=1024): "
+               "problems.classifier.loss_scaling.init_scale: is set (1024), but loss scaling "
+               "is off"));
+  const auto scaled =
+      parse_run_config(kValid, "tiny.yaml",
+                       {"problems.classifier.loss_scaling.init_scale=1024",
+                        "problems.classifier.loss_scaling.enabled=true"});
+  CHECK(scaled.problems.at("classifier").config.loss_scaling().value().init_scale() == 1024);
+  // (the resolved file, which lists a disabled section's defaults, reads back)
+  const auto plain = parse_run_config(kValid, "tiny.yaml");
+  CHECK(mlo::run::to_yaml(parse_run_config(mlo::run::to_yaml(plain), "r.yaml")) ==
+        mlo::run::to_yaml(plain));
   REQUIRE_THROWS_WITH(parse_run_config("engine: {train_iters: 5\n", "s.yaml"),
                       Contains("s.yaml:2:1: YAML syntax error"));
 }
 
 TEST_CASE("YAML: a missing file is named", "[io][yaml]") {
   REQUIRE_THROWS_WITH(mlo::run::load_run_config("/nonexistent/x.yaml"),
-                      Contains("cannot read the configuration file '/nonexistent/x.yaml'"));
+                      Contains("the configuration file '/nonexistent/x.yaml' does not exist"));
 }
 
 TEST_CASE("YAML: data.valid_size and data.shuffle_classes are keys with documented defaults",

@@ -94,6 +94,13 @@ class Fields {
     (void)body;
   }
 
+  /// A rule across keys that `key`'s value breaks (`what`: "is set, but ... is off"): the
+  /// reader fails at `key`'s location as for a failed check; writers ignore it.
+  virtual void refuse(const char* key, const std::string& what) {
+    (void)key;
+    (void)what;
+  }
+
   /// A mapping keyed by user names (`problems: {inner: {...}, outer: {...}}`): `body(name, f)`
   /// runs for each entry, `existing` lists the entries to write (the reader takes the YAML's).
   virtual void entries(const char* key, const std::vector<std::string>& existing,

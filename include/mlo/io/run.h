@@ -136,6 +136,13 @@ class Run {
   /// locked by another process, nothing to resume) before it writes anything.
   RunResult start();
 
+  /// The refusals `start` would make for `options.dir` (another run there and neither resume
+  /// nor overwrite asked for, nothing to resume, in use by a live run), thrown as the same
+  /// `mlo::Error` without writing anything; for a program that prepares for long (loads data,
+  /// trains a baseline) before it can make its `Run`. Checks in rank 0 of a launch only (the
+  /// rank that claims the folder; RANK unset counts as 0).
+  static void check(const RunOptions& options);
+
  private:
   struct State;
   std::unique_ptr<State> state_;

@@ -191,8 +191,8 @@ struct RunConfig {
   /// A registered experiment (`run::experiment_names()`); required in YAML.
   std::string experiment;
   std::string name = "experiment";  ///< used in logs and as the default output folder
-  /// The run's seed (>= 0): the experiment seeds its model initialization, data and shuffling
-  /// from it.
+  /// The run's seed, in [0, kMaxSeed]: the experiment seeds its model initialization, data and
+  /// shuffling from it.
   int64_t seed = 0;
   int64_t threads = 0;  ///< intra-op threads (0: LibTorch's default)
   /// auto | cpu | cuda | cuda:N (run/device.h): where every problem's module and batches live.
@@ -251,6 +251,13 @@ DependencyConfig resolved_dependencies(const RunConfig& config);
 
 /// The problems above `name` in `graph` (its `l2u` targets): the problems its unroll feeds.
 std::vector<std::string> parents_of(const DependencyConfig& graph, const std::string& name);
+
+/// The largest seed a run takes: LibTorch's generators keep 32 bits of a seed, and experiments
+/// derive a few more seeds from it (seed + 1, seed + 1000), which must not wrap either.
+inline constexpr int64_t kMaxSeed = 2147483647;
+
+/// Why `seed` cannot seed a run ("must be in [0, 2147483647] ..."), or "".
+std::string seed_error(const int64_t& seed);
 
 /// Why `name` cannot name a run (the top-level `name` key: the default output folder
 /// runs/<name>), or "": it must be a plain, non-empty name without '/'.
