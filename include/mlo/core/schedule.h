@@ -34,10 +34,10 @@ class Schedule {
   /// What the schedule reads of one level: `ProblemConfig`'s unroll_steps,
   /// gradient_accumulation, warmup_steps and roll_back.
   struct Level {
-    int64_t unroll_steps = 1;
-    int64_t gradient_accumulation = 1;
-    int64_t warmup_steps = 0;
-    bool roll_back = false;
+    int64_t unroll_steps = 1;           ///< Steps of this level per step of its parent.
+    int64_t gradient_accumulation = 1;  ///< Micro-batches per optimizer step.
+    int64_t warmup_steps = 0;           ///< Local steps before the parents start stepping.
+    bool roll_back = false;             ///< After the parents step, restore and redo one step.
     /// The counts of `config`.
     static Level of(const ProblemConfig& config);
   };

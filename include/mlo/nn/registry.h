@@ -88,7 +88,9 @@ class ModelConfig {
   explicit ModelConfig(const std::string& name = "cnn");
   /// These options (a model's type, set in code).
   explicit ModelConfig(const ModelOptions& options);
+  /// A deep copy: the copy's options are its own.
   ModelConfig(const ModelConfig& other);
+  /// Replaces these options by a deep copy of `other`'s.
   ModelConfig& operator=(const ModelConfig& other);
 
   /// The selected model's options.

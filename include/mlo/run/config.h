@@ -260,7 +260,7 @@ inline constexpr int64_t kMaxSeed = 2147483647;
 std::string seed_error(const int64_t& seed);
 
 /// Why `name` cannot name a run (the top-level `name` key: the default output folder
-/// runs/<name>), or "": it must be a plain, non-empty name without '/'.
+/// `runs/NAME`), or "": it must be a plain, non-empty name without '/'.
 std::string run_name_error(const std::string& name);
 
 /// The settings of a problem that act only when it is a lower problem (it has a parent):
