@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,6 +29,10 @@ bool is_run_file(const std::string& name) {
   for (const char* known : kNames) {
     if (name == known) return true;
   }
+  // (a metrics file that a resume found damaged and moved aside: io/metrics.h)
+  if (name.rfind("metrics.csv.damaged-", 0) == 0 || name.rfind("metrics.jsonl.damaged-", 0) == 0) {
+    return true;
+  }
   return name.rfind("state.rank", 0) == 0 && name.size() > 3 &&
          name.compare(name.size() - 3, 3, ".pt") == 0;
 }
@@ -38,16 +41,6 @@ std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
   return out;
-}
-
-// "20261128-031500" (UTC), for the folder a replaced run moves into.
-std::string stamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y%m%d-%H%M%S", &utc);
-  return text;
 }
 
 std::string read_text(const fs::path& path) {
@@ -156,9 +149,9 @@ RunFolder::RunFolder(std::string dir, bool resume, bool overwrite) : dir_(std::m
   // configuration) moves aside: everything it wrote, config.yaml too, but the lock file (held,
   // and rewritten below).
   if (!resume && !found.empty()) {
-    fs::path aside = fs::path(dir_) / ("replaced-" + stamp());
+    fs::path aside = fs::path(dir_) / ("replaced-" + utc_stamp());
     for (int i = 2; fs::exists(aside, error); ++i) {
-      aside = fs::path(dir_) / ("replaced-" + stamp() + "-" + std::to_string(i));
+      aside = fs::path(dir_) / ("replaced-" + utc_stamp() + "-" + std::to_string(i));
     }
     fs::create_directories(aside, error);
     MLO_CHECK(!error, "cannot create '", aside.string(), "': ", error.message());

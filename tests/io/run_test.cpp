@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 namespace run_test {
 
@@ -137,6 +138,66 @@ TEST_CASE("Run: a program's run folder; stopped and resumed it ends as the unint
   CHECK(mlo_test::read_text(part / "metrics.csv") ==
         mlo_test::read_text(full / "metrics.csv"));
   CHECK(resumed.valid.at("valid/loss") == results(full)["valid"]["valid/loss"].get<double>());
+}
+
+TEST_CASE("Run: resumed over a damaged or deleted metrics.csv, which is moved aside or "
+          "recreated with a warning",
+          "[io][run]") {
+  const auto full = mlo_test::scratch_path("run_metrics_full");
+  Program().run(full);
+  // What the resumed run writes: the header, then the reference's rows after the saved step 23.
+  std::string resumed = "step,source,metric,value\n";
+  {
+    std::istringstream lines(mlo_test::read_text(full / "metrics.csv"));
+    std::string line;
+    std::getline(lines, line);
+    while (std::getline(lines, line)) {
+      if (std::stoll(line.substr(0, line.find(','))) > 23) resumed += line + "\n";
+    }
+  }
+  REQUIRE(resumed.find("\n24,") != std::string::npos);
+
+  const auto damaged = mlo_test::scratch_path("run_metrics_damaged");
+  Program().run(damaged, false, /*stop_at=*/23);
+  const std::string garbage = "step;value\n1;2\nnot mlo's\n";
+  std::ofstream(damaged / "metrics.csv", std::ios::binary) << garbage;
+  Program().run(damaged, /*resume=*/true);
+  std::vector<fs::path> aside;
+  for (const auto& entry : fs::directory_iterator(damaged)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("metrics.csv.damaged-", 0) == 0) aside.push_back(entry.path());
+  }
+  REQUIRE(aside.size() == 1);
+  CHECK(mlo_test::read_text(aside[0]) == garbage);
+  CHECK(mlo_test::read_text(damaged / "metrics.csv") == resumed);
+  // (the other file was mlo's: kept, and continued as the uninterrupted run's)
+  CHECK(mlo_test::read_text(damaged / "metrics.jsonl") ==
+        mlo_test::read_text(full / "metrics.jsonl"));
+  CHECK_THAT(mlo_test::read_text(damaged / "log.txt"),
+             Contains("[warning] the metrics file '" + (damaged / "metrics.csv").string() +
+                      "' is not one mlo wrote (line 1 ('step;value') is not the header") &&
+                 Contains("kept as it was in '" + aside[0].string() + "'"));
+  // Replaced with --overwrite, the moved-aside file goes with the run's other files.
+  Program().run(damaged, false, 0, /*overwrite=*/true);
+  CHECK_FALSE(fs::exists(aside[0]));
+  std::vector<fs::path> replaced;
+  for (const auto& entry : fs::directory_iterator(damaged)) {
+    if (entry.path().filename().string().rfind("replaced-", 0) == 0) {
+      replaced.push_back(entry.path());
+    }
+  }
+  REQUIRE(replaced.size() == 1);
+  CHECK(mlo_test::read_text(replaced[0] / aside[0].filename()) == garbage);
+
+  const auto deleted = mlo_test::scratch_path("run_metrics_deleted");
+  Program().run(deleted, false, /*stop_at=*/23);
+  fs::remove(deleted / "metrics.csv");
+  Program().run(deleted, /*resume=*/true);
+  CHECK(mlo_test::read_text(deleted / "metrics.csv") == resumed);
+  CHECK_THAT(mlo_test::read_text(deleted / "log.txt"),
+             Contains("[warning] the metrics file '" + (deleted / "metrics.csv").string() +
+                      "' is missing: a new one is started with its header; the records of the "
+                      "steps up to 23 (before the resume) are missing from it"));
 }
 
 TEST_CASE("Run: a folder that holds another run is refused, or moved aside with overwrite",

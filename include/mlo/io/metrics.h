@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlo {
 namespace io {
@@ -22,6 +23,14 @@ class MetricsWriter {
  public:
   /// Opens (creates) the two files in `dir`. With `resume_step` >= 0 the existing files are kept
   /// up to that global step (records written after the saved state are dropped), then appended.
+  /// A file is rewritten to drop records through a temporary file renamed over it, so a crash
+  /// meanwhile leaves it whole; a record at or before `resume_step` is never dropped. On resume
+  /// each file is checked line by line: one that is not mlo's (another header, a line that is
+  /// not a record; a last line cut off by a crash after the saved state is only dropped) is
+  /// moved, unchanged, to `<file>.damaged-<UTC time>`, and a missing one is recreated; either
+  /// way a new file is started (the CSV with its header) and a warning, kept in `warnings()`,
+  /// names the file, what was wrong and which records it lacks. Throws `mlo::Error` naming the
+  /// file when it cannot be read, moved or written.
   /// With `tensorboard`, every record also goes to `<dir>/tb/` as scalars, tagged
   /// `tensorboard_tag(source, name)`, kept up to `resume_step` the same way.
   explicit MetricsWriter(const std::string& dir, int64_t resume_step = -1,
@@ -39,6 +48,9 @@ class MetricsWriter {
   const std::string& csv_path() const { return csv_path_; }
   /// The JSON-lines file being written: `<dir>/metrics.jsonl`.
   const std::string& jsonl_path() const { return jsonl_path_; }
+  /// What resuming had to repair (a file missing or not mlo's, as logged); empty when the files
+  /// were as expected or the run is new.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   std::string csv_path_;
@@ -46,6 +58,7 @@ class MetricsWriter {
   std::ofstream csv_;
   std::ofstream jsonl_;
   std::optional<TensorBoardWriter> tensorboard_;
+  std::vector<std::string> warnings_;
 };
 
 /// A record's TensorBoard tag: `<source>/<name>` ("classifier/loss", "test/balanced_acc"),
