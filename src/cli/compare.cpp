@@ -30,7 +30,9 @@ int CompareCommand::run() const {
   if (!plot_.empty()) {
     PlotOptions options;
     options.out = plot_;
-    std::cout << "curves in " << plot_runs({a_, b_}, options) << "\n";
+    options.out_option = "--plot";
+    const std::string png = plot_runs({a_, b_}, options);
+    std::cout << "curves in " << png << "\n";
   }
   return 0;
 }

@@ -39,7 +39,10 @@ std::string run_gnuplot(const std::string& script, const std::string& drawn,
     return "gnuplot is not installed (apt-get install gnuplot-nox): no PNG; the script " + script +
            " draws it";
   }
-  if (status != 0 || !std::filesystem::exists(drawn)) {
+  // (`drawn` may exist, empty, beforehand: the caller's own new file for gnuplot to fill)
+  std::error_code absent;
+  const auto size = std::filesystem::file_size(drawn, absent);
+  if (status != 0 || absent || size == 0) {
     std::filesystem::remove(drawn, ignored);
     return "gnuplot failed (exit status " + std::to_string(status) + ") on " + script;
   }

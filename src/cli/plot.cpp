@@ -7,9 +7,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 
@@ -32,6 +39,12 @@ std::string number(double value) {
   return number_text(value);
 }
 
+// The bytes every PNG begins with.
+const std::string kPngSignature("\x89PNG\r\n\x1a\n", 8);
+// How the files that mlo plot writes beside the picture begin (the script, the data).
+const std::string kScriptMark = "# gnuplot script written by mlo plot";
+const std::string kDataMark = "# block 0: ";
+
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
                                "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
@@ -39,6 +52,54 @@ std::string legend(const RunCurves& run, const Curve& curve, Band band) {
   if (run.seeds.size() == 1) return run.label;
   return run.label + ": mean of " + std::to_string(curve.seeds) + " seeds, band " +
          (band == Band::kStd ? "+-1 std" : "min-max");
+}
+
+// The first `size` bytes of `path` ("" when it cannot be read).
+std::string first_bytes(const fs::path& path, size_t size) {
+  std::ifstream in(path, std::ios::binary);
+  std::string out(size, '\0');
+  in.read(&out[0], static_cast<std::streamsize>(size));
+  out.resize(static_cast<size_t>(in.gcount()));
+  return out;
+}
+
+// Whether something (a file, a folder, a link, even a dangling one) is at `path`.
+bool taken(const fs::path& path) {
+  std::error_code ignored;
+  return fs::symlink_status(path, ignored).type() != fs::file_type::not_found;
+}
+
+// Whether `path` is a regular file (or a link to one) that begins with `signature`.
+bool begins_with(const fs::path& path, const std::string& signature) {
+  std::error_code ignored;
+  return fs::is_regular_file(path, ignored) && first_bytes(path, signature.size()) == signature;
+}
+
+// The files mlo plot writes, checked before anything is written: the picture must be a PNG,
+// and none of them may replace a file that mlo plot did not write (a user's results, notes).
+void check_outputs(const fs::path& png, const std::string& flag, const std::string& given,
+                   const std::string& gp, const std::string& dat) {
+  const std::string out =
+      given.empty() ? "the default " + flag + " '" + png.string() + "'" : flag + " '" + given + "'";
+  std::string extension = png.extension().string();
+  for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  MLO_CHECK(extension == ".png", "mlo plot: ", out,
+            " does not end in .png: the picture is a PNG (gnuplot's pngcairo terminal); give a "
+            "file name that ends in .png, e.g. '",
+            (png.parent_path() / "curves.png").string(), "'");
+  // NOTE: a PNG may be replaced (a chart drawn again); anything else at that path is not.
+  MLO_CHECK(!taken(png) || begins_with(png, kPngSignature), "mlo plot: ", out,
+            " exists and is not a PNG (it lacks PNG's signature bytes); it is not replaced: give "
+            "another file name, or move that file away");
+  // The script and data beside the picture: only files that mlo plot wrote are replaced.
+  MLO_CHECK(!taken(gp) || begins_with(gp, kScriptMark), "mlo plot: '", gp,
+            "', the gnuplot script written beside ", out,
+            ", exists and was not written by mlo plot (its first line is not '", kScriptMark,
+            " ...'); it is not replaced: give ", flag, " another name, or move that file away");
+  MLO_CHECK(!taken(dat) || begins_with(dat, kDataMark), "mlo plot: '", dat,
+            "', the data written beside ", out,
+            ", exists and was not written by mlo plot (it does not begin with '", kDataMark,
+            "'); it is not replaced: give ", flag, " another name, or move that file away");
 }
 
 bool drawable(const Curve& curve) {
@@ -50,6 +111,13 @@ bool drawable(const Curve& curve) {
 
 std::string plot_runs(const std::vector<std::string>& folders, const PlotOptions& options) {
   MLO_CHECK(!folders.empty(), "mlo plot: no run folder given");
+  const fs::path png = fs::absolute(options.out.empty() ? fs::path(folders.front()) / "curves.png"
+                                                        : fs::path(options.out));
+  MLO_CHECK(!fs::is_directory(png) && png.has_filename(), "mlo plot: ", options.out_option, " '",
+            options.out, "' is a folder; give the PNG's file name");
+  const std::string stem = (png.parent_path() / png.stem()).string();
+  const std::string dat = stem + ".dat", gp = stem + ".gp";
+  check_outputs(png, options.out_option, options.out, gp, dat);
   std::vector<RunCurves> runs;
   for (const auto& folder : folders) runs.push_back(load_run_curves(folder));
   std::set<std::string> available;
@@ -75,13 +143,6 @@ std::string plot_runs(const std::vector<std::string>& folders, const PlotOptions
               "'; the runs have: ", list());
   }
 
-  const fs::path png = fs::absolute(
-      options.out.empty() ? fs::path(folders.front()) / "curves.png" : fs::path(options.out));
-  MLO_CHECK(!fs::is_directory(png) && png.has_filename(), "mlo plot: --out '", options.out,
-            "' is a folder; give the PNG's file name");
-  const std::string stem = png.extension() == ".png" ? (png.parent_path() / png.stem()).string()
-                                                     : png.string();
-  const std::string dat = stem + ".dat", gp = stem + ".gp", drawn = png.string() + ".tmp";
   fs::create_directories(png.parent_path());
 
   // The curves with a finite value, each one data block ("step mean low high"), blocks
@@ -162,6 +223,12 @@ std::string plot_runs(const std::vector<std::string>& folders, const PlotOptions
     }
     out << "unset multiplot\n";
   });
+  // gnuplot draws into a new file of its own beside the picture, moved over it when done.
+  std::string drawn = png.string() + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(&drawn[0]);
+  MLO_CHECK(fd >= 0, "mlo plot: cannot create a file beside '", png.string(), "': ",
+            std::strerror(errno));
+  ::close(fd);
   const std::string error = run_gnuplot(gp, drawn, png.string());
   MLO_CHECK(error.empty(), "mlo plot: ", error);
   return png.string();
@@ -188,7 +255,8 @@ bool PlotCommand::parsed() const { return command_->parsed(); }
 int PlotCommand::run() const {
   PlotOptions options = options_;
   options.band = band_ == "std" ? Band::kStd : Band::kMinMax;
-  std::cout << "curves in " << plot_runs(runs_, options) << "\n";
+  const std::string png = plot_runs(runs_, options);
+  std::cout << "curves in " << png << "\n";
   return 0;
 }
 

@@ -19,13 +19,16 @@ namespace cli {
 struct PlotOptions {
   std::vector<std::string> metrics;  ///< tags; empty: default_metrics of the first run
   std::string out;                   ///< the PNG; "" = <first run>/curves.png
+  std::string out_option = "--out";  ///< the flag that gave `out`, for errors ("--plot")
   Band band = Band::kMinMax;
 };
 
 /// Draws `runs` (folders) into `options.out`, with the gnuplot script (.gp) and the data (.dat)
 /// beside it so that `gnuplot FILE.gp` redraws it. Returns the PNG's path. Throws `mlo::Error`
 /// for a folder that is not a run, a metric that no run logged (listing the ones there are),
-/// or gnuplot failing.
+/// or gnuplot failing; and, before writing anything, for an `out` that does not end in .png,
+/// one that exists and is not a PNG (by its signature bytes), and a .gp or .dat beside it that
+/// exists and was not written by mlo plot: only mlo plot's own files are ever replaced.
 std::string plot_runs(const std::vector<std::string>& runs, const PlotOptions& options);
 
 /// Registers `plot` on `app`; after parsing, `run()` draws if it was given.

@@ -64,9 +64,19 @@ std::map<std::string, std::map<int64_t, double>> read_seed_results(
     if (seed < 0) continue;
     if (!only.empty() && std::find(only.begin(), only.end(), seed) == only.end()) continue;
     std::ifstream in(results);
-    const nlohmann::json json = nlohmann::json::parse(in);
+    nlohmann::json json;
+    try {
+      json = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error("'" + results.string() + "' is not valid JSON (" + e.what() +
+                  "); it is not results.json as mlo run writes it");
+    }
+    MLO_CHECK(json.is_object(), "'", results.string(),
+              "' is not a JSON object with \"test\" and \"valid\" sections");
     for (const char* section : {"test", "valid"}) {
       if (!json.contains(section)) continue;
+      MLO_CHECK(json[section].is_object(), "'", results.string(), "': \"", section,
+                "\" is not an object of metric values (it is ", json[section].type_name(), ")");
       for (const auto& [key, value] : json[section].items()) {
         double number = 0;
         if (value.is_number()) {
@@ -77,7 +87,8 @@ std::map<std::string, std::map<int64_t, double>> read_seed_results(
           const std::string text = value.get<std::string>();
           number = text == "NaN" ? std::nan("") : (text[0] == '-' ? -HUGE_VAL : HUGE_VAL);
         } else {
-          continue;
+          throw Error("'" + results.string() + "': \"" + section + "\"." + key + " is " +
+                      value.dump() + ", not a number (or \"NaN\", \"Infinity\", \"-Infinity\")");
         }
         // Test metrics are bare ("acc"), validation metrics already "valid/acc".
         const std::string metric = std::string(section) == "test" ? "test/" + key : key;

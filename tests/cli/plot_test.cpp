@@ -174,4 +174,48 @@ TEST_CASE("plot: a run without a metric leaves no hole in the data blocks", "[cl
                     Contains("is a folder"));
 }
 
+TEST_CASE("plot: --out must be a PNG, and no file that mlo plot did not write is replaced",
+          "[cli][plot]") {
+  mlo_test::TempDir dir("plot_out_safety");
+  write_run(dir.path / "a", 1.0);
+  const std::string results = "{\"test\": {\"acc\": 0.5}}\n";
+  std::ofstream(dir.path / "a" / "results.json") << results;
+  const std::string notes = "my notes\n";
+  std::ofstream(dir.path / "a" / "notes.png") << notes;
+  std::ofstream(dir.path / "a" / "mine.gp") << notes;
+  mlo::cli::PlotOptions options;
+  options.out = (dir.path / "a" / "results.json").string();
+  CHECK_THROWS_WITH(mlo::cli::plot_runs({(dir.path / "a").string()}, options),
+                    Contains("--out '" + options.out + "' does not end in .png"));
+  options.out = (dir.path / "a" / "notes.png").string();
+  CHECK_THROWS_WITH(mlo::cli::plot_runs({(dir.path / "a").string()}, options),
+                    Contains("exists and is not a PNG") && Contains("it is not replaced"));
+  options.out = (dir.path / "a" / "mine.png").string();
+  CHECK_THROWS_WITH(mlo::cli::plot_runs({(dir.path / "a").string()}, options),
+                    Contains("mine.gp', the gnuplot script written beside") &&
+                        Contains("was not written by mlo plot"));
+  options.out_option = "--plot";
+  options.out = (dir.path / "a" / "curves.PDF").string();
+  CHECK_THROWS_WITH(mlo::cli::plot_runs({(dir.path / "a").string()}, options),
+                    Contains("--plot '" + options.out + "' does not end in .png"));
+  // Nothing was written or replaced by the refused calls.
+  CHECK(mlo_test::read_text(dir.path / "a" / "results.json") == results);
+  CHECK(mlo_test::read_text(dir.path / "a" / "notes.png") == notes);
+  CHECK(mlo_test::read_text(dir.path / "a" / "mine.gp") == notes);
+  CHECK_FALSE(fs::exists(dir.path / "a" / "mine.png"));
+  CHECK_FALSE(fs::exists(dir.path / "a" / "mine.dat"));
+  CHECK_FALSE(fs::exists(dir.path / "a" / "results.gp"));
+  if (!has_gnuplot()) return;
+  // Its own files are replaced: a chart drawn twice.
+  options.out = (dir.path / "a" / "curves.png").string();
+  mlo::cli::plot_runs({(dir.path / "a").string()}, options);
+  const std::string first = mlo_test::read_text(dir.path / "a" / "curves.png");
+  CHECK(mlo::cli::plot_runs({(dir.path / "a").string()}, options) == options.out);
+  CHECK(mlo_test::read_text(dir.path / "a" / "curves.png").substr(0, 4) == "\x89PNG");
+  CHECK(first.substr(0, 4) == "\x89PNG");
+  for (const auto& entry : fs::directory_iterator(dir.path / "a")) {
+    CHECK(entry.path().filename().string().find(".tmp") == std::string::npos);
+  }
+}
+
 }  // namespace plot_test

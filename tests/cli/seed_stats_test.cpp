@@ -128,4 +128,28 @@ TEST_CASE("Seed summaries: only the requested seeds, diverged seeds kept, unpair
   fs::remove_all(root);
 }
 
+TEST_CASE("Seed results: a damaged results.json is named, with the field of the wrong type",
+          "[cli]") {
+  const fs::path root = mlo_test::scratch_path("seed_stats_damaged");
+  fake_run(root / "a", 0, 0.70, 0.30);
+  const fs::path results = root / "a" / "seed_0" / "results.json";
+  const auto with = [&](const std::string& text) {
+    std::ofstream(results, std::ios::trunc) << text;
+  };
+  with("{\"test\": {\"acc\": 0.5");
+  CHECK_THROWS_WITH(cli::read_seed_results((root / "a").string()),
+                    Catch::Matchers::Contains("'" + results.string() + "' is not valid JSON"));
+  with("[1, 2]");
+  CHECK_THROWS_WITH(cli::read_seed_results((root / "a").string()),
+                    Catch::Matchers::Contains("'" + results.string() + "' is not a JSON object"));
+  with("{\"test\": [0.5]}");
+  CHECK_THROWS_WITH(
+      cli::read_seed_results((root / "a").string()),
+      Catch::Matchers::Contains("\"test\" is not an object of metric values (it is array)"));
+  with("{\"test\": {\"acc\": \"high\"}}");
+  CHECK_THROWS_WITH(cli::read_seed_results((root / "a").string()),
+                    Catch::Matchers::Contains("\"test\".acc is \"high\", not a number"));
+  fs::remove_all(root);
+}
+
 }  // namespace seed_stats_test
