@@ -14,10 +14,11 @@
 #include <mlo/base/error.h>
 #include <mlo/detail/torch_compat.h>
 
+#include "store.h"
+
 #if MLO_WITH_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if MLO_WITH_CUDA
 #include <torch/cuda.h>
 #endif
@@ -138,6 +139,7 @@ Rendezvous Rendezvous::from_env() {
 }
 
 struct ProcessGroup::Impl {
+  std::unique_ptr<detail::StoreServer> server;  // rank 0's
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Collectives> group;
   std::chrono::milliseconds timeout;
@@ -219,20 +221,16 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const Rendezvous& where,
     // the dead peer (seen in the fault matrix's "rank killed mid-collective"). Ignored, the write
     // fails with EPIPE and the collective throws.
     std::signal(SIGPIPE, SIG_IGN);
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<std::uint16_t>(where.master_port);
-    store_options.isServer = where.rank == 0;
-    store_options.numWorkers = static_cast<std::size_t>(where.world_size);
-    store_options.waitWorkers = true;
-    store_options.timeout = options.timeout;
+    // Rank 0 serves the store on MASTER_ADDR's addresses only; every rank is its client. A
+    // name that resolves to nothing, or a port in use, fails here at once.
     try {
-      impl->store = c10::make_intrusive<c10d::TCPStore>(where.master_addr, store_options);
-    } catch (const std::exception& e) {
-      throw Error("rank " + std::to_string(where.rank) + ": rendezvous at " + where.master_addr +
-                  ":" + std::to_string(where.master_port) + " failed within " +
-                  std::to_string(options.timeout.count()) + " ms (" +
-                  (where.rank == 0 ? "is the port free?" : "is rank 0 up and reachable?") +
-                  "): " + message(e));
+      if (where.rank == 0) {
+        impl->server = std::make_unique<detail::StoreServer>(where.master_addr, where.master_port);
+      }
+      impl->store = c10::make_intrusive<detail::StoreClient>(where.master_addr, where.master_port,
+                                                             options.timeout);
+    } catch (const Error& e) {
+      throw Error("rank " + std::to_string(where.rank) + ": " + e.what());
     }
     try {
       impl->group = make_group(impl->store, where, options);

@@ -1,8 +1,8 @@
 #pragma once
 /// \file
 /// Data-parallel communication on torch's own distributed engine (c10d): a rendezvous read from
-/// the torchrun environment variables, a TCPStore, and a Gloo (CPU) or NCCL (CUDA) process
-/// group, behind a small interface that keeps c10d's headers out of mlo's.
+/// the torchrun environment variables, a rendezvous store, and a Gloo (CPU) or NCCL (CUDA)
+/// process group, behind a small interface that keeps c10d's headers out of mlo's.
 ///
 /// ```
 /// auto group = mlo::dist::ProcessGroup::connect(mlo::dist::Rendezvous::from_env());
@@ -36,9 +36,9 @@ struct Rendezvous {
   /// This process's rank on its machine (LOCAL_RANK; `from_env` defaults it to `rank`). Under a
   /// launcher, a run on `device: cuda` takes GPU LOCAL_RANK.
   int local_rank = 0;
-  /// Address of rank 0's TCPStore (MASTER_ADDR).
+  /// Address of rank 0's rendezvous store (MASTER_ADDR); the store listens there only.
   std::string master_addr = "127.0.0.1";
-  /// Port of rank 0's TCPStore (MASTER_PORT).
+  /// Port of rank 0's rendezvous store (MASTER_PORT).
   int master_port = 29500;
 
   /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (the variables torchrun and
@@ -59,7 +59,8 @@ struct GroupOptions {
 /// A process group of `size()` ranks. Collectives are blocking and in place.
 class ProcessGroup {
  public:
-  /// Joins the group described by `where`: rank 0 hosts the TCPStore, the others connect to it.
+  /// Joins the group described by `where`: rank 0 serves the rendezvous store on MASTER_ADDR,
+  /// every rank connects to it.
   static std::shared_ptr<ProcessGroup> connect(const Rendezvous& where,
                                                const GroupOptions& options = GroupOptions());
   ~ProcessGroup();
