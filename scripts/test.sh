@@ -59,7 +59,7 @@ if [ "${sanitize}" = "1" ]; then
     # NOTE: everything but consumer/find_package, which builds a separate CMake project against
     # the installed-style package without sanitizer flags: linking the instrumented libmlo there
     # fails for want of the ASan runtime, which says nothing about mlo.
-    # cli/fault_matrix too: its ~70 runs of the mlo program fit its 5-minute bound in the plain
+    # cli/fault_matrix too: its ~70 runs of the mlo program run in the plain
     # build, which checks its outcomes; cli/resume_test and cli/launch_test take the same
     # save/resume paths under the sanitizers.
     ctest_args=(-E '^consumer/|^cli/fault_matrix$')

@@ -360,7 +360,17 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   command_->add_option("--grace", options_.grace_s,
                        "seconds the ranks get to exit after one fails or a signal is forwarded, "
                        "before they are killed, 0 to 86400 (default engine.timeout_s)")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check([](const std::string& text) {
+        double seconds = -1;
+        size_t used = 0;
+        try {
+          seconds = std::stod(text, &used);
+        } catch (const std::exception&) {
+        }
+        return used == text.size() && seconds >= 0 && seconds <= 86400
+                   ? std::string()
+                   : "must be seconds in [0, 86400], got '" + text + "'";
+      });
   // Before CONFIG; after it, `mlo run`'s own --device does the same.
   add_device_option(*command_, device_);
   // NOTE: CONFIG and everything after it go to `mlo run` as they are (--set, --out, --resume,

@@ -64,7 +64,27 @@ int main(int argc, char** argv) {
   PlotCommand plot_command(app);
   LaunchCommand launch(app);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version end with 0; a bad command line, like every bad input, with 2
+    // (CLI11's own codes, 105 and up, would read as crashes to a shell script).
+    if (e.get_exit_code() == 0) return app.exit(e);
+    const std::string first = argc > 1 ? argv[1] : "";
+    std::string names;
+    bool known = false;
+    for (const auto* command : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + command->get_name();
+      known = known || command->get_name() == first;
+    }
+    if (!known && !first.empty() && first[0] != '-') {
+      std::cerr << "mlo: error: unknown command '" << first << "'; the commands are " << names
+                << " (mlo --help)\n";
+    } else {
+      std::cerr << "mlo: error: " << e.what() << " (mlo --help, or mlo COMMAND --help)\n";
+    }
+    return 2;
+  }
   options.command_line.assign(argv, argv + argc);
   try {
     if (run_cmd->parsed()) {

@@ -9,6 +9,7 @@
 
 #include <cctype>
 #include <iostream>
+#include <optional>
 
 namespace mlo {
 namespace cli {
@@ -51,19 +52,12 @@ void apply_budget(const std::string& text, CheckpointingOptions& options) {
 }  // namespace
 
 std::string plan_command(const run::RunConfig& config, const PlanOptions& options) {
-  const auto experiment = run::make_experiment(config);
-  const std::string name =
-      options.problem.empty() ? experiment->default_problem() : options.problem;
-  auto problem = experiment->problem(name);
-  auto* chain = dynamic_cast<nn::ChainImpl*>(&problem->module());
-  MLO_CHECK(chain, "mlo plan: the model of problem '", name,
-            "' is not an mlo::nn::Chain (a chain of blocks), so it has no checkpointing plan");
-
-  // The problem's resolved settings, then what the command line changes.
-  CheckpointingOptions plan_options(problem->config().checkpointing());
-  const bool configured = plan_options.strategy() != Checkpointing::kNone;
-  if (!options.strategy.empty())
-    plan_options.strategy(from_string<Checkpointing>(options.strategy, "--strategy"));
+  // The flags are read and checked before the experiment is built (a bad one is named at once).
+  std::optional<Checkpointing> strategy;
+  if (!options.strategy.empty()) {
+    strategy = from_string<Checkpointing>(options.strategy, "--strategy");
+  }
+  std::optional<double> max_overhead;
   if (!options.max_overhead.empty()) {
     size_t used = 0;
     double value = 0;
@@ -74,21 +68,38 @@ std::string plan_command(const run::RunConfig& config, const PlanOptions& option
     }
     MLO_CHECK(used > 0 && used == options.max_overhead.size(), "--max-overhead ",
               options.max_overhead, ": expected a number, like 0.3");
-    plan_options.max_overhead(value);
+    max_overhead = value;
   }
-  // (the planner's own checks, named by the flags that set them)
-  try {
-    memory::validate_options(plan_options);
-  } catch (const Error& e) {
-    throw Error(std::string("mlo plan: ") + e.what() +
-                " (--max-overhead, --budget or the configuration's checkpointing keys)");
-  }
-  if (!options.budget.empty()) {
-    apply_budget(options.budget, plan_options);
-    if (options.strategy.empty() && !configured) {
-      plan_options.strategy(Checkpointing::kOptimal);  // a budget asks for the optimal plan
+  const auto with_flags = [&](CheckpointingOptions plan_options) {
+    const bool configured = plan_options.strategy() != Checkpointing::kNone;
+    if (strategy) plan_options.strategy(*strategy);
+    if (max_overhead) plan_options.max_overhead(*max_overhead);
+    // (the planner's own checks, named by the flags that set them)
+    try {
+      memory::validate_options(plan_options);
+    } catch (const Error& e) {
+      throw Error(std::string("mlo plan: ") + e.what() +
+                  " (--max-overhead, --budget or the configuration's checkpointing keys)");
     }
-  }
+    if (!options.budget.empty()) {
+      apply_budget(options.budget, plan_options);
+      if (!strategy && !configured) {
+        plan_options.strategy(Checkpointing::kOptimal);  // a budget asks for the optimal plan
+      }
+    }
+    return plan_options;
+  };
+  with_flags(CheckpointingOptions());
+
+  const auto experiment = run::make_experiment(config);
+  const std::string name =
+      options.problem.empty() ? experiment->default_problem() : options.problem;
+  auto problem = experiment->problem(name);
+  auto* chain = dynamic_cast<nn::ChainImpl*>(&problem->module());
+  MLO_CHECK(chain, "mlo plan: the model of problem '", name,
+            "' is not an mlo::nn::Chain (a chain of blocks), so it has no checkpointing plan");
+  // The problem's resolved settings, then what the command line changes.
+  const CheckpointingOptions plan_options = with_flags(problem->config().checkpointing());
   const Batch batch = experiment->sample_batch(name).to(problem->device());
   const auto plan = memory::plan_checkpointing(*chain, batch.data, plan_options);
   std::string text = "checkpointing plan for problem '" + name + "' (" +

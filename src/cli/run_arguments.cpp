@@ -24,7 +24,17 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
       "plain progress lines even on a terminal");
   run->add_option("--stop-at", args.options.stop_at,
                   "save the state and stop after this global step (continue with --resume)")
-      ->check(CLI::PositiveNumber);
+      ->check([](const std::string& text) {
+        long long step = 0;
+        size_t used = 0;
+        try {
+          step = std::stoll(text, &used);
+        } catch (const std::exception&) {
+        }
+        return used == text.size() && step >= 1
+                   ? std::string()
+                   : "must be a global step >= 1 (the run stops after it), got '" + text + "'";
+      });
   run->add_flag("--log-all-ranks", args.options.log_all_ranks,
                 "under a launch, ranks other than 0 log at info too (else warnings only)");
   run->add_option("--raise-at", args.raise_at,

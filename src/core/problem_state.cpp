@@ -26,6 +26,40 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
   optimizer.load(archive);
 }
 
+// "[6, 1]".
+std::string shape_text(const at::Tensor& tensor) {
+  std::ostringstream out;
+  out << tensor.sizes();
+  return out.str();
+}
+
+// Refuses a saved tensor whose shape differs from the module's: LibTorch's `Module::load`
+// would take it in place of the module's own (Tensor::set_), and the run would fail later, in
+// a forward, with no name. `path`: the submodule's dotted name ("" for the module itself).
+void check_shapes(const torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                  const std::string& owner, const std::string& path) {
+  const auto check = [&](const std::string& key, const at::Tensor& current, bool is_buffer) {
+    at::Tensor saved;
+    if (!current.defined() || !archive.try_read(key, saved, is_buffer)) return;
+    MLO_CHECK(saved.sizes() == current.sizes(), owner, ": ", is_buffer ? "buffer" : "parameter",
+              " '", path.empty() ? key : path + "." + key, "' is ", shape_text(current),
+              " in this run but ", shape_text(saved), " in the saved state (was the ",
+              "configuration changed since it was saved, e.g. a model's size?)");
+  };
+  for (const auto& item : module.named_parameters(/*recurse=*/false)) {
+    check(item.key(), item.value(), false);
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/false)) {
+    check(item.key(), item.value(), true);
+  }
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive sub;
+    if (archive.try_read(child.key(), sub)) {
+      check_shapes(*child.value(), sub, owner, path.empty() ? child.key() : path + "." + child.key());
+    }
+  }
+}
+
 // Under zero3 the module's sharded parameters are empty: the values are this rank's shards.
 void save_shards(const std::vector<at::Tensor>& shards, torch::serialize::OutputArchive& archive) {
   torch::serialize::OutputArchive out;
@@ -124,6 +158,7 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
 void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
   torch::serialize::InputArchive module_archive;
   archive.read("module", module_archive);
+  check_shapes(module(), module_archive, "problem '" + name_ + "'", "");
   module().load(module_archive);
   if (zero3_) {
     load_shards(zero3_->shards(), archive, "problem '" + name_ + "'");

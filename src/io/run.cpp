@@ -280,17 +280,21 @@ RunResult Run::start() {
   // A run resumed with a larger train_iters goes on.
   if (options.resume() && fs::exists(out / "results.json")) {
     nlohmann::json finished;
+    int64_t steps = 0, evaluated_step = 0;
+    bool stopped_early = false;
     try {
       finished = nlohmann::json::parse(read_file(out / "results.json"));
+      steps = finished.value("steps", int64_t{0});
+      evaluated_step = finished.value("evaluated_step", steps);
+      stopped_early = finished.value("stopped_early", false);
     } catch (const nlohmann::json::exception& e) {
-      throw Error("'" + (out / "results.json").string() + "' is not valid JSON (" + e.what() +
-                  "); the run there finished, but its results are damaged");
+      throw Error("'" + (out / "results.json").string() + "' is not results.json as mlo writes " +
+                  "it (" + e.what() + "); the run there finished, but its results are damaged");
     }
-    const int64_t steps = finished.value("steps", int64_t{0});
-    if (steps >= config.train_iters() || finished.value("stopped_early", false)) {
+    if (steps >= config.train_iters() || stopped_early) {
       result.already_finished = true;
       result.steps = steps;
-      result.evaluated_step = finished.value("evaluated_step", result.steps);
+      result.evaluated_step = evaluated_step;
       result.final = metrics_of(finished.value("test", nlohmann::json::object()));
       result.valid = metrics_of(finished.value("valid", nlohmann::json::object()));
       if (main) {
@@ -311,44 +315,6 @@ RunResult Run::start() {
     fs::create_directories(out, error);
   }
   const bool terminal = main && options.progress().value_or(io::Progress::stderr_is_terminal());
-  Logging logging((out / "log.txt").string(), main, rank, terminal, options.log_all_ranks());
-  if (folder && !folder->replaced().empty()) {
-    spdlog::info("the files of an earlier run in {} moved to {}", options.dir(),
-                 folder->replaced());
-  }
-
-  // What the run is: recorded once, when it starts; a resumed run keeps its record and says
-  // where the configuration it resumes with differs.
-  const std::string resolved = s.config ? *s.config : engine_yaml(engine);
-  if (main) {
-    const fs::path record = out / "config.yaml";
-    if (options.resume() && fs::exists(record)) {
-      const std::string saved = read_file(record);
-      if (saved != resolved && !(s.same_config && s.same_config(saved))) {
-        const fs::path now = out / "config.resumed.yaml";
-        write_file(now, resolved);
-        spdlog::warn("resuming with a configuration that differs from {} (kept as it was); the "
-                     "run continues with the new one, recorded in {}",
-                     record.string(), now.string());
-      }
-    } else {
-      write_file(record, resolved);
-    }
-  }
-  if (!s.description.empty()) {
-    for (const auto& line : console_lines(s.description)) spdlog::info("{}", line);
-  }
-  io::RunMetadata meta;
-  meta.started = io::utc_now();
-  meta.build = build_info();
-  meta.hostname = io::host_name();
-  meta.seed = s.seed;
-  meta.command = options.command_line();
-  meta.world_size = config.strategy() == dist::Strategy::kDefault ? 1 : where.world_size;
-  if (!engine.problems().empty()) meta.device = device_description(engine.problems().front()->device());
-  spdlog::info("device: {}", meta.device.empty() ? std::string("cpu") : meta.device);
-  if (main && s.synthetic) spdlog::warn("this run uses SYNTHETIC data, not a real dataset");
-
   // Rank 0 only: the metrics files and the progress (made once the start step is known).
   std::optional<io::MetricsWriter> metrics;
   std::optional<io::Progress> progress;
@@ -393,12 +359,50 @@ RunResult Run::start() {
   }
   // NOTE: after the validation hook is set: loading a state initializes the engine, which
   // checks that early stopping has its hook.
+  // NOTE: before the log is opened and the configuration recorded: a state that cannot be
+  // resumed (damaged, or saved by another configuration) is refused with nothing written.
   int64_t start = 0;
-  if (options.resume()) {
-    std::string loaded;
-    start = checkpoints.load(engine, &loaded);
-    spdlog::info("resumed from {} at global step {}", loaded, start);
+  std::string loaded;
+  if (options.resume()) start = checkpoints.load(engine, &loaded);
+  Logging logging((out / "log.txt").string(), main, rank, terminal, options.log_all_ranks());
+  if (folder && !folder->replaced().empty()) {
+    spdlog::info("the files of an earlier run in {} moved to {}", options.dir(),
+                 folder->replaced());
   }
+
+  // What the run is: recorded once, when it starts; a resumed run keeps its record and says
+  // where the configuration it resumes with differs.
+  const std::string resolved = s.config ? *s.config : engine_yaml(engine);
+  if (main) {
+    const fs::path record = out / "config.yaml";
+    if (options.resume() && fs::exists(record)) {
+      const std::string saved = read_file(record);
+      if (saved != resolved && !(s.same_config && s.same_config(saved))) {
+        const fs::path now = out / "config.resumed.yaml";
+        write_file(now, resolved);
+        spdlog::warn("resuming with a configuration that differs from {} (kept as it was); the "
+                     "run continues with the new one, recorded in {}",
+                     record.string(), now.string());
+      }
+    } else {
+      write_file(record, resolved);
+    }
+  }
+  if (!s.description.empty()) {
+    for (const auto& line : console_lines(s.description)) spdlog::info("{}", line);
+  }
+  io::RunMetadata meta;
+  meta.started = io::utc_now();
+  meta.build = build_info();
+  meta.hostname = io::host_name();
+  meta.seed = s.seed;
+  meta.command = options.command_line();
+  meta.world_size = config.strategy() == dist::Strategy::kDefault ? 1 : where.world_size;
+  if (!engine.problems().empty()) meta.device = device_description(engine.problems().front()->device());
+  spdlog::info("device: {}", meta.device.empty() ? std::string("cpu") : meta.device);
+  if (main && s.synthetic) spdlog::warn("this run uses SYNTHETIC data, not a real dataset");
+
+  if (options.resume()) spdlog::info("resumed from {} at global step {}", loaded, start);
   meta.start_step = start;
   meta.threads = at::get_num_threads();
   if (main) {

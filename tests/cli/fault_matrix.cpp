@@ -1,4 +1,4 @@
-// The fault-injection matrix (issue 18): every way a run can be interrupted, resumed and compared
+// The fault-injection matrix: every way a run can be interrupted, resumed and compared
 // with the run that was not interrupted, bit for bit.
 //
 // For each strategy (one process; distributed, zero1, zero2 on 2 ranks under `mlo launch`) x
