@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -68,6 +69,34 @@ void write_file_atomically(const std::string& path,
     out.close();
     MLO_CHECK(!out.fail(), "closing '", temporary, "' failed: ", std::strerror(errno));
   });
+}
+
+std::string unused_timestamped(const std::string& prefix) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &utc);
+  std::string path = prefix + stamp;
+  std::error_code error;
+  for (int i = 2; std::filesystem::exists(path, error); ++i) {
+    path = prefix + stamp + "-" + std::to_string(i);
+  }
+  return path;
+}
+
+std::string move_into_replaced(const std::string& dir, const std::vector<std::string>& names) {
+  namespace fs = std::filesystem;
+  const fs::path aside = unused_timestamped((fs::path(dir) / "replaced-").string());
+  std::error_code error;
+  fs::create_directories(aside, error);
+  MLO_CHECK(!error, "cannot create '", aside.string(), "': ", error.message());
+  for (const auto& name : names) {
+    fs::rename(fs::path(dir) / name, aside / name, error);
+    MLO_CHECK(!error, "cannot move '", (fs::path(dir) / name).string(), "' into '",
+              aside.string(), "': ", error.message());
+  }
+  return aside.string();
 }
 
 }  // namespace mlo

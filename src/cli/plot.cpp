@@ -87,10 +87,14 @@ void check_outputs(const fs::path& png, const std::string& flag, const std::stri
             " does not end in .png: the picture is a PNG (gnuplot's pngcairo terminal); give a "
             "file name that ends in .png, e.g. '",
             (png.parent_path() / "curves.png").string(), "'");
-  // NOTE: a PNG may be replaced (a chart drawn again); anything else at that path is not.
+  // NOTE: a chart that mlo plot drew (a PNG with mlo plot's script beside it) may be drawn
+  // again; any other file at that path, a picture of the user's own too, is not replaced.
   MLO_CHECK(!taken(png) || begins_with(png, kPngSignature), "mlo plot: ", out,
             " exists and is not a PNG (it lacks PNG's signature bytes); it is not replaced: give "
             "another file name, or move that file away");
+  MLO_CHECK(!taken(png) || begins_with(gp, kScriptMark), "mlo plot: ", out,
+            " exists and was not drawn by mlo plot (no script of mlo plot's beside it, '", gp,
+            "'); it is not replaced: give another file name, or move that file away");
   // The script and data beside the picture: only files that mlo plot wrote are replaced.
   MLO_CHECK(!taken(gp) || begins_with(gp, kScriptMark), "mlo plot: '", gp,
             "', the gnuplot script written beside ", out,

@@ -146,7 +146,9 @@ std::string run_seeds(const run::RunConfig& config, const RunCommand& options,
     }
     // A seed that saved no state starts over on --resume: whatever it left (a log, metrics of
     // its first steps) is moved aside, not deleted.
-    one.resume = options.resume && fs::exists(fs::path(one.out_dir) / "state.pt");
+    // (state.pt, or under zero1/zero2/zero3 each rank's state.rank<r>.pt: rank 0's is there)
+    one.resume = options.resume && (fs::exists(fs::path(one.out_dir) / "state.pt") ||
+                                    fs::exists(fs::path(one.out_dir) / "state.rank0.pt"));
     one.overwrite = options.overwrite || (options.resume && !one.resume);
     run::RunConfig seeded = config;
     seeded.seed = seed;

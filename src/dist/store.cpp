@@ -280,8 +280,8 @@ void StoreServer::serve(int fd) {
               status = kBad;  // a key set to something other than a counter
             }
           }
+          if (status == kOk && __builtin_add_overflow(value, delta, &value)) status = kBad;
           if (status == kOk) {
-            value += delta;
             values_[arg(0)] = bytes_of(std::to_string(value));
             reply.push_back(bytes_of(std::to_string(value)));
           }
@@ -373,7 +373,8 @@ std::vector<uint8_t> StoreClient::get(const std::string& key) {
 
 int64_t StoreClient::add(const std::string& key, int64_t value) {
   const auto reply = call(kAdd, {bytes_of(key), bytes_of(std::to_string(value))},
-                          "refused to add to key '" + key + "': it is not a counter");
+                          "refused to add to key '" + key +
+                              "': it is not a counter, or the sum overflows");
   MLO_CHECK(!reply.empty(), "the rendezvous store's key '", key, "' is not a counter");
   return std::stoll(text_of(reply[0]));
 }

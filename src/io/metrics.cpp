@@ -3,8 +3,6 @@
 #include <mlo/base/number_text.h>
 #include <mlo/io/metrics.h>
 
-#include "run_metadata.h"
-
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
@@ -163,10 +161,7 @@ std::string resume_file(const std::string& path, int64_t step, const char* heade
     return "";
   }
   // Not a file of mlo's: kept as it is under another name, never appended to or deleted.
-  std::string aside = path + ".damaged-" + utc_stamp();
-  for (int i = 2; fs::exists(aside, error); ++i) {
-    aside = path + ".damaged-" + utc_stamp() + "-" + std::to_string(i);
-  }
+  const std::string aside = unused_timestamped(path + ".damaged-");
   fs::rename(path, aside, error);
   MLO_CHECK(!error, "the metrics file '", path, "' is not one mlo wrote (", damage,
             ") and cannot be moved aside to '", aside, "': ", error.message(),

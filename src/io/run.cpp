@@ -35,6 +35,9 @@ namespace {
 namespace fs = std::filesystem;
 
 std::atomic<bool> g_interrupted{false};
+// Set when a run stopped on a signal (its own, or another rank's) rather than at its end or
+// at stop_at; `guard` turns it into exit status 130, as a shell expects of an interrupted job.
+std::atomic<bool> g_stopped_on_signal{false};
 
 // Ctrl-C, or SIGTERM (what `mlo launch` forwards, and what schedulers send): save and stop.
 extern "C" void on_interrupt(int sig) {
@@ -259,6 +262,8 @@ RunResult Run::start() {
     MLO_CHECK(failed.empty(), "run: ", failed);
     MLO_CHECK(options.stop_at() >= 0, "run: stop_at must be >= 0 (0: run to the end), got ",
               options.stop_at());
+    MLO_CHECK(!(options.resume() && options.overwrite()), "'", options.dir(),
+              "': resume continues the run there and overwrite replaces it; ask for one of them");
   }
   RunResult result;
   result.dir = options.dir();
@@ -378,8 +383,17 @@ RunResult Run::start() {
     if (options.resume() && fs::exists(record)) {
       const std::string saved = read_file(record);
       if (saved != resolved && !(s.same_config && s.same_config(saved))) {
-        const fs::path now = out / "config.resumed.yaml";
-        write_file(now, resolved);
+        // The first configuration resumed with goes to config.resumed.yaml; another one later
+        // never replaces it, but goes beside it, named by the step it resumed at.
+        fs::path now = out / "config.resumed.yaml";
+        const auto recorded = [&](const fs::path& path) {
+          return fs::exists(path) && read_file(path) == resolved;
+        };
+        for (int i = 1; fs::exists(now) && !recorded(now); ++i) {
+          now = out / ("config.resumed.step" + std::to_string(start) +
+                       (i == 1 ? std::string() : "-" + std::to_string(i)) + ".yaml");
+        }
+        if (!recorded(now)) write_file(now, resolved);
         spdlog::warn("resuming with a configuration that differs from {} (kept as it was); the "
                      "run continues with the new one, recorded in {}",
                      record.string(), now.string());
@@ -483,6 +497,8 @@ RunResult Run::start() {
   }
   if (stopped) {
     result.interrupted = true;
+    // (a stop_at inside an accumulation window stops at the window's end, a little later)
+    if (!(options.stop_at() > 0 && result.steps >= options.stop_at())) g_stopped_on_signal = true;
     if (main || checkpoints.saves()) {
       spdlog::warn("{} at global step {}; state saved to {}; continue with --resume",
                    g_interrupted ? "interrupted" : "stopped", result.steps, checkpoints.path());
@@ -579,8 +595,9 @@ std::string engine_yaml(const Engine& engine) {
 
 int guard(const std::function<void()>& body) {
   try {
+    g_stopped_on_signal = false;
     body();
-    return 0;
+    return g_stopped_on_signal.exchange(false) ? 130 : 0;
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -29,9 +29,10 @@ bool is_run_file(const std::string& name) {
   for (const char* known : kNames) {
     if (name == known) return true;
   }
-  // (a metrics file that a resume found damaged and moved aside: io/metrics.h)
-  if (name.rfind("metrics.csv.damaged-", 0) == 0 || name.rfind("metrics.jsonl.damaged-", 0) == 0) {
-    return true;
+  // (a metrics file that a resume found damaged and moved aside: io/metrics.h; the
+  // configurations a run was resumed with: config.resumed.yaml, config.resumed.step<N>.yaml)
+  for (const char* prefix : {"metrics.csv.damaged-", "metrics.jsonl.damaged-", "config.resumed."}) {
+    if (name.rfind(prefix, 0) == 0) return true;
   }
   return name.rfind("state.rank", 0) == 0 && name.size() > 3 &&
          name.compare(name.size() - 3, 3, ".pt") == 0;
@@ -56,6 +57,28 @@ std::string in_use(const std::string& dir, const std::string& owner) {
   return "'" + dir + "' is in use by another run (" +
          (owner.empty() ? std::string("its owner did not say who it is") : owner) +
          "); wait for it to end, or choose another output folder";
+}
+
+// What the folder holds, against what was asked (the half of `check` that the holder of the
+// lock repeats once it holds it).
+void check_contents(const std::string& dir, bool resume, bool overwrite) {
+  std::error_code error;
+  const std::vector<std::string> found = RunFolder::run_files(dir);
+  const std::vector<std::string> kept = RunFolder::results(dir);
+  const fs::path config = fs::path(dir) / "config.yaml";
+  if (resume) {
+    MLO_CHECK(!found.empty(), "'", dir, "' holds no run to resume (no state, metrics or log of ",
+              "one); run without --resume to start one there");
+  } else if (!kept.empty() && !overwrite) {
+    throw Error("'" + dir + "' holds another run (" + joined(kept) +
+                "); continue it with --resume, replace it with --overwrite (its files are moved "
+                "into " + dir + "/replaced-<time>/, nothing is deleted), or choose another "
+                "output folder");
+  } else if (found.empty() && fs::exists(config, error)) {
+    throw Error("'" + config.string() + "' exists and was not written by a run (no run files " +
+                "beside it): a run records its configuration there and will not write over " +
+                "yours; choose another output folder");
+  }
 }
 
 }  // namespace
@@ -107,27 +130,11 @@ void RunFolder::check(const std::string& dir, bool resume, bool overwrite) {
     ::close(fd);
     if (taken) throw Error(in_use(dir, read_text(lock)));
   }
-  const std::vector<std::string> found = run_files(dir);
-  const std::vector<std::string> kept = results(dir);
-  const fs::path config = fs::path(dir) / "config.yaml";
-  if (resume) {
-    MLO_CHECK(!found.empty(), "'", dir, "' holds no run to resume (no state, metrics or log of ",
-              "one); run without --resume to start one there");
-  } else if (!kept.empty() && !overwrite) {
-    throw Error("'" + dir + "' holds another run (" + joined(kept) +
-                "); continue it with --resume, replace it with --overwrite (its files are moved "
-                "into " + dir + "/replaced-<time>/, nothing is deleted), or choose another "
-                "output folder");
-  } else if (found.empty() && fs::exists(config, error)) {
-    throw Error("'" + config.string() + "' exists and was not written by a run (no run files " +
-                "beside it): a run records its configuration there and will not write over " +
-                "yours; choose another output folder");
-  }
+  check_contents(dir, resume, overwrite);
 }
 
 RunFolder::RunFolder(std::string dir, bool resume, bool overwrite) : dir_(std::move(dir)) {
   check(dir_, resume, overwrite);
-  const std::vector<std::string> found = run_files(dir_);
   const fs::path config = fs::path(dir_) / "config.yaml";
   std::error_code error;
   fs::create_directories(dir_, error);
@@ -145,25 +152,28 @@ RunFolder::RunFolder(std::string dir, bool resume, bool overwrite) : dir_(std::m
     MLO_CHECK(why != EWOULDBLOCK, in_use(dir_, owner));
     throw Error("cannot lock '" + lock.string() + "': " + std::strerror(why));
   }
+  // NOTE: checked again under the lock: another run may have written the folder between the
+  // check above and the lock.
+  std::vector<std::string> found;
+  try {
+    check_contents(dir_, resume, overwrite);
+    found = run_files(dir_);
+  } catch (...) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw;
+  }
   // A run replaced on request, or one that ended before it saved anything (its log, its
   // configuration) moves aside: everything it wrote, config.yaml too, but the lock file (held,
   // and rewritten below).
   if (!resume && !found.empty()) {
-    fs::path aside = fs::path(dir_) / ("replaced-" + utc_stamp());
-    for (int i = 2; fs::exists(aside, error); ++i) {
-      aside = fs::path(dir_) / ("replaced-" + utc_stamp() + "-" + std::to_string(i));
+    std::vector<std::string> moved;
+    for (const auto& name : found) {
+      if (name != kLockFile) moved.push_back(name);
     }
-    fs::create_directories(aside, error);
-    MLO_CHECK(!error, "cannot create '", aside.string(), "': ", error.message());
-    std::vector<std::string> moved = found;
     if (fs::exists(config, error)) moved.push_back("config.yaml");
-    for (const auto& name : moved) {
-      if (name == kLockFile) continue;
-      fs::rename(fs::path(dir_) / name, aside / name, error);
-      MLO_CHECK(!error, "cannot move '", (fs::path(dir_) / name).string(), "' into '",
-                aside.string(), "': ", error.message());
-    }
-    replaced_ = aside.string();
+    // (the lock file alone: the folder was new, or held nothing of a run)
+    if (!moved.empty()) replaced_ = move_into_replaced(dir_, moved);
   }
   const std::string owner =
       "process " + std::to_string(::getpid()) + " on " + host_name() + ", since " + utc_now();

@@ -49,15 +49,6 @@ std::string utc_now() {
   return text.data();
 }
 
-std::string utc_stamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  std::array<char, 32> text{};
-  std::strftime(text.data(), text.size(), "%Y%m%d-%H%M%S", &utc);
-  return text.data();
-}
-
 std::string host_name() {
   std::array<char, 256> name{};
   if (gethostname(name.data(), name.size() - 1) != 0 || name[0] == '\0') return "unknown";

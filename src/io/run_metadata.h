@@ -33,10 +33,6 @@ struct RunMetadata {
 /// The current time as ISO 8601 UTC with seconds: "2026-11-25T06:01:02Z".
 std::string utc_now();
 
-/// The current time (UTC) as a file name carries it: "20261125-060102" (`replaced-<time>/`,
-/// `metrics.csv.damaged-<time>`).
-std::string utc_stamp();
-
 /// This machine's host name ("unknown" when it cannot be read).
 std::string host_name();
 

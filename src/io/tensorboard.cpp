@@ -1,5 +1,6 @@
 #include <mlo/io/tensorboard.h>
 
+
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
 
@@ -67,9 +68,16 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, int64_t resume_step
       if (event->file_version || !after) kept.push_back(std::move(record));
     }
     if (!damage.empty()) {
-      spdlog::warn("TensorBoard event file {}: {}; the events from there on are dropped (the "
-                   "metrics files keep them)",
-                   path_, damage);
+      // The damaged file is kept as it was, under a name TensorBoard does not read (every name
+      // with "tfevents" in it is read, and would show each step twice).
+      const std::string aside = unused_timestamped(dir + "/events.damaged-");
+      std::filesystem::copy_file(path_, aside, error);
+      MLO_CHECK(!error, "the TensorBoard event file '", path_, "' is damaged (", damage,
+                ") and cannot be copied aside to '", aside, "': ", error.message(),
+                "; move it away yourself, then resume");
+      spdlog::warn("TensorBoard event file {}: {}; the events from there on are dropped from it "
+                   "(the metrics files keep them; the file as it was is kept in {})",
+                   path_, damage, aside);
     }
   }
   if (kept.empty()) kept.push_back(event::file_version(now_seconds()));

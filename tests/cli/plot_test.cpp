@@ -194,6 +194,13 @@ TEST_CASE("plot: --out must be a PNG, and no file that mlo plot did not write is
   CHECK_THROWS_WITH(mlo::cli::plot_runs({(dir.path / "a").string()}, options),
                     Contains("mine.gp', the gnuplot script written beside") &&
                         Contains("was not written by mlo plot"));
+  // A picture of the user's own (a PNG, with no script of mlo plot's beside it).
+  const std::string picture = std::string("\x89PNG\r\n\x1a\n", 8) + "the user's own";
+  std::ofstream(dir.path / "a" / "photo.png", std::ios::binary) << picture;
+  options.out = (dir.path / "a" / "photo.png").string();
+  CHECK_THROWS_WITH(mlo::cli::plot_runs({(dir.path / "a").string()}, options),
+                    Contains("exists and was not drawn by mlo plot"));
+  CHECK(mlo_test::read_text(dir.path / "a" / "photo.png") == picture);
   options.out_option = "--plot";
   options.out = (dir.path / "a" / "curves.PDF").string();
   CHECK_THROWS_WITH(mlo::cli::plot_runs({(dir.path / "a").string()}, options),

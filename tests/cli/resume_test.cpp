@@ -360,11 +360,20 @@ TEST_CASE("Resume: a saved config in other number forms is the same config; a ch
   REQUIRE(lr != std::string::npos);
   saved.replace(lr, 25, "lr: 0.06\n");
   std::ofstream(dir / "config.yaml") << saved;
-  options.stop_at = 0;
-  mlo::cli::run_experiment(config, options);
+  options.stop_at = 8;
+  REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
   CHECK(read(dir / "log.txt").find(warning) != std::string::npos);
   CHECK(read(dir / "config.yaml") == saved);
   CHECK(read(dir / "config.resumed.yaml") == mlo::run::to_yaml(config));
+  // Resumed again with yet another configuration: recorded beside it, named by the step it
+  // resumed at; the first record stays.
+  const std::string first = read(dir / "config.resumed.yaml");
+  auto changed = mlo::run::parse_run_config(kTiny, "tiny.yaml");
+  changed.seed = 4;
+  options.stop_at = 0;
+  mlo::cli::run_experiment(changed, options);
+  CHECK(read(dir / "config.resumed.yaml") == first);
+  CHECK(read(dir / "config.resumed.step8.yaml") == mlo::run::to_yaml(changed));
 }
 
 }  // namespace resume_test

@@ -3,6 +3,7 @@
 // ends what is read, naming the offset), and which steps a resumed writer keeps. That
 // TensorBoard itself reads the files, every tag, step and value, is tensorboard_reader_test.py.
 #include "support/scratch.h"
+#include "support/text_files.h"
 
 #include <mlo/base/error.h>
 #include <mlo/io/metrics.h>
@@ -152,9 +153,25 @@ TEST_CASE("TensorBoardWriter: a resumed writer keeps the events up to the saved 
     io.seekp(-3, std::ios::end);
     io.put('X');
   }
+  const std::string before_damage = mlo_test::read_text(path);
   {
     mlo::io::TensorBoardWriter damaged(tb, 10);
     CHECK(events(path) == Events{"0:version", "0:text", "1:scalar", "2:scalar", "3:scalar"});
+  }
+  {
+    // the damaged file is kept as it was, under a name without "tfevents" (TensorBoard would
+    // read it and show its steps twice)
+    std::vector<fs::path> aside;
+    for (const auto& entry : fs::directory_iterator(tb)) {
+      if (entry.path().filename().string().rfind("events.damaged-", 0) == 0) {
+        aside.push_back(entry.path());
+      }
+      const std::string name = entry.path().filename().string();
+      CHECK((name == "events.out.tfevents.mlo" || name.find("tfevents") == std::string::npos));
+    }
+    REQUIRE(aside.size() == 1);
+    CHECK(mlo_test::read_text(aside[0]) == before_damage);
+    fs::remove(aside[0]);
   }
   {
     // a fresh run in the same folder starts an empty file (its version only)

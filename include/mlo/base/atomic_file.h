@@ -5,6 +5,7 @@
 #include <functional>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace mlo {
 
@@ -25,5 +26,14 @@ void write_file_atomically(const std::string& path,
 /// receives the temporary file's path; an exception it throws becomes the `mlo::Error`.
 void write_path_atomically(const std::string& path,
                            const std::function<void(const std::string& temporary)>& write);
+
+/// A path that does not exist yet, for something kept aside: `prefix` followed by the current
+/// UTC time ("runs/x/replaced-20261128-031500"), with "-2", "-3", ... added when taken.
+std::string unused_timestamped(const std::string& prefix);
+
+/// Moves the entries `names` (files or folders) of folder `dir` into a new folder
+/// `dir/replaced-<UTC time>/` (`unused_timestamped`) and returns its path: how a tool replaces
+/// earlier outputs without deleting them. Throws `mlo::Error` naming what cannot be moved.
+std::string move_into_replaced(const std::string& dir, const std::vector<std::string>& names);
 
 }  // namespace mlo

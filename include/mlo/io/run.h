@@ -154,8 +154,10 @@ class Run {
 std::string engine_yaml(const Engine& engine);
 
 /// Runs `body` and turns what it throws into an exit status and a message on standard error:
-/// 0 when it returns; 2 for an `mlo::Error` (a bad setting or input: "error: <message>"); 1 for
-/// any other exception. The `main` of a program: `return mlo::guard([&] { ... });`.
+/// 0 when it returns; 130 when it returns after a `Run` in it stopped on Ctrl-C or SIGTERM
+/// (state saved; not at `stop_at`), as a shell expects of an interrupted job; 2 for an
+/// `mlo::Error` (a bad setting or input: "error: <message>"); 1 for any other exception. The
+/// `main` of a program: `return mlo::guard([&] { ... });`.
 int guard(const std::function<void()>& body);
 
 }  // namespace mlo
