@@ -125,6 +125,17 @@ class ReweightingExperiment : public run::Experiment {
   /// A training batch of the classifier, or a meta batch of the reweighter.
   Batch sample_batch(const std::string& name) override;
   bool synthetic() const override { return synthetic_; }
+  /// The registered name of `problems.<name>.model` ("resnet32").
+  std::string model_name(const std::string& name) const override {
+    return settings_.model(name).name();
+  }
+  /// `data.batch_size` (the classifier), `data.meta_batch_size` (the reweighter) and the
+  /// model's `efficient_activation`.
+  run::MemoryKeys memory_keys() const override {
+    return {"data.batch_size",
+            {{"reweighter", "data.meta_batch_size"}},
+            {"model.efficient_activation=true"}};
+  }
   /// The per-class test accuracy table, with training counts.
   std::string report(const Metrics& test, const Metrics& valid) const override;
 

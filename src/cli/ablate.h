@@ -21,11 +21,17 @@ struct AblateOptions {
   run::AblationOptions ablation;
   /// The mlo program that measures the per-rank rows (`mlo ablate-rank`); "" = this program.
   std::string program;
+  /// Continue the ablation in `out_dir`: rows it finished (rows/<key>.json, measured with the
+  /// same settings) are kept, the others measured.
+  bool resume = false;
+  /// Replace the ablation in `out_dir`: its files are moved into `replaced-<time>/` first.
+  bool overwrite = false;
 };
 
-/// Runs the ablation of `config_path` with `overrides`, prints a progress line per row and the
-/// Markdown table, and writes ablation.{md,csv,json,png} into the output folder. Returns the
-/// result (for tests).
+/// Runs the ablation of `config_path` with `overrides`: progress and logs on stderr, the
+/// Markdown table alone on stdout; ablation.{md,csv,json,png} in the output folder, the tables
+/// rewritten after every row (with rows/<key>.json, what `resume` keeps). An output folder that
+/// holds an ablation is refused unless `resume` or `overwrite`. Returns the result (for tests).
 run::AblationResult ablate_command(const std::string& config_path,
                                    const std::vector<std::string>& overrides,
                                    const AblateOptions& options);
@@ -38,6 +44,8 @@ struct AblateCommand {
   std::vector<std::string> overrides;
   AblateOptions options;
   std::vector<std::string> rows;
+  /// The preset of `--quick` (the options the user did not give).
+  bool quick = false;
   bool parsed() const;
   /// Runs `ablate_command`; returns the exit status.
   int run();

@@ -1,5 +1,7 @@
 #include "ablation.h"
 
+#include <mlo/memory/precision.h>
+
 #include "ablation_detail.h"
 
 #include <mlo/base/error.h>
@@ -93,7 +95,7 @@ std::vector<AblationRow> ablation_rows(
     return std::find(other_levels.begin(), other_levels.end(), name) != other_levels.end();
   };
   const int64_t g = std::max<int64_t>(options.accumulation(), 1);
-  if (chosen("accumulation")) {
+  if (chosen("accumulation") && !options.batch_key().empty()) {
     MLO_CHECK(options.accumulation() >= 1, "ablation: accumulation must be >= 1, got ",
               options.accumulation());
     MLO_CHECK(batch % g == 0, "ablation: the batch ", batch,
@@ -124,7 +126,13 @@ std::vector<AblationRow> ablation_rows(
                     {p + "precision=" + precision},
                     precision + " autocast of every forward and loss of the levels named" +
                         (cuda ? ", with dynamic loss scaling" : "") +
-                        "; weights, gradients and optimizer states stay fp32",
+                        "; weights, gradients and optimizer states stay fp32" +
+                        (!cuda && !memory::cpu_has_native_bf16()
+                             ? "; this CPU has no native bf16 (" + memory::cpu_bf16_shortfall() +
+                                   "): every kernel converts to fp32 and back, so expect this "
+                                   "row to run several times slower than the baseline (up to "
+                                   "an order of magnitude) and to save little memory or none"
+                             : std::string()),
                     {problem}};
   for (const auto& name : other_levels) {
     mixed.overrides.push_back("problems." + name + ".precision=" + precision);
@@ -173,6 +181,12 @@ std::vector<AblationRow> ablation_rows(
       "ReLU's backward keeps just its output either way",
       {problem}};
   for (const auto& o : options.activation_overrides()) activations.overrides.push_back(p + o);
+  if (options.activation_overrides().empty()) {
+    activations.unavailable = "the experiment names no memory-efficient form of its model";
+  }
+  if (options.batch_key().empty()) {
+    accumulation.unavailable = "the experiment names no batch-size key for " + problem;
+  }
   AblationRow finite_difference{
       "finite_difference",
       "+in-place finite difference",
@@ -186,6 +200,7 @@ std::vector<AblationRow> ablation_rows(
   }
   AblationRow all{"all", "+all of them", {}, "every feature above together (in one process)", {}};
   for (const auto* r : {&mixed, &accumulation, &checkpointing, &activations, &finite_difference}) {
+    if (!r->unavailable.empty()) continue;
     all.overrides.insert(all.overrides.end(), r->overrides.begin(), r->overrides.end());
     for (const auto& level : r->levels) {
       if (std::find(all.levels.begin(), all.levels.end(), level) == all.levels.end()) {
@@ -239,21 +254,36 @@ std::vector<AblationRow> ablation_rows(
 }
 
 AblationResult run_ablation(const std::string& config_path,
-                            const std::vector<std::string>& overrides,
+                            const std::vector<std::string>& given_overrides,
                             const AblationOptions& options,
                             const std::function<void(const std::string&)>& progress,
-                            const RankRunner& rank_runner) {
+                            const RankRunner& rank_runner, const AblationHooks& hooks) {
   MLO_CHECK(options.iterations() >= 1, "ablation: iterations must be >= 1, got ",
             options.iterations());
   MLO_CHECK(options.rounds() >= 0, "ablation: rounds must be >= 0, got ", options.rounds());
   MLO_CHECK(options.round_seconds() >= 0 && std::isfinite(options.round_seconds()),
             "ablation: round_seconds must be a finite number >= 0 (0: one meta-iteration per "
             "round), got ", options.round_seconds());
+  MLO_CHECK(options.batch() >= 0, "ablation: batch must be >= 0 (0: as configured), got ",
+            options.batch());
+  // A batch asked for goes through the experiment's own batch-size key.
+  std::vector<std::string> overrides = given_overrides;
+  if (options.batch() > 0) {
+    const std::string key = options.batch_key().empty()
+                                ? make_experiment(load_run_config(config_path, overrides))
+                                      ->memory_keys()
+                                      .batch_key
+                                : options.batch_key();
+    MLO_CHECK(!key.empty(), "ablation: a batch of ", options.batch(), " was asked for, but the ",
+              "experiment names no batch-size key");
+    overrides.push_back(key + "=" + std::to_string(options.batch()));
+  }
   AblationResult result;
   result.config_path = config_path;
   result.overrides = overrides;
   result.iterations = options.iterations();
 
+  AblationOptions resolved = options;
   // The base experiment: its name, data, problems and batch.
   std::vector<std::string> problem_names;
   std::vector<std::pair<std::string, int64_t>> other_batches;
@@ -261,8 +291,16 @@ AblationResult run_ablation(const std::string& config_path,
     const RunConfig config = run::load_run_config(config_path, overrides);
     auto experiment = make_experiment(config);
     result.experiment = config.name;
+    // The experiment's own keys, where the options leave them to it.
+    const MemoryKeys keys = experiment->memory_keys();
+    if (resolved.batch_key().empty()) resolved.batch_key(keys.batch_key);
+    if (resolved.other_batch_keys().empty()) resolved.other_batch_keys(keys.other_batch_keys);
+    if (resolved.activation_overrides().empty()) {
+      resolved.activation_overrides(keys.efficient_activation);
+    }
     result.problem = options.problem().empty() ? experiment->default_problem() : options.problem();
     result.description = experiment->describe();
+    result.model = experiment->model_name(result.problem);
     result.synthetic = experiment->synthetic();
     result.batch = experiment->sample_batch(result.problem).size();
     for (const auto& p : experiment->engine().problems()) {
@@ -285,7 +323,7 @@ AblationResult run_ablation(const std::string& config_path,
     }
   }
   const auto rows =
-      ablation_rows(result.problem, result.batch, cuda, options, other_batches, other_levels);
+      ablation_rows(result.problem, result.batch, cuda, resolved, other_batches, other_levels);
   const bool any_multi_rank = std::any_of(rows.begin(), rows.end(), [&](const AblationRow& row) {
     return row.ranks > 1 && multi_rank_gap(row, cuda).empty() && rank_runner;
   });
@@ -303,7 +341,9 @@ AblationResult run_ablation(const std::string& config_path,
       progress("[" + std::to_string(i + 1) + "/" + std::to_string(rows.size()) + "] " +
                rows[i].name + overrides);
     }
-    if (const std::string why = multi_rank_gap(rows[i], cuda); !why.empty()) {
+    if (const std::string why = rows[i].unavailable.empty() ? multi_rank_gap(rows[i], cuda)
+                                                            : rows[i].unavailable;
+        !why.empty()) {
       // NOTE: say so instead of launching ranks that would fail.
       if (progress) progress("      " + rows[i].name + ": left out: " + why);
       result.missing.push_back(rows[i].name + ": left out: " + why);
@@ -322,7 +362,21 @@ AblationResult run_ablation(const std::string& config_path,
           options.rounds() > 0 && any_multi_rank && (i == 0 || rows[i].ranks > 1);
       const int64_t iterations =
           timed_apart ? std::max(options.iterations(), options.rounds()) : options.iterations();
-      if (rows[i].ranks <= 1) {
+      const auto earlier =
+          rows[i].ranks <= 1 && hooks.finished ? hooks.finished(rows[i], all, iterations)
+                                               : std::nullopt;
+      if (earlier) {
+        bracket.clear();
+        row = *earlier;
+        row.row = rows[i];
+        if (progress) progress("      kept from the earlier run (its measurement file)");
+        if (i == 0 && timed_apart)
+          bracket.assign(row.iteration_seconds.begin(),
+                         row.iteration_seconds.begin() +
+                             std::min<std::ptrdiff_t>(options.rounds(),
+                                                      static_cast<std::ptrdiff_t>(
+                                                          row.iteration_seconds.size())));
+      } else if (rows[i].ranks <= 1) {
         bracket.clear();  // no longer next to the rows of several ranks that follow
         row = measure_ablation_row(config_path, all, result.problem, iterations);
         row.row = rows[i];
@@ -375,6 +429,7 @@ AblationResult run_ablation(const std::string& config_path,
       progress(line);
     }
     result.rows.push_back(std::move(row));
+    if (hooks.row_done) hooks.row_done(result.rows.back(), result);
   }
   if (options.rounds() > 0)
     detail::time_in_rounds(config_path, overrides, options.rounds(), options.round_seconds(),

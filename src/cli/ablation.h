@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,9 @@ struct AblationRow {
   /// Processes the row runs on: 1 in this process; more through the `RankRunner` of
   /// `run_ablation` (data parallel and ZeRO rows, measured per rank).
   int64_t ranks = 1;
+  /// Why the row cannot run in this experiment ("the experiment names no batch-size key"), or
+  /// "": a row that cannot run is listed as left out, with this reason.
+  std::string unavailable{};
 };
 
 /// How `run_ablation` runs.
@@ -74,32 +78,34 @@ struct AblationOptions {
   /// (the others keep their baseline batches) and makes it the main problem.
   TORCH_ARG(std::string, problem) = "";
   /// The key of that problem's batch size (the accumulation row divides it by
-  /// `accumulation`, keeping the effective batch).
-  TORCH_ARG(std::string, batch_key) = "data.batch_size";
+  /// `accumulation`, keeping the effective batch); "" (default): the experiment's
+  /// (`Experiment::memory_keys`). Without one the accumulation row is left out.
+  TORCH_ARG(std::string, batch_key) = "";
   /// Batch-size keys of the other problems, by problem. The accumulation row accumulates a
   /// level it applies to over `accumulation` micro-batches of its baseline batch /
   /// `accumulation`, and pins a level it does not apply to at its baseline batch (so a batch
   /// that follows `batch_key`, reweighting's `meta_batch_size: 0`, keeps its size). Problems
   /// not in the experiment are ignored.
   using BatchKeys = std::vector<std::pair<std::string, std::string>>;
-  /// The other problems' batch-size keys (`BatchKeys`); by default the reweighter's
-  /// `data.meta_batch_size`.
-  TORCH_ARG(BatchKeys, other_batch_keys) = BatchKeys{{"reweighter", "data.meta_batch_size"}};
+  /// The other problems' batch-size keys (`BatchKeys`); empty (default): the experiment's.
+  TORCH_ARG(BatchKeys, other_batch_keys) = BatchKeys{};
   /// Micro-batches per optimizer step in the accumulation row.
   TORCH_ARG(int64_t, accumulation) = 4;
   /// The checkpointing row's budget, as a fraction of the no-checkpoint activation peak.
   TORCH_ARG(double, checkpoint_budget) = 0.3;
   /// Overrides (relative to `problems.<problem>.`) of the memory-efficient-activation row: the
   /// model's activation in its memory-efficient form (in-place ReLU; the Swish that keeps only
-  /// its input).
-  TORCH_ARG(std::vector<std::string>, activation_overrides) =
-      std::vector<std::string>{"model.efficient_activation=true"};
+  /// its input). Empty (default): the experiment's; without any the row is left out.
+  TORCH_ARG(std::vector<std::string>, activation_overrides) = std::vector<std::string>{};
   /// Overrides (relative to `problems.<problem>.`) of the in-place finite-difference row: DARTS
   /// steps the weights back instead of restoring a copy (`DartsOptions::exact_restore`).
   TORCH_ARG(std::vector<std::string>, finite_difference_overrides) =
       std::vector<std::string>{"darts.exact_restore=false"};
   /// Ranks of the data-parallel and ZeRO rows (0: leave those rows out).
   TORCH_ARG(int64_t, ranks) = 2;
+  /// The main problem's batch (through the experiment's batch key, `Experiment::memory_keys`);
+  /// 0 (default): as configured.
+  TORCH_ARG(int64_t, batch) = 0;
   /// Keys of the rows to run ("" or empty = all); the baseline always runs (ratios need it).
   TORCH_ARG(std::vector<std::string>, rows) = std::vector<std::string>{};
 };
@@ -203,6 +209,9 @@ struct AblationResult {
   /// The configuration file the ablation ran (`run_ablation`'s `config_path`).
   std::string config_path;
   std::string experiment;        ///< the experiment's name (`name:` in the YAML)
+  /// The main problem's model as run, overrides included ("resnet32"); "" when the
+  /// experiment does not name it.
+  std::string model;
   std::string problem;           ///< the varied problem
   std::string description;       ///< the experiment's own description (data, models)
   bool synthetic = false;        ///< whether the data was synthetic
@@ -254,11 +263,21 @@ using RankRunner = std::function<std::vector<AblationRowResult>(
 /// again here just before and just after each (with rounds). Calls `progress` with one line per row
 /// and per round. Throws `mlo::Error` for a bad configuration or option or a failed baseline; a
 /// later row that fails is listed in `missing` with its error.
+///
+/// `hooks.finished` (optional) gives a single-process row measured by an earlier, interrupted
+/// ablation with the same overrides and measured meta-iterations (it is not measured again); `hooks.row_done` is called
+/// after each row with the result so far, to write it out before the next row starts.
+struct AblationHooks {
+  std::function<std::optional<AblationRowResult>(
+      const AblationRow& row, const std::vector<std::string>& overrides, int64_t iterations)>
+      finished;
+  std::function<void(const AblationRowResult& row, const AblationResult& so_far)> row_done;
+};
 AblationResult run_ablation(const std::string& config_path,
                             const std::vector<std::string>& overrides,
                             const AblationOptions& options,
                             const std::function<void(const std::string&)>& progress = {},
-                            const RankRunner& ranks = {});
+                            const RankRunner& ranks = {}, const AblationHooks& hooks = {});
 
 /// One row's measurement in this process: `config_path` with `overrides` (the row's included),
 /// `iterations` measured meta-iterations of `problem` ("": the experiment's default problem) after

@@ -28,9 +28,13 @@ namespace detail {
 /// A training batch of problem `name`, or nothing when the experiment gives none for it.
 std::optional<Batch> try_sample_batch(Experiment& experiment, const std::string& name);
 
-/// `overrides` and those of a measuring run: no validation, logging or saving inside the loop,
-/// and the exact meter on or off.
-std::vector<std::string> measuring_overrides(std::vector<std::string> overrides, bool track_memory);
+/// `overrides` and those of a measuring run of `config_path`: no validation, logging or saving
+/// inside the loop, the exact meter on or off, and a run length in which every level takes an
+/// optimizer step (the configured one when it does). Throws `mlo::Error` for a configuration
+/// that cannot run.
+std::vector<std::string> measuring_overrides(const std::string& config_path,
+                                             std::vector<std::string> overrides,
+                                             bool track_memory);
 
 /// The most meta-iterations a warm-up or a measured window runs while waiting for every level
 /// to take an optimizer step (a level that never steps, such as one with frozen weights, would

@@ -12,6 +12,7 @@
 #include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>
 #include <mlo/nn/chain.h>
+#include <mlo/run/builders.h>
 #include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
 #include <mlo/run/yaml.h>
@@ -47,16 +48,37 @@ std::optional<Batch> try_sample_batch(Experiment& experiment, const std::string&
   }
 }
 
-std::vector<std::string> measuring_overrides(std::vector<std::string> overrides,
+std::vector<std::string> measuring_overrides(const std::string& config_path,
+                                             std::vector<std::string> overrides,
                                              bool track_memory) {
   overrides.emplace_back(std::string("engine.track_memory=") + (track_memory ? "true" : "false"));
-  // The harness steps the engine itself (warm-up and windows, at most kMaxWindow meta-
-  // iterations), never Engine::run(): the run length only has to let every level take an
-  // optimizer step, which the configuration check asks of it.
-  overrides.emplace_back("engine.train_iters=1000000");
   for (const char* set : {"engine.valid_step=0", "engine.log_step=0", "engine.save_step=0"}) {
     overrides.emplace_back(set);
   }
+  // The harness steps the engine itself (warm-up and windows, at most kMaxWindow meta-
+  // iterations), never Engine::run(): the configured run length stands, unless a row (more
+  // accumulation) leaves a level without an optimizer step in it, which the configuration
+  // check refuses. Then it becomes the shortest power of two in which every level steps.
+  // (Not simply a large number: an experiment may train something for train_iters steps when
+  // it is built, as the HPO experiment trains its frozen baseline.)
+  try {
+    load_run_config(config_path, overrides);
+    return overrides;
+  } catch (const Error&) {
+  }
+  std::vector<std::string> longer = overrides;
+  longer.emplace_back("engine.train_iters=1000000");
+  RunConfig config = load_run_config(config_path, longer);  // (any other error: named here)
+  for (int64_t steps = 1; steps <= 1000000; steps *= 2) {
+    config.engine.train_iters(steps);
+    const auto counts = optimizer_steps(config);
+    if (std::all_of(counts.begin(), counts.end(), [](const auto& c) { return c.second > 0; })) {
+      overrides.emplace_back("engine.train_iters=" + std::to_string(steps));
+      return overrides;
+    }
+  }
+  longer.pop_back();
+  load_run_config(config_path, longer);  // throws the configuration check's own error
   return overrides;
 }
 
@@ -83,7 +105,8 @@ std::string plan_line(const Engine& engine, const Problem& problem) {
   const auto* plan = engine.checkpoint_plan(problem);
   if (plan == nullptr) return "";
   return std::to_string(plan->num_checkpointed()) + " checkpointed segment(s) of " +
-         std::to_string(plan->block_names.size()) + " blocks";
+         std::to_string(plan->block_names.size()) + " blocks" +
+         (plan->fallback.empty() ? "" : " (" + plan->fallback + ")");
 }
 
 }  // namespace detail
@@ -223,7 +246,8 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
                                        const std::vector<std::string>& all_overrides,
                                        const std::string& problem_option, int64_t iterations) {
   AblationRowResult result;
-  const std::vector<std::string> overrides = detail::measuring_overrides(all_overrides, true);
+  const std::vector<std::string> overrides =
+      detail::measuring_overrides(config_path, all_overrides, true);
   reset_rss_peak();
   const int64_t rss_start = proc_status_bytes("VmRSS");
   {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -67,7 +68,7 @@ nlohmann::json footprints_json(const std::vector<LevelFootprint>& footprints) {
 std::string ablation_markdown(const AblationResult& r) {
   std::ostringstream out;
   out << "Memory ablation of `" << r.experiment << "` (" << r.config_path << "), main problem '"
-      << r.problem << "'\n\n"
+      << r.problem << "'" << (r.model.empty() ? std::string() : ", model " + r.model) << "\n\n"
       << "Data: **" << (r.synthetic ? "SYNTHETIC (not real data)" : "real")
       << "**. Device: " << r.device << ", " << r.threads << " thread(s), batch " << r.batch
       << ". Memory: " << r.iterations
@@ -228,6 +229,7 @@ std::string ablation_json(const AblationResult& r) {
   j["problem"] = r.problem;
   j["data"] = data_label(r);
   j["description"] = r.description;
+  j["model"] = r.model;
   j["device"] = r.device;
   j["threads"] = r.threads;
   j["batch"] = r.batch;
@@ -332,7 +334,8 @@ std::string write_ablation_chart(const AblationResult& r, const std::string& png
                                : png_path;
   const std::string dat = stem + ".dat", gp = stem + ".gp";
   write_file_atomically(dat, [&](std::ostream& out) {
-    out << "# row peak_mib floor_mib saving color (data: " << data_label(r) << ")\n";
+    out << "# row peak_mib floor_mib saving color time_ratio time_low time_high time_label (data: "
+        << data_label(r) << ")\n";
     for (const auto& row : r.rows) {
       std::string label = row.row.name;
       for (char& c : label) c = c == '"' ? '\'' : c;
@@ -340,24 +343,32 @@ std::string write_ablation_chart(const AblationResult& r, const std::string& png
       // The saving is what a reader looks for: printed over each bar, and a bar that saves
       // nothing (within 1%) drawn gray like the baseline.
       const bool saves = !base && row.peak_ratio < 0.99;
+      const bool timed = std::isfinite(row.time_ratio) && row.time_ratio > 0;
       out << '"' << label << "\" " << mib(row.peak_bytes) << " " << mib(row.floor_bytes) << " \""
           << (base ? std::string("baseline") : change(row.peak_ratio)) << "\" "
-          << (saves ? 0x4a7ebb : 0x9a9a9a) << "\n";  // colours as integers
+          << (saves ? 0x4a7ebb : 0x9a9a9a) << " "  // colours as integers
+          << (timed ? format("%.3f", row.time_ratio) : "NaN") << " "
+          << (timed ? format("%.3f", row.time_ratio_low) : "NaN") << " "
+          << (timed ? format("%.3f", row.time_ratio_high) : "NaN") << " \""
+          << (timed ? format("x%.2f", row.time_ratio) : "not timed") << "\"\n";
     }
   });
+  // The model as run names the chart (an override may have changed it from the config's name).
+  const std::string what = r.model.empty() ? r.experiment : r.model + " (" + r.experiment + ")";
   const std::string tmp = png_path + ".tmp";
   write_file_atomically(gp, [&](std::ostream& out) {
     out << "# gnuplot script written by mlo ablate; `gnuplot " << gp << "` redraws the chart\n"
         << "if (!exists(\"outfile\")) outfile = '" << png_path << "'\n"
-        << "set terminal pngcairo size 1100,620 noenhanced font ',11'\n"
+        << "set terminal pngcairo size 1600,640 noenhanced font ',11'\n"
         << "set output outfile\n"
-        << "set title 'Memory ablation: " << r.experiment << ", batch " << r.batch << ", "
-        << r.device << " (" << (r.synthetic ? "SYNTHETIC data" : "real data") << ")'\n"
-        << "set ylabel 'peak per meta-iteration (MiB, exact meter)'\n"
-        << "set yrange [0:*]\nset offsets 0,0,graph 0.16,0\nset grid ytics\n"
-        << "set key top center horizontal\n"
-        << "set style fill solid 0.7 border -1\nset boxwidth 0.6\nset xtics rotate by -20\n"
-        << "set arrow from graph 0, first " << mib(r.rows.front().peak_bytes)
+        << "set multiplot layout 1,2 title 'Memory ablation: " << what << ", batch " << r.batch
+        << ", " << r.device << " (" << (r.synthetic ? "SYNTHETIC data" : "real data") << ")'\n"
+        << "set style fill solid 0.7 border -1\nset boxwidth 0.6\nset xtics rotate by -25\n"
+        << "set grid ytics\nset key top center horizontal\n"
+        // Memory: the peak per row, its saving over the bar, the floor as a red line.
+        << "set title 'memory'\nset ylabel 'peak per meta-iteration (MiB, exact meter)'\n"
+        << "set yrange [0:*]\nset offsets 0,0,graph 0.16,0\n"
+        << "set arrow 1 from graph 0, first " << mib(r.rows.front().peak_bytes)
         << " to graph 1, first " << mib(r.rows.front().peak_bytes) << " nohead dt 2 lc 'gray40'\n"
         << "plot '" << dat
         << "' using 0:2:5:xtic(1) with boxes lc rgb variable "
@@ -366,12 +377,21 @@ std::string write_ablation_chart(const AblationResult& r, const std::string& png
            "offset 0,1.6 notitle, \\\n"
         << "     '' using 0:3:(0.3):(0) with vectors nohead lw 3 lc rgb '#c0392b' "
            "title 'floor (a lower bound of the peak)', \\\n"
-        << "     '' using ($0-0.3):3:(0.6):(0) with vectors nohead lw 3 lc rgb '#c0392b' notitle\n";
+        << "     '' using ($0-0.3):3:(0.6):(0) with vectors nohead lw 3 lc rgb '#c0392b' notitle\n"
+        // Time: each row's time per meta-iteration over the baseline's, with its spread.
+        << "set title 'time'\nset ylabel 'time per meta-iteration / baseline (range over rounds)'\n"
+        << "set yrange [0:*]\nunset arrow 1\n"
+        << "set arrow 2 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc 'gray40'\n"
+        << "plot '" << dat
+        << "' using 0:6:xtic(1) with boxes lc rgb '#e69f00' title 'time ratio', \\\n"
+        << "     '' using 0:6:7:8 with yerrorbars lc rgb 'black' pt -1 title 'range', \\\n"
+        << "     '' using 0:6:9 with labels offset 0,1.2 notitle\n"
+        << "unset multiplot\n";
   });
   return run_gnuplot(gp, tmp, png_path);
 }
 
-AblationFiles write_ablation(const std::string& folder, const AblationResult& result) {
+AblationFiles write_ablation_tables(const std::string& folder, const AblationResult& result) {
   std::filesystem::create_directories(folder);
   AblationFiles files;
   const std::filesystem::path dir(folder);
@@ -383,6 +403,11 @@ AblationFiles write_ablation(const std::string& folder, const AblationResult& re
                         [&](std::ostream& out) { out << ablation_markdown(result); });
   write_file_atomically(files.csv, [&](std::ostream& out) { out << ablation_csv(result); });
   write_file_atomically(files.json, [&](std::ostream& out) { out << ablation_json(result); });
+  return files;
+}
+
+AblationFiles write_ablation(const std::string& folder, const AblationResult& result) {
+  AblationFiles files = write_ablation_tables(folder, result);
   files.chart_error = write_ablation_chart(result, files.png);
   if (!files.chart_error.empty()) {
     // A chart from an earlier run would pass for this run's: it goes.

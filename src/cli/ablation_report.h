@@ -35,8 +35,9 @@ std::string row_measurement_json(const AblationRowResult& row);
 /// does not parse.
 AblationRowResult row_measurement_from_json(const std::string& text);
 
-/// Draws the chart (peak per row as bars, the floor of each row marked, the baseline's peak as a
-/// line) with gnuplot into `png_path`, writing the data and the script beside it
+/// Draws the chart, two panels: memory (peak per row as bars, the floor of each row marked, the
+/// baseline's peak as a line) and time (each row's time per meta-iteration over the baseline's,
+/// with its range over the rounds), titled with the model as run, with gnuplot into `png_path`, writing the data and the script beside it
 /// (`<png_path without .png>.dat`, `.gp`). Returns "" on success, else why there is no chart
 /// (gnuplot missing or failing); never throws for that.
 std::string write_ablation_chart(const AblationResult& result, const std::string& png_path);
@@ -57,6 +58,8 @@ struct AblationFiles {
 /// Writes ablation.md, ablation.csv, ablation.json (atomically) and ablation.png into `folder`
 /// (created if needed).
 AblationFiles write_ablation(const std::string& folder, const AblationResult& result);
+/// `write_ablation` without the chart: the report of the rows finished so far.
+AblationFiles write_ablation_tables(const std::string& folder, const AblationResult& result);
 
 }  // namespace run
 }  // namespace mlo

@@ -57,8 +57,8 @@ TimedRounds time_interleaved(const std::string& config_path,
     if (progress) progress("timing: building and warming up " + names[k]);
     Timed t;
     try {
-      t.experiment = make_experiment(
-          load_run_config(config_path, measuring_overrides(row_overrides[k], false)));
+      t.experiment = make_experiment(load_run_config(
+          config_path, measuring_overrides(config_path, row_overrides[k], false)));
       Engine& engine = t.experiment->engine();
       engine.initialize();
       for (const auto& p : engine.problems()) p->train();

@@ -351,6 +351,11 @@ CheckpointPlan make_plan(const ChainProfile& profile, const CheckpointingOptions
       auto solved = solve_budget(profile, budget, model);
       if (!solved) {
         solved = solve_min_memory(profile, std::numeric_limits<double>::infinity(), model);
+        char why[96];
+        std::snprintf(why, sizeof(why),
+                      "no plan fits the budget of %.1f MiB; the smallest-memory plan",
+                      to_mib(budget));
+        plan.fallback = why;
         spdlog::warn(
             "checkpointing: no plan fits the budget of {:.1f} MiB; using the "
             "smallest-memory plan ({:.1f} MiB predicted)",

@@ -373,8 +373,8 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
     CHECK(png.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0);
     CHECK(big_endian(png, 8) == 13);           // IHDR is 13 bytes long
     CHECK(png.compare(12, 4, "IHDR") == 0);
-    CHECK(big_endian(png, 16) == 1100);        // width
-    CHECK(big_endian(png, 20) == 620);         // height
+    CHECK(big_endian(png, 16) == 1600);        // width: two panels, memory and time
+    CHECK(big_endian(png, 20) == 640);         // height
   }
 }
 
@@ -541,6 +541,8 @@ TEST_CASE("mlo ablate: the baseline is measured again around each row of several
 TEST_CASE("mlo ablate: chosen rows once each, only their options checked, unknown rows named",
           "[cli][ablate]") {
   mlo::run::AblationOptions options;
+  // (the reweighting experiment's own keys, as Experiment::memory_keys gives them)
+  options.batch_key("data.batch_size").other_batch_keys({{"reweighter", "data.meta_batch_size"}});
   // An accumulation that does not divide the batch matters only to the accumulation row.
   options.accumulation(3).rows({"precision", "precision", "baseline"});
   const auto rows = mlo::run::ablation_rows("classifier", 16, false, options);
@@ -577,10 +579,87 @@ TEST_CASE("mlo ablate: chosen rows once each, only their options checked, unknow
       mlo::run::run_ablation("unread.yaml", {}, mlo::run::AblationOptions().round_seconds(-0.5)),
       Contains("round_seconds must be a finite number >= 0 (0: one meta-iteration per round), "
                "got -0.5"));
+  // Without the experiment's keys the rows that need them are left out, saying why.
+  const auto plain = mlo::run::ablation_rows("classifier", 16, false, mlo::run::AblationOptions());
+  for (const auto& row : plain) {
+    if (row.key == "accumulation") {
+      CHECK(row.unavailable == "the experiment names no batch-size key for classifier");
+    } else if (row.key == "activations") {
+      CHECK(row.unavailable == "the experiment names no memory-efficient form of its model");
+    } else {
+      CHECK(row.unavailable.empty());
+    }
+  }
   options.rows({"swish"});
   REQUIRE_THROWS_WITH(mlo::run::ablation_rows("classifier", 16, false, options),
                       Contains("unknown row 'swish' (rows: baseline, precision, accumulation, "
                                "checkpointing, activations, finite_difference, all, data_parallel, zero, zero3)"));
+}
+
+TEST_CASE("mlo ablate: each row written as it finishes; --resume keeps finished rows, a folder "
+          "that holds an ablation is refused, --overwrite moves it aside",
+          "[cli][ablate]") {
+  const fs::path dir = mlo_test::scratch_dir("ablate_resume_test");
+  const std::string config = (dir / "tiny.yaml").string();
+  std::ofstream(config) << kTiny;
+  mlo::cli::AblateOptions options;
+  options.out_dir = (dir / "out").string();
+  options.ablation.iterations(1).rounds(0).rows({"precision", "accumulation"});
+  const auto first = mlo::cli::ablate_command(config, {}, options);
+  REQUIRE(first.rows.size() == 3);
+  CHECK(first.model == "resnet32");
+  // The experiment's own keys: the accumulation row divides data.batch_size and pins the
+  // reweighter's meta batch.
+  CHECK(first.rows[2].row.overrides ==
+        std::vector<std::string>{"problems.classifier.gradient_accumulation=4",
+                                 "data.batch_size=4",
+                                 "problems.reweighter.gradient_accumulation=4",
+                                 "data.meta_batch_size=1"});
+  for (const char* key : {"baseline", "precision", "accumulation"}) {
+    CHECK(fs::exists(dir / "out" / "rows" / (std::string(key) + ".json")));
+  }
+  CHECK_THAT(read_text(dir / "out" / "ablation.md"), Contains(", model resnet32"));
+
+  // Run again into the same folder: refused, nothing changed.
+  const std::string md = read_text(dir / "out" / "ablation.md");
+  CHECK_THROWS_WITH(mlo::cli::ablate_command(config, {}, options),
+                    Contains("holds an ablation (ablation.md, ablation.csv, ablation.json") &&
+                        Contains("continue it with --resume"));
+  CHECK(read_text(dir / "out" / "ablation.md") == md);
+
+  // As if interrupted during the accumulation row: --resume keeps the two finished rows (the
+  // very same figures, times too) and measures the third.
+  fs::remove(dir / "out" / "rows" / "accumulation.json");
+  options.resume = true;
+  const auto resumed = mlo::cli::ablate_command(config, {}, options);
+  REQUIRE(resumed.rows.size() == 3);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(resumed.rows[i].peak_bytes == first.rows[i].peak_bytes);
+    CHECK(resumed.rows[i].measured_seconds == first.rows[i].measured_seconds);
+    CHECK(resumed.rows[i].iteration_seconds == first.rows[i].iteration_seconds);
+  }
+  CHECK(resumed.rows[2].peak_bytes == first.rows[2].peak_bytes);  // measured again: the meter
+  CHECK(fs::exists(dir / "out" / "rows" / "accumulation.json"));
+  // A row measured with other settings is measured again.
+  options.ablation.iterations(2);
+  const auto other = mlo::cli::ablate_command(config, {}, options);
+  CHECK(other.rows[0].iteration_seconds.size() == 2);
+
+  // --overwrite: the earlier files move into replaced-<time>/.
+  options.resume = false;
+  options.overwrite = true;
+  const std::string before = read_text(dir / "out" / "ablation.md");
+  mlo::cli::ablate_command(config, {}, options);
+  std::vector<fs::path> aside;
+  for (const auto& entry : fs::directory_iterator(dir / "out")) {
+    if (entry.path().filename().string().rfind("replaced-", 0) == 0) aside.push_back(entry.path());
+  }
+  REQUIRE(aside.size() == 1);
+  CHECK(read_text(aside[0] / "ablation.md") == before);
+  CHECK(fs::exists(aside[0] / "rows" / "baseline.json"));
+  options.resume = true;
+  CHECK_THROWS_WITH(mlo::cli::ablate_command(config, {}, options),
+                    Contains("ask for one of them"));
 }
 
 }  // namespace ablate_test

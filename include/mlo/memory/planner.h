@@ -124,6 +124,9 @@ struct CheckpointPlan {
   PlanCost baseline;   ///< with nothing checkpointed
   /// Block names, for `to_string`.
   std::vector<std::string> block_names;
+  /// Why the plan is not the one the strategy asked for, or "": "no plan fits the budget of
+  /// 120.0 MiB; the smallest-memory plan" (kOptimal falls back so).
+  std::string fallback;
 
   /// Whether block `i` is inside a checkpointed segment.
   bool is_checkpointed(std::size_t i) const;

@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <typeindex>
 #include <vector>
 
@@ -40,6 +41,20 @@ namespace run {
 enum class EvalSet {
   kValid,  ///< the validation split: validation during training, early stopping
   kTest,   ///< the test split: the final report only
+};
+
+/// The keys of an experiment's own that a memory tool (`mlo ablate`) changes besides the
+/// generic per-problem ones (precision, gradient_accumulation, checkpointing, a method's
+/// options): they differ from experiment to experiment, so the experiment names them.
+struct MemoryKeys {
+  /// The main problem's batch-size key ("data.batch_size"); "" when it has none (full batches).
+  std::string batch_key;
+  /// The other problems' batch-size keys, by problem name ({"reweighter",
+  /// "data.meta_batch_size"}).
+  std::vector<std::pair<std::string, std::string>> other_batch_keys;
+  /// Overrides, relative to `problems.<main problem>.`, that make the model's activations
+  /// memory-efficient ({"model.efficient_activation=true"}); empty when the model has none.
+  std::vector<std::string> efficient_activation;
 };
 
 /// One experiment, built from a configuration. Subclasses build everything in their
@@ -75,6 +90,14 @@ class Experiment {
   virtual Batch sample_batch(const std::string& name);
   /// Whether the data is synthetic (every report then says so).
   virtual bool synthetic() const { return false; }
+  /// The name of problem `name`'s model as configured ("resnet32"), for reports; "" when the
+  /// experiment does not name its models.
+  virtual std::string model_name(const std::string& name) const {
+    (void)name;
+    return "";
+  }
+  /// Its own keys that a memory tool changes (`MemoryKeys`); the default names none.
+  virtual MemoryKeys memory_keys() const { return {}; }
   /// The final report printed after training, from the test metrics and the final validation
   /// metrics ("valid/..."). The default lists `metric_names()` on both, one per line.
   virtual std::string report(const Metrics& test, const Metrics& valid) const;
