@@ -72,8 +72,7 @@ struct WeightNetOptions {
   /// Cap on a sample's weight relative to the batch's mean weight before the cap:
   /// w_i <- min(w_i, R mean_j w_j), the mean held constant (a capped sample passes no gradient to
   /// the weight net). Capping lowers the mean, so max w / mean w after the cap can exceed R when
-  /// most weights are small (docs/reweighting.md, finding 5: 12-15 with R = 5); `weight_floor`
-  /// is the bound that holds. 0: no cap; otherwise >= 1.
+  /// most weights are small; `weight_floor` is the bound that holds. 0: no cap; otherwise >= 1.
   TORCH_ARG(double, max_relative_weight) = 0.0;
   /// Floor under every weight: w_i <- f + (1 - f) w_i for a weight net's w_i in (0, 1), so the
   /// largest weight is at most 1/f times the smallest (under normalization, max_i w_i / mean_j w_j
@@ -85,8 +84,8 @@ struct WeightNetOptions {
   /// its own step took, also after a resume from a state saved since then); before, the
   /// weights are the net's own. Early on a floor
   /// squeezes the weights together faster than the net learns to spread them; later it stops
-  /// the sharpening that long runs build up (docs/reweighting.md, finding 6). >= 0; 0: from the
-  /// first step.
+  /// the sharpening that long runs build up (docs/reweighting.md, "The weight floor"). >= 0; 0:
+  /// from the first step.
   TORCH_ARG(int64_t, weight_floor_after) = 0;
 
  private:

@@ -22,11 +22,11 @@ torch::Tensor ConvPoolImpl::forward(const torch::Tensor& x) {
   // NOTE: max-pool commutes with ReLU (both monotone); pooling first halves the ReLU's work
   // and memory.
   const torch::Tensor y = batch_norm ? bn->forward(conv->forward(x)) : conv->forward(x);
-  // NOTE: LibTorch's CPU max_pool2d is several times slower on NCHW than on channels-last
-  // inputs (bench/reweight_step: 18 of a 23 ms forward at batch 100), but its channels-last
-  // backward is slower still. Without a graph (evaluation, the re-evaluations of DARTS) the
-  // pooling therefore runs channels-last: the same maxima, bit for bit, and the output goes
-  // back to NCHW so the layers after it compute exactly as before.
+  // NOTE: LibTorch's CPU max_pool2d is slower on NCHW than on channels-last inputs, but its
+  // channels-last backward is slower still (docs/reweighting.md, "What it costs"). Without a
+  // graph (evaluation, the re-evaluations of DARTS) the pooling therefore runs channels-last:
+  // the same maxima, bit for bit, and the output goes back to NCHW so the layers after it
+  // compute exactly as before.
   if (!y.requires_grad()) {
     return torch::relu(
         torch::max_pool2d(y.contiguous(at::MemoryFormat::ChannelsLast), /*kernel_size=*/{2, 2})
@@ -55,7 +55,7 @@ torch::Tensor FlattenLinearImpl::forward(const torch::Tensor& x) {
   if (x.dim() == 4 && x.size(1) * x.size(2) * x.size(3) == in_features) {
     // NOTE: the same function as linear(flatten(x)) (an NCHW flatten orders features as the
     // [out, C, H, W] view of the weight does), computed as a full-size convolution: oneDNN
-    // runs it ~10x faster than a reference BLAS (Debian's default libblas3) runs the matmul.
+    // runs it faster than a reference BLAS (Debian's default libblas3) runs the matmul.
     const torch::Tensor weight = fc->weight.view({out_features, x.size(1), x.size(2), x.size(3)});
     return torch::relu(torch::conv2d(x, weight, fc->bias).flatten(/*start_dim=*/1));
   }

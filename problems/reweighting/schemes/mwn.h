@@ -17,7 +17,7 @@ struct WeightNetKeys {
   bool freeze_weight_inputs = true;
   /// Bound on a sample's weight relative to the batch's mean weight; 0: none.
   double max_relative_weight = 0.0;
-  /// Floor under every weight, in [0, 1); 0: none (docs/reweighting.md says why 0.1).
+  /// Floor under every weight, in [0, 1); 0: none (docs/reweighting.md, "The weight floor").
   double weight_floor = 0.1;
   /// The floor applies after the classifier's first this many steps; 0: from the first.
   int64_t weight_floor_after = 0;
