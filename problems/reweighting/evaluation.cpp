@@ -118,8 +118,9 @@ std::string ReweightingExperiment::describe() const {
   for (size_t c = 0; c < train_counts_.size(); ++c) {
     out << " " << class_names_[c] << "=" << train_counts_[c];
   }
-  const auto* cnn = settings_.model("classifier").options_as<nn::CnnModel>();
-  out << "\nclassifier: " << settings_.model("classifier").name()
+  const nn::ModelConfig classifier = settings_.model("classifier");  // (a copy: kept alive)
+  const auto* cnn = classifier.options_as<nn::CnnModel>();
+  out << "\nclassifier: " << classifier.name()
       << (cnn != nullptr && cnn->batch_norm ? " (batch norm)" : "");
   const Scheme& scheme = settings_.reweighting.scheme();
   if (reweighter_) {
