@@ -20,7 +20,8 @@ set_target_properties(mlo_core mlo_run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TR
 # NOTE: CMake leaves out link folders inside the project, and the 2.x lane's LibTorch lives in
 # the checkout's .venv/: name LibTorch's own folder (outside the system paths) explicitly.
 if(EXISTS "${TORCH_INSTALL_PREFIX}/lib" AND NOT TORCH_INSTALL_PREFIX MATCHES "^/usr(/|$)")
-  set_property(TARGET mlo_core mlo_run APPEND PROPERTY INSTALL_RPATH "${TORCH_INSTALL_PREFIX}/lib")
+  set_property(TARGET mlo_core mlo_run mlo_cli APPEND PROPERTY INSTALL_RPATH
+    "${TORCH_INSTALL_PREFIX}/lib")
 endif()
 set_target_properties(mlo_core PROPERTIES EXPORT_NAME core)
 set_target_properties(mlo_run PROPERTIES EXPORT_NAME run)
