@@ -303,9 +303,9 @@ RunResult Run::start() {
       result.final = metrics_of(finished.value("test", nlohmann::json::object()));
       result.valid = metrics_of(finished.value("valid", nlohmann::json::object()));
       if (main) {
-        std::cerr << "the run in " << options.dir() << " has finished (results.json, global step "
-                  << result.steps << "); nothing to resume (resume with a larger "
-                  << "engine.train_iters to train on)\n";
+        spdlog::warn("the run in {} has finished (results.json, global step {}); nothing to "
+                     "resume (resume with a larger engine.train_iters to train on)",
+                     options.dir(), result.steps);
       }
       return result;
     }
