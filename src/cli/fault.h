@@ -4,7 +4,9 @@
 // metrics, before its periodic save), so an interruption lands at a chosen step on every run:
 // TERM and INT go through the runner's real handler (save and stop), KILL dies at once as in a
 // crash, STOP freezes the process as a hanging rank does. With RANK, only that rank of a launch
-// raises it. tests/cli/fault_matrix.cpp drives resume through it.
+// raises it. A launcher's restart of the workers (torchrun --max-restarts, mlo launch
+// --max-restarts) raises nothing: the crash is injected once. tests/cli/fault_matrix.cpp drives
+// resume through it.
 
 #include <cstdint>
 #include <string>

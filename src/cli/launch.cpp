@@ -141,12 +141,14 @@ Rank spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
   return r;
 }
 
-// The environment of rank `rank`: ours, with the torchrun variables set.
-std::vector<std::string> rank_env(const LaunchOptions& o, int port, int rank) {
+// The environment of rank `rank` in attempt `restart` (0: the first): ours, with the torchrun
+// variables set, and MLO_RESTART_COUNT.
+std::vector<std::string> rank_env(const LaunchOptions& o, int port, int rank, int restart) {
   const std::vector<std::pair<std::string, std::string>> set{
       {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(o.nproc)},
       {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-      {"MASTER_ADDR", o.master_addr},       {"MASTER_PORT", std::to_string(port)}};
+      {"MASTER_ADDR", o.master_addr},       {"MASTER_PORT", std::to_string(port)},
+      {"MLO_RESTART_COUNT", std::to_string(restart)}};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
@@ -192,46 +194,23 @@ std::string describe(int status) {
   return "exited with code " + std::to_string(WEXITSTATUS(status));
 }
 
-}  // namespace
+// What one attempt of the ranks came to.
+struct Attempt {
+  int worst = 0;      // the worst exit code
+  bool failed = false;  // a rank failed on its own (not after a forwarded signal)
+  bool signaled = false;  // the launcher forwarded a signal
+};
 
-int launch(const LaunchOptions& options) {
-  LaunchOptions o = options;
-  MLO_CHECK(o.nproc >= 1, "mlo launch: --nproc must be >= 1, got ", o.nproc);
-  MLO_CHECK(o.master_port >= 0 && o.master_port <= 65535,
-            "mlo launch: --master-port must be in [0, 65535], got ", o.master_port);
-  // Read here too, so that a bad config or strategy fails once, before any rank starts.
-  const run::RunConfig config = rank_config(o);
-  MLO_CHECK(o.nproc == 1 || config.engine.strategy() != dist::Strategy::kDefault,
-            "mlo launch: --nproc ", o.nproc, " but engine.strategy is default (",
-            config.where("engine.strategy"),
-            "); set engine.strategy to distributed, zero1, zero2 or zero3 (e.g. --set "
-            "engine.strategy=distributed)");
-  const double grace = o.grace_s >= 0 ? o.grace_s : config.engine.timeout_s();
-  const char* grace_from = o.grace_s >= 0 ? "--grace" : "engine.timeout_s";
-  const int port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
-  if (o.program.empty()) {
-    char self[4096];
-    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-    MLO_CHECK(n > 0, "mlo launch: cannot find this program (/proc/self/exe)");
-    o.program.assign(self, static_cast<size_t>(n));
-  }
-  std::vector<std::string> argv{o.program, o.subcommand, o.config};
-  argv.insert(argv.end(), o.run_args.begin(), o.run_args.end());
-
-  struct sigaction action {};
-  action.sa_handler = on_signal;  // no SA_RESTART: poll returns at once
-  sigemptyset(&action.sa_mask);
-  struct sigaction previous_int {};
-  struct sigaction previous_term {};
-  ::sigaction(SIGINT, &action, &previous_int);
-  ::sigaction(SIGTERM, &action, &previous_term);
-  g_signal = 0;
-
+// Starts the ranks of attempt `restart` and supervises them until all have exited.
+Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& argv, int port,
+                    int restart, double grace, const char* grace_from) {
   std::fprintf(stderr, "mlo launch: %d rank(s), MASTER_ADDR=%s MASTER_PORT=%d\n", o.nproc,
                o.master_addr.c_str(), port);
   std::vector<Channel> channels;
   std::vector<Rank> ranks;
-  for (int r = 0; r < o.nproc; ++r) ranks.push_back(spawn(argv, rank_env(o, port, r), r, channels));
+  for (int r = 0; r < o.nproc; ++r) {
+    ranks.push_back(spawn(argv, rank_env(o, port, r, restart), r, channels));
+  }
 
   int first_failed = -1;
   int forwarded = 0;  // the first signal forwarded; after it, ranks exiting non-zero are no failure
@@ -321,8 +300,6 @@ int launch(const LaunchOptions& options) {
       kill_at = Clock::time_point::max();
     }
   }
-  ::sigaction(SIGINT, &previous_int, nullptr);
-  ::sigaction(SIGTERM, &previous_term, nullptr);
 
   int worst = 0;
   for (const auto& r : ranks) worst = std::max(worst, r.code);
@@ -345,7 +322,63 @@ int launch(const LaunchOptions& options) {
   } else if (worst != 0) {
     std::fprintf(stderr, "mlo launch: the ranks exited with status %d\n", worst);
   }
-  return worst;
+  Attempt out;
+  out.worst = worst;
+  out.failed = first_failed >= 0;
+  out.signaled = forwarded != 0;
+  return out;
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& options) {
+  LaunchOptions o = options;
+  MLO_CHECK(o.nproc >= 1, "mlo launch: --nproc must be >= 1, got ", o.nproc);
+  MLO_CHECK(o.max_restarts >= 0 && o.max_restarts <= 1000,
+            "mlo launch: --max-restarts must be in [0, 1000], got ", o.max_restarts);
+  MLO_CHECK(o.master_port >= 0 && o.master_port <= 65535,
+            "mlo launch: --master-port must be in [0, 65535], got ", o.master_port);
+  // Read here too, so that a bad config or strategy fails once, before any rank starts.
+  const run::RunConfig config = rank_config(o);
+  MLO_CHECK(o.nproc == 1 || config.engine.strategy() != dist::Strategy::kDefault,
+            "mlo launch: --nproc ", o.nproc, " but engine.strategy is default (",
+            config.where("engine.strategy"),
+            "); set engine.strategy to distributed, zero1, zero2 or zero3 (e.g. --set "
+            "engine.strategy=distributed)");
+  const double grace = o.grace_s >= 0 ? o.grace_s : config.engine.timeout_s();
+  const char* grace_from = o.grace_s >= 0 ? "--grace" : "engine.timeout_s";
+  if (o.program.empty()) {
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    MLO_CHECK(n > 0, "mlo launch: cannot find this program (/proc/self/exe)");
+    o.program.assign(self, static_cast<size_t>(n));
+  }
+  std::vector<std::string> argv{o.program, o.subcommand, o.config};
+  argv.insert(argv.end(), o.run_args.begin(), o.run_args.end());
+
+  struct sigaction action {};
+  action.sa_handler = on_signal;  // no SA_RESTART: poll returns at once
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous_int {};
+  struct sigaction previous_term {};
+  ::sigaction(SIGINT, &action, &previous_int);
+  ::sigaction(SIGTERM, &action, &previous_term);
+  g_signal = 0;
+
+  // A restart (after a rank failed on its own) starts every rank again, with MLO_RESTART_COUNT
+  // set to its number: each continues from the run's last saved state (mlo::Run). A signal the
+  // launcher forwarded ends the launch instead.
+  Attempt attempt;
+  for (int restart = 0;; ++restart) {
+    const int port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
+    attempt = run_attempt(o, argv, port, restart, grace, grace_from);
+    if (!attempt.failed || attempt.signaled || g_signal != 0 || restart >= o.max_restarts) break;
+    std::fprintf(stderr, "mlo launch: restarting the ranks (restart %d of at most %d)\n",
+                 restart + 1, o.max_restarts);
+  }
+  ::sigaction(SIGINT, &previous_int, nullptr);
+  ::sigaction(SIGTERM, &previous_term, nullptr);
+  return attempt.worst;
 }
 
 LaunchCommand::LaunchCommand(CLI::App& app) {
@@ -357,6 +390,9 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
                        "port of rank 0's store (default: a free port)");
   command_->add_option("--master-addr", options_.master_addr,
                        "address of rank 0's store (default 127.0.0.1)");
+  command_->add_option("--max-restarts", options_.max_restarts,
+                       "after a rank fails, start every rank again, at most this many times; "
+                       "each restart continues from the run's last saved state (default 0)");
   command_->add_option("--grace", options_.grace_s,
                        "seconds the ranks get to exit after one fails or a signal is forwarded, "
                        "before they are killed, 0 to 86400 (default engine.timeout_s)")

@@ -1,11 +1,13 @@
 #pragma once
 // Part of the mlo tool (src/cli): `mlo launch --nproc N [--master-port P] [--master-addr A]
-// CONFIG [mlo run args...]`, a local launcher in the manner of torchrun: it starts N copies of
-// this program's `run` subcommand with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
-// set, prefixes each line of each rank's output with "[rank r] ", forwards SIGINT and SIGTERM to
-// every rank, and returns the worst exit code. When one rank fails, or after it forwarded a
-// signal, the ranks get a grace period (engine.timeout_s, or --grace) to exit on their own; any
-// still running then is killed (SIGKILL, which also ends a stopped rank) and the launch fails.
+// [--max-restarts R] CONFIG [mlo run args...]`, a local launcher in the manner of torchrun: it
+// starts N copies of this program's `run` subcommand with RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT and MLO_RESTART_COUNT set, prefixes each line of each rank's output
+// with "[rank r] ", forwards SIGINT and SIGTERM to every rank, and returns the worst exit code
+// (of the last attempt). When one rank fails, or after it forwarded a signal, the ranks get a
+// grace period (engine.timeout_s, or --grace) to exit on their own; any still running then is
+// killed (SIGKILL, which also ends a stopped rank) and the attempt fails; after a failure (not
+// a signal) it starts them all again, at most R times.
 
 #include <string>
 #include <vector>
@@ -28,6 +30,10 @@ struct LaunchOptions {
   /// read by `launch` with the same definitions as the ranks' subcommand reads them.
   std::string config;
   std::vector<std::string> run_args;
+  /// After a rank fails on its own, the ranks are stopped and all started again, at most this
+  /// many times, with MLO_RESTART_COUNT set to the restart's number (1, 2, ...): each continues
+  /// from the run's last saved state (mlo::Run). A forwarded signal is never followed by one.
+  int max_restarts = 0;
   /// Seconds the ranks get to exit on their own after one failed or after the first forwarded
   /// signal, before the launcher kills them (< 0: the config's engine.timeout_s, with its --set
   /// overrides).

@@ -20,6 +20,8 @@
 #include "seeds.h"
 
 #include <mlo/base/error.h>
+#include <mlo/base/stop_request.h>
+#include <mlo/dist/error_file.h>
 #include <mlo/dist/process_group.h>
 #include <mlo/run/yaml.h>
 #include <mlo/run/experiment.h>
@@ -77,12 +79,15 @@ int main(int argc, char** argv) {
       names += (names.empty() ? "" : ", ") + command->get_name();
       known = known || command->get_name() == first;
     }
+    std::string line;
     if (!known && !first.empty() && first[0] != '-') {
-      std::cerr << "mlo: error: unknown command '" << first << "'; the commands are " << names
-                << " (mlo --help)\n";
+      line = "mlo: error: unknown command '" + first + "'; the commands are " + names +
+             " (mlo --help)";
     } else {
-      std::cerr << "mlo: error: " << e.what() << " (mlo --help, or mlo COMMAND --help)\n";
+      line = std::string("mlo: error: ") + e.what() + " (mlo --help, or mlo COMMAND --help)";
     }
+    std::cerr << line << "\n";
+    dist::write_error_file(line);
     return 2;
   }
   options.command_line.assign(argv, argv + argc);
@@ -92,7 +97,8 @@ int main(int argc, char** argv) {
       const std::string& seeds = run_args.seeds;
       if (!run_args.raise_at.empty()) options.raise_at = RaiseAt::parse(run_args.raise_at);
       if (!seeds.empty()) {
-        MLO_CHECK(dist::Rendezvous::from_env().world_size == 1,
+        const auto where = dist::Rendezvous::from_env();
+        MLO_CHECK(where.world_size == 1 || where.from_scheduler,
                   "--seeds runs one process only; under mlo launch (WORLD_SIZE > 1) launch once "
                   "per seed with --set seed=S --out DIR/seed_S");
         bool interrupted = false;
@@ -117,11 +123,17 @@ int main(int argc, char** argv) {
       plan_command(run::load_run_config(plan_config, plan_overrides), plan_options);
       return 0;
     }
+  } catch (const Interrupted& e) {
+    std::cerr << "mlo: interrupted: " << e.what() << "\n";
+    dist::write_error_file(std::string("mlo: interrupted: ") + e.what());
+    return 130;
   } catch (const Error& e) {
     std::cerr << "mlo: error: " << e.what() << "\n";
+    dist::write_error_file(std::string("mlo: error: ") + e.what());
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "mlo: failed: " << e.what() << "\n";
+    dist::write_error_file(std::string("mlo: failed: ") + e.what());
     return 1;
   }
   return 0;

@@ -39,8 +39,8 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
                 "under a launch, ranks other than 0 log at info too (else warnings only)");
   run->add_option("--raise-at", args.raise_at,
                   "fault injection for tests: at the end of global step STEP raise SIGNAL (TERM, "
-                  "INT, KILL, STOP) on this process (with RANK: on that rank of a launch only), "
-                  "e.g. 7:TERM, 7:KILL:1");
+                  "INT, KILL, STOP) on this process (with RANK: on that rank of a launch only; "
+                  "not in a launcher's restart), e.g. 7:TERM, 7:KILL:1");
   run->add_option("--seeds", args.seeds,
                   "run once per seed (0-4, 1,3,5) into <out>/seed_<s>, then summarize");
   return run;

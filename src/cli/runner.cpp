@@ -76,7 +76,8 @@ RunResult run_experiment(const run::RunConfig& config, const RunCommand& command
       .final_evaluation([&] { return experiment.evaluate(run::EvalSet::kTest); },
                         headline_names(experiment, ""));
   if (no_validation) run.without_validation(*no_validation);
-  if (command.raise_at.step > 0) {
+  // (a crash injected once: a launcher's restart of the workers passes the step)
+  if (command.raise_at.step > 0 && dist::Rendezvous::from_env().restart_count == 0) {
     const RaiseAt raise_at = command.raise_at;
     const int rank = engine.config().strategy() == dist::Strategy::kDefault
                          ? 0

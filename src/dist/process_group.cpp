@@ -12,8 +12,10 @@
 #include <mlo/dist/process_group.h>
 
 #include <mlo/base/error.h>
+#include <mlo/base/stop_request.h>
 #include <mlo/detail/torch_compat.h>
 
+#include "rendezvous_store.h"
 #include "store.h"
 
 #if MLO_WITH_GLOO
@@ -28,7 +30,6 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
-#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <map>
@@ -44,19 +45,6 @@ using Collectives = c10d::Backend;
 #else
 using Collectives = c10d::ProcessGroup;
 #endif
-
-// An integer environment variable, or `fallback` when it is unset.
-int env_int(const char* name, int fallback, int low, int high) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  MLO_CHECK(errno == 0 && end != text && *end == '\0' && value >= low && value <= high,
-            "environment variable ", name, "='", text, "': expected an integer in [", low, ", ",
-            high, "]");
-  return static_cast<int>(value);
-}
 
 // An exception's message without c10's C++ backtrace (noise in a user's log).
 std::string message(const std::exception& e) {
@@ -126,20 +114,8 @@ c10::intrusive_ptr<Collectives> make_group(const c10::intrusive_ptr<c10d::Store>
 
 }  // namespace
 
-Rendezvous Rendezvous::from_env() {
-  Rendezvous r;
-  r.world_size = env_int("WORLD_SIZE", 1, 1, 1 << 20);
-  r.rank = env_int("RANK", 0, 0, r.world_size - 1);
-  r.local_rank = env_int("LOCAL_RANK", r.rank, 0, r.world_size - 1);
-  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') {
-    r.master_addr = addr;
-  }
-  r.master_port = env_int("MASTER_PORT", r.master_port, 1, 65535);
-  return r;
-}
-
 struct ProcessGroup::Impl {
-  std::unique_ptr<detail::StoreServer> server;  // rank 0's
+  std::unique_ptr<detail::StoreServer> server;  // rank 0's, of mlo's own store
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Collectives> group;
   std::chrono::milliseconds timeout;
@@ -221,20 +197,18 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const Rendezvous& where,
     // the dead peer (seen in the fault matrix's "rank killed mid-collective"). Ignored, the write
     // fails with EPIPE and the collective throws.
     std::signal(SIGPIPE, SIG_IGN);
-    // Rank 0 serves the store on MASTER_ADDR's addresses only; every rank is its client. A
-    // name that resolves to nothing, or a port in use, fails here at once.
-    try {
-      if (where.rank == 0) {
-        impl->server = std::make_unique<detail::StoreServer>(where.master_addr, where.master_port);
-      }
-      impl->store = c10::make_intrusive<detail::StoreClient>(where.master_addr, where.master_port,
-                                                             options.timeout);
-    } catch (const Error& e) {
-      throw Error("rank " + std::to_string(where.rank) + ": " + e.what());
-    }
+    auto opened = detail::open_rendezvous_store(where, options.timeout);
+    impl->server = std::move(opened.server);
+    impl->store = std::move(opened.store);
     try {
       impl->group = make_group(impl->store, where, options);
     } catch (const std::exception& e) {
+      // (a signal ends the store's waits inside the group's own rendezvous)
+      if (stop_requested()) {
+        throw Interrupted("rank " + std::to_string(where.rank) + ": stopped by a signal (SIGINT "
+                          "or SIGTERM) while joining the " + to_string(options.backend) +
+                          " group");
+      }
       throw Error("rank " + std::to_string(where.rank) + ": joining the " +
                   to_string(options.backend) + " group of " + std::to_string(where.world_size) +
                   " ranks failed: " + message(e));

@@ -1,6 +1,7 @@
 #include "store.h"
 
 #include <mlo/base/error.h>
+#include <mlo/base/stop_request.h>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -329,6 +330,10 @@ StoreClient::StoreClient(std::string host, int port, std::chrono::milliseconds t
       }
     }
     if (fd_ >= 0) return;
+    if (stop_requested()) {
+      throw Interrupted("stopped by a signal (SIGINT or SIGTERM) while waiting for the "
+                        "rendezvous store at " + host_ + ":" + std::to_string(port_));
+    }
     MLO_CHECK(std::chrono::steady_clock::now() < deadline, "no rendezvous store answered at ",
               host_, ":", port_, " within ", timeout.count(), " ms (", last,
               "); is rank 0 up and reachable?");
@@ -395,16 +400,25 @@ void StoreClient::wait(const std::vector<std::string>& keys) { wait(keys, timeou
 
 void StoreClient::wait(const std::vector<std::string>& keys,
                        const std::chrono::milliseconds& timeout) {
-  const bool forever = timeout == kNoTimeout;
+  poll_keys([&] { return check(keys); }, keys, timeout,
+            "the rendezvous store at " + host_ + ":" + std::to_string(port_));
+}
+
+void poll_keys(const std::function<bool()>& present, const std::vector<std::string>& keys,
+               std::chrono::milliseconds timeout, const std::string& where) {
+  const bool forever = timeout == c10d::Store::kNoTimeout;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
   // NOTE: polled, with a pause growing to 20 ms: a rendezvous waits for a few keys, once.
-  while (!check(keys)) {
+  while (!present()) {
+    if (stop_requested()) {
+      throw Interrupted(where + ": stopped by a signal (SIGINT or SIGTERM) while waiting for "
+                        "the other ranks");
+    }
     if (!forever && std::chrono::steady_clock::now() >= deadline) {
       std::string names;
       for (const auto& key : keys) names += (names.empty() ? "" : ", ") + key;
-      throw Error("the rendezvous store at " + host_ + ":" + std::to_string(port_) +
-                  " had no key " + names + " within " + std::to_string(timeout.count()) +
+      throw Error(where + " had no key " + names + " within " + std::to_string(timeout.count()) +
                   " ms (a rank did not arrive)");
     }
     std::this_thread::sleep_for(pause);

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,12 @@ namespace detail {
 /// The addresses `host` resolves to for TCP on `port`, as text ("127.0.0.1", "::1"); throws
 /// `mlo::Error` naming `what` ("MASTER_ADDR") and the resolver's reason when it resolves to none.
 std::vector<std::string> resolve(const std::string& host, int port, const std::string& what);
+
+/// Polls `present` (a pause growing to 20 ms) until it holds: the waits of a rendezvous. Throws
+/// `mlo::Interrupted` once a stop is requested (a signal), and `mlo::Error` naming `where` and
+/// `keys` after `timeout` (c10d's `kNoTimeout`: no limit).
+void poll_keys(const std::function<bool()>& present, const std::vector<std::string>& keys,
+               std::chrono::milliseconds timeout, const std::string& where);
 
 /// The store's server: a key-value map served over TCP on `host`'s addresses only, one thread
 /// per connection, until destroyed.
@@ -56,7 +63,8 @@ class StoreServer {
 };
 
 /// A c10d::Store backed by a `StoreServer` at host:port. Connecting retries until the timeout
-/// (rank 0 may start later); `get` and `wait` wait for their keys up to the timeout.
+/// (rank 0 may start later); `get` and `wait` wait for their keys up to the timeout. Both
+/// waits end at once with `mlo::Interrupted` when a stop is requested.
 class StoreClient : public c10d::Store {
  public:
   StoreClient(std::string host, int port, std::chrono::milliseconds timeout);

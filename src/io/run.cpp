@@ -8,8 +8,10 @@
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/device.h>
 #include <mlo/base/error.h>
+#include <mlo/base/stop_request.h>
 #include <mlo/core/engine.h>
 #include <mlo/core/metrics.h>
+#include <mlo/dist/error_file.h>
 #include <mlo/dist/process_group.h>
 #include <mlo/io/metrics.h>
 
@@ -42,6 +44,7 @@ std::atomic<bool> g_stopped_on_signal{false};
 // Ctrl-C, or SIGTERM (what `mlo launch` forwards, and what schedulers send): save and stop.
 extern "C" void on_interrupt(int sig) {
   g_interrupted = true;
+  request_stop();  // (ends a rendezvous that waits for other ranks)
   std::signal(sig, SIG_DFL);  // a second one stops at once
 }
 
@@ -83,6 +86,7 @@ class Signals {
  public:
   Signals() {
     g_interrupted = false;
+    clear_stop_request();
     int_ = std::signal(SIGINT, on_interrupt);
     term_ = std::signal(SIGTERM, on_interrupt);
   }
@@ -132,6 +136,39 @@ Metrics metrics_of(const nlohmann::json& section) {
     if (value.is_number()) out[name] = value.get<double>();
   }
   return out;
+}
+
+// What a worker that its launcher restarted after a failure does with the run folder: continue
+// from the saved state, start over (moving the failed attempt's files aside), or as asked.
+enum class Restart { kAsAsked, kResume, kStartOver };
+
+// A restart resumes when the run saved a state (rank 0's: state.pt, or under zero
+// state.rank0.pt, or its previous one) and, as far as this rank can tell, the run is this
+// launch's: rank 0 checks that the folder's lock names the same launcher process (a folder of
+// someone else's, which the first attempt refused, stays refused); the other ranks, whose
+// launcher may be another node's agent, follow the saved state, and rank 0's refusal ends the
+// launch.
+Restart restart_action(const dist::Rendezvous& where, const RunOptions& options) {
+  if (where.restart_count == 0 || options.resume()) return Restart::kAsAsked;
+  const fs::path out(options.dir());
+  const bool saved = fs::exists(out / "state.pt") || fs::exists(out / "state.rank0.pt") ||
+                     fs::exists(out / "state.rank0.prev.pt");
+  if (where.rank != 0) return saved ? Restart::kResume : Restart::kAsAsked;
+  if (!io::RunFolder::claimed_by_this_launcher(options.dir())) return Restart::kAsAsked;
+  return saved ? Restart::kResume : Restart::kStartOver;
+}
+
+// `options` as a restart applies them.
+RunOptions restarted(const dist::Rendezvous& where, RunOptions options) {
+  switch (restart_action(where, options)) {
+    case Restart::kResume:
+      return options.resume(true).overwrite(false);
+    case Restart::kStartOver:
+      return options.overwrite(true);
+    case Restart::kAsAsked:
+      break;
+  }
+  return options;
 }
 
 std::string program_name(const std::vector<std::string>& command_line) {
@@ -212,8 +249,10 @@ Run::Run(Engine& engine, RunOptions options)
 Run::~Run() = default;
 
 void Run::check(const RunOptions& options) {
-  if (dist::Rendezvous::from_env().rank != 0) return;
-  io::RunFolder::check(options.dir(), options.resume(), options.overwrite());
+  const auto where = dist::Rendezvous::from_env();
+  if (where.rank != 0) return;
+  const RunOptions used = restarted(where, options);
+  io::RunFolder::check(used.dir(), used.resume(), used.overwrite());
 }
 
 Run& Run::config(std::string yaml, std::function<bool(const std::string&)> same) {
@@ -271,13 +310,23 @@ RunResult Run::start() {
 
   // The rank decides who writes what; under strategy default there is one process.
   const dist::Rendezvous where = dist::Rendezvous::from_env();
-  MLO_CHECK(config.strategy() != dist::Strategy::kDefault || where.world_size == 1, "WORLD_SIZE=",
+  MLO_CHECK(config.strategy() != dist::Strategy::kDefault || where.world_size == 1 ||
+                where.from_scheduler,
+            "WORLD_SIZE=",
             where.world_size, " but the engine's strategy is default; set engine.strategy to ",
             "distributed, zero1, zero2 or zero3 (e.g. --set engine.strategy=distributed), or run "
             "one process");
   const int rank = config.strategy() == dist::Strategy::kDefault ? 0 : where.rank;
   const bool main = rank == 0;
   const io::Checkpoints checkpoints(options.dir(), config.strategy(), rank);
+  // A launcher's restart of its workers after a failure (torchrun --max-restarts, mlo launch
+  // --max-restarts) continues from the run's last saved state, unasked; with none saved yet it
+  // starts over as the first attempt did.
+  std::string restart;
+  if (where.restart_count > 0) {
+    restart = "restart " + std::to_string(where.restart_count) + " by " + where.launcher;
+    s.options = restarted(where, s.options);
+  }
 
   // A finished run (its results written at train_iters, or by early stopping) has nothing to
   // resume: nothing runs, nothing is written. Every rank reads the same folder's results (a
@@ -368,6 +417,9 @@ RunResult Run::start() {
   // resumed (damaged, or saved by another configuration) is refused with nothing written.
   int64_t start = 0;
   std::string loaded;
+  // NOTE: from here on, before the state is loaded (which joins the process group): a signal
+  // ends the wait for the other ranks at once.
+  Signals signals;
   if (options.resume()) start = checkpoints.load(engine, &loaded);
   Logging logging((out / "log.txt").string(), main, rank, terminal, options.log_all_ranks());
   if (folder && !folder->replaced().empty()) {
@@ -416,7 +468,13 @@ RunResult Run::start() {
   spdlog::info("device: {}", meta.device.empty() ? std::string("cpu") : meta.device);
   if (main && s.synthetic) spdlog::warn("this run uses SYNTHETIC data, not a real dataset");
 
-  if (options.resume()) spdlog::info("resumed from {} at global step {}", loaded, start);
+  if (options.resume()) {
+    spdlog::info("{}resumed from {} at global step {}", restart.empty() ? "" : restart + ": ",
+                 loaded, start);
+  } else if (!restart.empty() && main) {
+    spdlog::warn("{}: no state was saved in {} before the failure, so the run starts over (a "
+                 "state is saved every engine.save_step steps)", restart, options.dir());
+  }
   meta.start_step = start;
   meta.threads = at::get_num_threads();
   if (main) {
@@ -427,7 +485,6 @@ RunResult Run::start() {
     progress.emplace(config.train_iters(), start, terminal, config.log_step());
   }
 
-  Signals signals;
   bool stopped = false;
   bool save_due = false;        // a periodic save that waits for an accumulation window's end
   bool stop_requested = false;  // stop_at reached (the stop may wait for a window's end)
@@ -598,11 +655,17 @@ int guard(const std::function<void()>& body) {
     g_stopped_on_signal = false;
     body();
     return g_stopped_on_signal.exchange(false) ? 130 : 0;
+  } catch (const Interrupted& e) {
+    std::cerr << "interrupted: " << e.what() << "\n";
+    dist::write_error_file(std::string("interrupted: ") + e.what());
+    return 130;
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
+    dist::write_error_file(std::string("error: ") + e.what());
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "failed: " << e.what() << "\n";
+    dist::write_error_file(std::string("failed: ") + e.what());
     return 1;
   }
 }

@@ -53,7 +53,8 @@ std::string read_text(const fs::path& path) {
   return out;
 }
 
-std::string in_use(const std::string& dir, const std::string& owner) {
+std::string in_use(const std::string& dir, const std::string& lock_text) {
+  const std::string owner = lock_text.substr(0, lock_text.find('\n'));  // (its first line)
   return "'" + dir + "' is in use by another run (" +
          (owner.empty() ? std::string("its owner did not say who it is") : owner) +
          "); wait for it to end, or choose another output folder";
@@ -178,11 +179,38 @@ RunFolder::RunFolder(std::string dir, bool resume, bool overwrite) : dir_(std::m
   const std::string owner =
       "process " + std::to_string(::getpid()) + " on " + host_name() + ", since " + utc_now();
   if (::ftruncate(lock_fd_, 0) == 0) {
-    const std::string line = owner + "\n";
+    const std::string line = owner + "\n" + kLauncherLine + launcher_identity() + "\n";
     if (::pwrite(lock_fd_, line.data(), line.size(), 0) < 0) {
       // (the lock holds either way; only the message a second writer reads is lost)
     }
   }
+}
+
+std::string RunFolder::launcher_identity() {
+  // The parent's start time (field 22 of /proc/<pid>/stat, in clock ticks since boot) tells a
+  // reused pid apart; the command name, field 2, may hold spaces, hence the last ')'.
+  const pid_t parent = ::getppid();
+  std::string start = "?";
+  const std::string stat = read_text(fs::path("/proc") / std::to_string(parent) / "stat");
+  const size_t name_end = stat.rfind(')');
+  if (name_end != std::string::npos) {
+    std::istringstream fields(stat.substr(name_end + 1));
+    std::string field;
+    for (int i = 3; i <= 22 && fields >> field; ++i) {
+      if (i == 22) start = field;
+    }
+  }
+  return host_name() + " " + std::to_string(parent) + " " + start;
+}
+
+bool RunFolder::claimed_by_this_launcher(const std::string& dir) {
+  std::istringstream lines(read_text(fs::path(dir) / kLockFile));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(kLauncherLine, 0) == 0) {
+      return line.substr(std::string(kLauncherLine).size()) == launcher_identity();
+    }
+  }
+  return false;
 }
 
 RunFolder::~RunFolder() {

@@ -9,7 +9,7 @@
 //              and a config.yaml with no run files beside it (the user's) is never written over.
 // It holds an exclusive lock (flock on DIR/.mlo.lock, released when the process ends, however
 // it ends) for as long as it lives; the lock file names the process, host and start time, so a
-// second writer fails at once naming the first.
+// second writer fails at once naming the first, and the process that started it (a launcher).
 
 #include <string>
 #include <vector>
@@ -33,10 +33,17 @@ class RunFolder {
   static std::vector<std::string> run_files(const std::string& dir);
   /// Those of `run_files` that hold something of value: states, metrics with rows, results.
   static std::vector<std::string> results(const std::string& dir);
+  /// Whether the lock file of `dir` was written by a run that the same launcher process as
+  /// this one started (the same parent process, on this host): a launcher's restart of its
+  /// workers finds the folder its first attempt claimed, not a run of someone else's.
+  static bool claimed_by_this_launcher(const std::string& dir);
   /// Where the previous run's files went, or "" (none were moved).
   const std::string& replaced() const { return replaced_; }
 
  private:
+  // This process's parent ("host pid start-ticks"), as the lock file records it.
+  static std::string launcher_identity();
+
   std::string dir_;
   int lock_fd_ = -1;
   std::string replaced_;
@@ -44,6 +51,8 @@ class RunFolder {
 
 /// The lock file of a run folder.
 inline constexpr const char* kLockFile = ".mlo.lock";
+/// The lock file's line naming the process that started the run's process.
+inline constexpr const char* kLauncherLine = "launched by: ";
 
 }  // namespace io
 }  // namespace mlo

@@ -1,6 +1,7 @@
 #include <mlo/core/engine.h>
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
+#include <mlo/base/stop_request.h>
 #include <mlo/base/rng.h>
 #include <mlo/io/state.h>
 
@@ -108,6 +109,8 @@ int64_t load_state(const std::string& path, Engine& engine) {
   // size since the save) deep inside loading, with a backtrace naming no file.
   try {
     engine.load_state_dict(engine_archive);
+  } catch (const Interrupted&) {
+    throw;  // (a signal while loading joined the ranks: not the file's fault)
   } catch (const Error& e) {
     throw Error("the state file '" + path + "' does not fit this run: " + e.what());
   } catch (const c10::Error& e) {

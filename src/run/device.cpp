@@ -31,10 +31,12 @@ int cuda_index(const std::string& name) {
   return name.size() > 5 ? std::stoi(name.substr(5)) : -1;
 }
 
-// Under a launcher (LOCAL_RANK set), this process's rank on its machine; else 0.
+// Under a launcher that names it (LOCAL_RANK, or Slurm's SLURM_LOCALID), this process's rank on
+// its machine; else 0.
 int local_rank() {
   const char* set = std::getenv("LOCAL_RANK");
-  return set != nullptr && *set != '\0' ? dist::Rendezvous::from_env().local_rank : 0;
+  const auto where = dist::Rendezvous::from_env();
+  return (set != nullptr && *set != '\0') || where.from_scheduler ? where.local_rank : 0;
 }
 
 }  // namespace
@@ -70,10 +72,12 @@ c10::Device resolve_device(const RunConfig& config) {
                 "machine (no NVIDIA GPU or driver, or CUDA_VISIBLE_DEVICES hides them); use "
                 "device: cpu, or auto (a GPU when one is visible, else the CPU)");
   }
-  const char* world = std::getenv("WORLD_SIZE");
-  if (name.size() > 5 && world != nullptr && std::atoi(world) > 1) {
-    config.fail("device", "'" + name + "' would put every rank of this launch (WORLD_SIZE " +
-                world + ") on one GPU; use cuda: each rank takes cuda:LOCAL_RANK");
+  const auto where = dist::Rendezvous::from_env();
+  const int world = where.world_size;
+  if (name.size() > 5 && world > 1 && !where.from_scheduler) {
+    config.fail("device", "'" + name + "' would put every rank of this launch (world size " +
+                std::to_string(world) + ") on one GPU; use cuda: each rank takes its local "
+                "rank's GPU (LOCAL_RANK, or SLURM_LOCALID)");
   }
   const int index = name == "auto" || name == "cuda" ? local_rank() : cuda_index(name);
   if (index >= visible) {

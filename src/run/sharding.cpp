@@ -9,7 +9,8 @@ namespace run {
 data::Shard launch_shard(const RunConfig& config) {
   const dist::Rendezvous where = dist::Rendezvous::from_env();
   if (config.engine.strategy() == dist::Strategy::kDefault) {
-    MLO_CHECK(where.world_size == 1, "WORLD_SIZE=", where.world_size,
+    // (a process of a Slurm allocation, srun's task or the batch script, runs alone)
+    MLO_CHECK(where.world_size == 1 || where.from_scheduler, "WORLD_SIZE=", where.world_size,
               " but engine.strategy is default (", config.where("engine.strategy"),
               "); set engine.strategy to distributed, zero1, zero2 or zero3 (e.g. --set "
               "engine.strategy=distributed), or run one process");

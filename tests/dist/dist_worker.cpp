@@ -3,12 +3,15 @@
 #include <mlo/base/error.h>
 #include <mlo/dist/process_group.h>
 
+#include "dist/rendezvous_store.h"
+
 #include <torch/torch.h>
 
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -31,6 +34,23 @@ int main(int argc, char** argv) {
   mlo::dist::GroupOptions options;
   options.timeout = std::chrono::milliseconds(argc > 2 ? std::stoi(argv[2]) : 20000);
   try {
+    if (mode == "store") {
+      // The rendezvous store alone (no collective backend): each rank adds its rank + 1 to a
+      // counter, sets a key of its own, and reads every other rank's.
+      auto opened = mlo::dist::detail::open_rendezvous_store(where, options.timeout);
+      auto& store = *opened.store;
+      store.add("sum", where.rank + 1);
+      store.set("rank" + std::to_string(where.rank),
+                std::vector<uint8_t>{static_cast<uint8_t>(where.rank)});
+      int64_t seen = 0;
+      for (int r = 0; r < where.world_size; ++r) seen += store.get("rank" + std::to_string(r))[0];
+      std::cout << "store " << (where.own_store_port() > 0 ? "own" : "agent") << " sum "
+                << store.add("sum", 0) << " seen " << seen << std::endl;
+      // Rank 0's server (of mlo's own store) outlives the others' last request.
+      if (store.add("done", 1) == where.world_size) store.set("all_done", std::vector<uint8_t>{1});
+      if (opened.server) store.wait({"all_done"}, options.timeout);
+      return 0;
+    }
     auto group = mlo::dist::ProcessGroup::connect(where, options);
     const double r = group->rank();
     if (mode == "collectives") {

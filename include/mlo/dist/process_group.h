@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// Data-parallel communication on torch's own distributed engine (c10d): a rendezvous read from
-/// the torchrun environment variables, a rendezvous store, and a Gloo (CPU) or NCCL (CUDA)
-/// process group, behind a small interface that keeps c10d's headers out of mlo's.
+/// the launcher's environment variables (mlo/dist/rendezvous.h), a rendezvous store, and a Gloo
+/// (CPU) or NCCL (CUDA) process group, behind a small interface that keeps c10d's headers out of
+/// mlo's.
 ///
 /// ```
 /// auto group = mlo::dist::ProcessGroup::connect(mlo::dist::Rendezvous::from_env());
@@ -13,6 +14,7 @@
 /// Every collective waits at most `GroupOptions::timeout`: a rank that died or hangs makes the
 /// others throw `mlo::Error` naming the collective, the rank and the timeout, never hang.
 
+#include <mlo/dist/rendezvous.h>
 #include <mlo/dist/strategy.h>
 
 #include <torch/types.h>
@@ -27,26 +29,6 @@
 namespace mlo {
 namespace dist {
 
-/// Who this process is and where rank 0's store listens.
-struct Rendezvous {
-  /// This process's rank, 0 .. `world_size` - 1 (RANK).
-  int rank = 0;
-  /// The number of processes (WORLD_SIZE).
-  int world_size = 1;
-  /// This process's rank on its machine (LOCAL_RANK; `from_env` defaults it to `rank`). Under a
-  /// launcher, a run on `device: cuda` takes GPU LOCAL_RANK.
-  int local_rank = 0;
-  /// Address of rank 0's rendezvous store (MASTER_ADDR); the store listens there only.
-  std::string master_addr = "127.0.0.1";
-  /// Port of rank 0's rendezvous store (MASTER_PORT).
-  int master_port = 29500;
-
-  /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (the variables torchrun and
-  /// `mlo launch` set). Unset variables keep the defaults above (one process); a malformed or
-  /// inconsistent value throws `mlo::Error` naming the variable and the value.
-  static Rendezvous from_env();
-};
-
 /// How to connect and how long any collective may wait.
 struct GroupOptions {
   /// The collective backend; `connect` throws `mlo::Error` when this build or machine cannot
@@ -59,8 +41,9 @@ struct GroupOptions {
 /// A process group of `size()` ranks. Collectives are blocking and in place.
 class ProcessGroup {
  public:
-  /// Joins the group described by `where`: rank 0 serves the rendezvous store on MASTER_ADDR,
-  /// every rank connects to it.
+  /// Joins the group described by `where` through its rendezvous store (`Rendezvous::store_port`
+  /// says whose). A stop request (SIGINT, SIGTERM under `mlo::Run`) ends the wait for the other
+  /// ranks at once with `mlo::Interrupted`.
   static std::shared_ptr<ProcessGroup> connect(const Rendezvous& where,
                                                const GroupOptions& options = GroupOptions());
   ~ProcessGroup();

@@ -22,6 +22,13 @@
 /// written. A lock (`DIR/.mlo.lock`, held while the run lives, naming its process and host)
 /// keeps a second writer out, and a file the run did not make (a `config.yaml` of the user's)
 /// is never written over. `mlo run` runs its experiments through this same class.
+///
+/// Under a launcher that restarts its workers after a failure (torchrun `--max-restarts`, `mlo
+/// launch --max-restarts`: `TORCHELASTIC_RESTART_COUNT` or `MLO_RESTART_COUNT` above 0), a run
+/// whose folder (the one the first attempt claimed: its lock names the same launcher process)
+/// holds a saved state resumes from it unasked, and its log says so; with none saved it starts
+/// over, the failed attempt's files moved aside. While `start()` waits for the other ranks of a
+/// launch, SIGINT and SIGTERM end the wait (`mlo::Interrupted`).
 
 #include <mlo/base/fields.h>
 #include <mlo/core/metrics.h>
@@ -155,9 +162,11 @@ std::string engine_yaml(const Engine& engine);
 
 /// Runs `body` and turns what it throws into an exit status and a message on standard error:
 /// 0 when it returns; 130 when it returns after a `Run` in it stopped on Ctrl-C or SIGTERM
-/// (state saved; not at `stop_at`), as a shell expects of an interrupted job; 2 for an
-/// `mlo::Error` (a bad setting or input: "error: <message>"); 1 for any other exception. The
-/// `main` of a program: `return mlo::guard([&] { ... });`.
+/// (state saved; not at `stop_at`), or on `mlo::Interrupted` (a signal while waiting for the
+/// other ranks), as a shell expects of an interrupted job; 2 for an `mlo::Error` (a bad setting
+/// or input: "error: <message>"); 1 for any other exception. Under torchrun the message also
+/// goes to its error file (`dist/error_file.h`). The `main` of a program:
+/// `return mlo::guard([&] { ... });`.
 int guard(const std::function<void()>& body);
 
 }  // namespace mlo
