@@ -41,9 +41,9 @@ struct GroupOptions {
 /// A process group of `size()` ranks. Collectives are blocking and in place.
 class ProcessGroup {
  public:
-  /// Joins the group described by `where` through its rendezvous store (`Rendezvous::store_port`
-  /// says whose). A stop request (SIGINT, SIGTERM under `mlo::Run`) ends the wait for the other
-  /// ranks at once with `mlo::Interrupted`.
+  /// Joins the group described by `where` through its rendezvous store
+  /// (`Rendezvous::own_store_port` says whose). A stop request (SIGINT, SIGTERM under `mlo::Run`)
+  /// ends the wait for the other ranks at once with `mlo::Interrupted`.
   static std::shared_ptr<ProcessGroup> connect(const Rendezvous& where,
                                                const GroupOptions& options = GroupOptions());
   ~ProcessGroup();

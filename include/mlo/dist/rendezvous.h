@@ -29,6 +29,7 @@ namespace dist {
 /// SLURM_STEP_ID) % kSlurmPortSpan`: below Linux's ephemeral ports (32768 and up), so no
 /// outgoing connection holds it.
 inline constexpr int kSlurmPortBase = 20000;
+/// The number of ports the Slurm default draws from (see `kSlurmPortBase`).
 inline constexpr int kSlurmPortSpan = 10000;
 
 /// Who this process is and where the rendezvous store listens.
