@@ -45,7 +45,7 @@ torch::Tensor Outer::training_step(const mlo::Batch& b) {
 }
 
 int main(int argc, char** argv) {
-  return mlo::guard([&] {  // an mlo::Error becomes "error: ..." and exit status 2
+  return mlo::guard([&] {  // an mlo::Error becomes an error line and exit status 2
     torch::manual_seed(0);
     const auto x = torch::randn({1000, 20});
     const auto y =

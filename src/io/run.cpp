@@ -2,6 +2,7 @@
 
 #include "checkpoints.h"
 #include "progress.h"
+#include "restart.h"
 #include "run_folder.h"
 #include "run_metadata.h"
 
@@ -28,7 +29,6 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
 namespace mlo {
@@ -138,39 +138,6 @@ Metrics metrics_of(const nlohmann::json& section) {
   return out;
 }
 
-// What a worker that its launcher restarted after a failure does with the run folder: continue
-// from the saved state, start over (moving the failed attempt's files aside), or as asked.
-enum class Restart { kAsAsked, kResume, kStartOver };
-
-// A restart resumes when the run saved a state (rank 0's: state.pt, or under zero
-// state.rank0.pt, or its previous one) and, as far as this rank can tell, the run is this
-// launch's: rank 0 checks that the folder's lock names the same launcher process (a folder of
-// someone else's, which the first attempt refused, stays refused); the other ranks, whose
-// launcher may be another node's agent, follow the saved state, and rank 0's refusal ends the
-// launch.
-Restart restart_action(const dist::Rendezvous& where, const RunOptions& options) {
-  if (where.restart_count == 0 || options.resume()) return Restart::kAsAsked;
-  const fs::path out(options.dir());
-  const bool saved = fs::exists(out / "state.pt") || fs::exists(out / "state.rank0.pt") ||
-                     fs::exists(out / "state.rank0.prev.pt");
-  if (where.rank != 0) return saved ? Restart::kResume : Restart::kAsAsked;
-  if (!io::RunFolder::claimed_by_this_launcher(options.dir())) return Restart::kAsAsked;
-  return saved ? Restart::kResume : Restart::kStartOver;
-}
-
-// `options` as a restart applies them.
-RunOptions restarted(const dist::Rendezvous& where, RunOptions options) {
-  switch (restart_action(where, options)) {
-    case Restart::kResume:
-      return options.resume(true).overwrite(false);
-    case Restart::kStartOver:
-      return options.overwrite(true);
-    case Restart::kAsAsked:
-      break;
-  }
-  return options;
-}
-
 std::string program_name(const std::vector<std::string>& command_line) {
   if (command_line.empty() || command_line.front().empty()) return "run";
   return fs::path(command_line.front()).filename().string();
@@ -251,7 +218,7 @@ Run::~Run() = default;
 void Run::check(const RunOptions& options) {
   const auto where = dist::Rendezvous::from_env();
   if (where.rank != 0) return;
-  const RunOptions used = restarted(where, options);
+  const RunOptions used = io::restarted(where, options);
   io::RunFolder::check(used.dir(), used.resume(), used.overwrite());
 }
 
@@ -325,7 +292,7 @@ RunResult Run::start() {
   std::string restart;
   if (where.restart_count > 0) {
     restart = "restart " + std::to_string(where.restart_count) + " by " + where.launcher;
-    s.options = restarted(where, s.options);
+    s.options = io::restarted(where, s.options);
   }
 
   // A finished run (its results written at train_iters, or by early stopping) has nothing to
@@ -622,49 +589,21 @@ RunResult Run::start() {
   return result;
 }
 
-std::string engine_yaml(const Engine& engine) {
-  return yaml_text([&](Fields& f) {
-    EngineConfig config = engine.config();
-    f.section("engine", [&](Fields& s) { config.visit(s); });
-    std::vector<std::string> names;
-    std::map<std::string, ProblemConfig> configs;
-    for (const auto& problem : engine.problems()) {
-      names.push_back(problem->name());
-      configs.emplace(problem->name(), problem->config());
-    }
-    f.entries("problems", names,
-              [&](const std::string& name, Fields& s) { configs.at(name).visit(s); });
-    std::map<std::string, std::vector<std::string>> u2l, l2u;
-    for (const auto& problem : engine.problems()) {
-      for (Problem* lower : engine.graph().lowers(problem.get())) {
-        u2l[problem->name()].push_back(lower->name());
-      }
-      for (Problem* upper : engine.graph().parents(problem.get())) {
-        l2u[problem->name()].push_back(upper->name());
-      }
-    }
-    f.section("dependencies", [&](Fields& s) {
-      s("u2l", u2l);
-      s("l2u", l2u);
-    });
-  });
-}
-
 int guard(const std::function<void()>& body) {
   try {
     g_stopped_on_signal = false;
     body();
     return g_stopped_on_signal.exchange(false) ? 130 : 0;
   } catch (const Interrupted& e) {
-    std::cerr << "interrupted: " << e.what() << "\n";
+    spdlog::error("interrupted: {}", e.what());
     dist::write_error_file(std::string("interrupted: ") + e.what());
     return 130;
   } catch (const Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    spdlog::error("{}", e.what());
     dist::write_error_file(std::string("error: ") + e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "failed: " << e.what() << "\n";
+    spdlog::critical("failed: {}", e.what());
     dist::write_error_file(std::string("failed: ") + e.what());
     return 1;
   }

@@ -8,6 +8,7 @@
 #include "support/netns.h"
 #include "support/scratch.h"
 #include "support/subprocess.h"
+#include "support/torchrun.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,11 +37,7 @@ std::vector<std::string> hpo_args(const fs::path& out) {
           out.string()};
 }
 
-std::string torchrun() {
-  if (const char* set = std::getenv("MLO_TORCHRUN"); set != nullptr && *set != '\0') return set;
-  const std::string venv = std::string(MLO_SOURCE_DIR) + "/.venv/bin/torchrun";
-  return access(venv.c_str(), X_OK) == 0 ? venv : "";
-}
+std::string torchrun() { return mlo_test::find_torchrun(MLO_SOURCE_DIR); }
 
 // Why two namespaces cannot be made here, or "".
 std::string unavailable(const std::string& ip) {
@@ -74,6 +72,24 @@ void check_as_one_process(const fs::path& dir, const fs::path& out) {
   CHECK(got.at("meta").at("world_size").get<int>() == 4);
 }
 
+// After the 1-process reference run in `dir`, two hosts; null, with the reason warned, where
+// they cannot be made.
+std::unique_ptr<mlo_test::Hosts> two_hosts(const fs::path& dir) {
+  const std::string ip = mlo_test::find_ip();
+  if (const auto why = unavailable(ip); !why.empty()) {
+    WARN("SKIPPED: " << why);
+    return nullptr;
+  }
+  mlo_test::delete_stale_namespaces(ip);
+  run_one(dir);
+  auto hosts = std::make_unique<mlo_test::Hosts>(ip);
+  if (const auto why = hosts->create(); !why.empty()) {
+    WARN("SKIPPED: cannot build two network namespaces joined by a veth pair: " << why);
+    return nullptr;
+  }
+  return hosts;
+}
+
 // Waits for every child (each bounded); on a failure prints every log.
 void wait_all(std::vector<mlo_test::Child>& children, std::chrono::seconds limit) {
   std::vector<int> codes;
@@ -88,25 +104,15 @@ void wait_all(std::vector<mlo_test::Child>& children, std::chrono::seconds limit
 
 TEST_CASE("launchers: 2 nodes x 2 ranks under torchrun's c10d rendezvous, as one process",
           "[dist][torchrun]") {
-  const std::string ip = mlo_test::find_ip();
-  if (const auto why = unavailable(ip); !why.empty()) {
-    WARN("SKIPPED: " << why);
-    return;
-  }
   if (torchrun().empty()) {
-    WARN(
-        "SKIPPED: no torchrun (set MLO_TORCHRUN, or make the 2.x lane's .venv: "
-        "scripts/test.sh --torch2)");
+    WARN(mlo_test::kNoTorchrun);
     return;
   }
-  mlo_test::delete_stale_namespaces(ip);
   const fs::path dir = mlo_test::scratch_dir("launchers_netns_torchrun");
-  run_one(dir);
-  mlo_test::Hosts hosts(ip);
-  if (const auto why = hosts.create(); !why.empty()) {
-    WARN("SKIPPED: cannot build two network namespaces joined by a veth pair: " << why);
-    return;
-  }
+  const auto made = two_hosts(dir);
+  if (!made) return;
+  const mlo_test::Hosts& hosts = *made;
+  const std::string& ip = hosts.ip();
   std::vector<mlo_test::Child> agents;
   for (int node = 0; node < 2; ++node) {
     std::vector<std::string> argv{ip,
@@ -141,19 +147,11 @@ TEST_CASE("launchers: 2 nodes x 2 ranks under torchrun's c10d rendezvous, as one
 
 TEST_CASE("launchers: 2 nodes x 2 ranks with the variables of Slurm's srun, as one process",
           "[dist]") {
-  const std::string ip = mlo_test::find_ip();
-  if (const auto why = unavailable(ip); !why.empty()) {
-    WARN("SKIPPED: " << why);
-    return;
-  }
-  mlo_test::delete_stale_namespaces(ip);
   const fs::path dir = mlo_test::scratch_dir("launchers_netns_slurm");
-  run_one(dir);
-  mlo_test::Hosts hosts(ip);
-  if (const auto why = hosts.create(); !why.empty()) {
-    WARN("SKIPPED: cannot build two network namespaces joined by a veth pair: " << why);
-    return;
-  }
+  const auto made = two_hosts(dir);
+  if (!made) return;
+  const mlo_test::Hosts& hosts = *made;
+  const std::string& ip = hosts.ip();
   // The job's nodes as Slurm compresses them: "10.77.N.[1-2]" (addresses: no name service here).
   const std::string subnet = hosts.address(0).substr(0, hosts.address(0).rfind('.') + 1);
   std::vector<mlo_test::Child> tasks;

@@ -8,6 +8,7 @@
 #include "support/results_json.h"
 #include "support/scratch.h"
 #include "support/subprocess.h"
+#include "support/torchrun.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -62,11 +63,7 @@ std::vector<std::string> mlo_argv(const std::vector<std::string>& args) {
 }
 
 // torchrun: MLO_TORCHRUN, else the 2.x lane's .venv/bin/torchrun; "" when neither exists.
-std::string torchrun() {
-  if (const char* set = std::getenv("MLO_TORCHRUN"); set != nullptr && *set != '\0') return set;
-  const std::string venv = std::string(MLO_SOURCE_DIR) + "/.venv/bin/torchrun";
-  return access(venv.c_str(), X_OK) == 0 ? venv : "";
-}
+std::string torchrun() { return mlo_test::find_torchrun(MLO_SOURCE_DIR); }
 
 std::vector<std::string> torchrun_argv(std::vector<std::string> torchrun_args,
                                        const std::vector<std::string>& mlo_args) {
@@ -101,9 +98,7 @@ TEST_CASE(
     "bit-identical; a bad config's error reaches torchrun's summary",
     "[dist][torchrun]") {
   if (torchrun().empty()) {
-    WARN(
-        "SKIPPED: no torchrun (set MLO_TORCHRUN, or make the 2.x lane's .venv: "
-        "scripts/test.sh --torch2)");
+    WARN(mlo_test::kNoTorchrun);
     return;
   }
   const fs::path dir = mlo_test::scratch_dir("launchers_test_torchrun");

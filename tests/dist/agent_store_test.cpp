@@ -5,6 +5,7 @@
 // needed, so this runs in both lanes (the 2.x wheel has no Gloo).
 #include "support/scratch.h"
 #include "support/subprocess.h"
+#include "support/torchrun.h"
 
 #include <mlo/detail/torch_compat.h>
 
@@ -20,15 +21,9 @@ namespace agent_store_test {
 using Catch::Matchers::Contains;
 
 TEST_CASE("dist: under torchrun the workers share a rendezvous store", "[dist][torchrun]") {
-  std::string torchrun;
-  if (const char* set = std::getenv("MLO_TORCHRUN"); set != nullptr && *set != '\0') {
-    torchrun = set;
-  } else if (access(MLO_SOURCE_DIR "/.venv/bin/torchrun", X_OK) == 0) {
-    torchrun = MLO_SOURCE_DIR "/.venv/bin/torchrun";
-  } else {
-    WARN(
-        "SKIPPED: no torchrun (set MLO_TORCHRUN, or make the 2.x lane's .venv: "
-        "scripts/test.sh --torch2)");
+  const std::string torchrun = mlo_test::find_torchrun(MLO_SOURCE_DIR);
+  if (torchrun.empty()) {
+    WARN(mlo_test::kNoTorchrun);
     return;
   }
   const auto dir = mlo_test::scratch_dir("agent_store_test");

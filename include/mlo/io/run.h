@@ -160,13 +160,13 @@ class Run {
 /// `l2u` edges by name); what a program's run records as its `config.yaml`.
 std::string engine_yaml(const Engine& engine);
 
-/// Runs `body` and turns what it throws into an exit status and a message on standard error:
-/// 0 when it returns; 130 when it returns after a `Run` in it stopped on Ctrl-C or SIGTERM
-/// (state saved; not at `stop_at`), or on `mlo::Interrupted` (a signal while waiting for the
-/// other ranks), as a shell expects of an interrupted job; 2 for an `mlo::Error` (a bad setting
-/// or input: "error: <message>"); 1 for any other exception. Under torchrun the message also
-/// goes to its error file (`dist/error_file.h`). The `main` of a program:
-/// `return mlo::guard([&] { ... });`.
+/// Runs `body` and turns what it throws into an exit status and an error line of the default
+/// spdlog logger (standard error unless the program set another): 0 when it returns; 130 when it
+/// returns after a `Run` in it stopped on Ctrl-C or SIGTERM (state saved; not at `stop_at`), or
+/// on `mlo::Interrupted` (a signal while waiting for the other ranks), as a shell expects of an
+/// interrupted job; 2 for an `mlo::Error` (a bad setting or input: "[...] [error] <message>");
+/// 1 for any other exception ("failed: <message>"). Under torchrun the message also goes to its
+/// error file (`dist/error_file.h`). The `main` of a program: `return mlo::guard([&] { ... });`.
 int guard(const std::function<void()>& body);
 
 }  // namespace mlo
