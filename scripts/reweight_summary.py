@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
-"""The long-tail table of docs/reweighting.md from the runs of scripts/reweight_table.sh.
+"""The tables of docs/reweighting.md from the runs of scripts/reweight_table.sh.
 
-    scripts/reweight_summary.py ROOT
+    scripts/reweight_summary.py ROOT [--reference METHOD]
 
 ROOT holds one folder per run length, `<steps>/`, each with one folder per method and one
 `seed_<s>/results.json` per seed (as `mlo run --seeds` writes them), and `times.tsv` (length,
-method, seconds). Prints, per length and method: test balanced and rarest-3 accuracy (mean +- std
-over the seeds), their paired differences against plain cross-entropy (`baseline`, same seeds;
-mean +- standard error, and the worst seed), and the wall time. Only seeds present for both a
-method and the baseline enter its paired differences.
+method, seconds). Prints, per length and method: validation balanced accuracy (mean over the
+seeds: what choices are made on), test balanced and rarest-3 accuracy (mean +- std over the
+seeds), their paired differences against the reference method (plain cross-entropy, `baseline`,
+unless --reference names another; same seeds; mean, standard error, and the worst seed), and the
+wall time. Only seeds present for both a method and the reference enter its paired differences.
 """
+import argparse
 import json
 import math
 import os
-import sys
 
-ORDER = ["baseline", "class_balanced", "logit_adjusted", "mwn", "class_mwn", "l2rw"]
+ORDER = ["baseline", "class_balanced", "logit_adjusted", "mwn", "class_mwn", "l2rw",
+         "learned_loss", "learned_loss_cw"]
 
 
 def seeds_of(folder):
@@ -26,7 +28,7 @@ def seeds_of(folder):
         path = os.path.join(folder, name, "results.json")
         if name.startswith("seed_") and os.path.exists(path):
             with open(path) as f:
-                out[int(name[5:])] = json.load(f)["test"]
+                out[int(name[5:])] = json.load(f)
     return out
 
 
@@ -36,7 +38,7 @@ def mean_std(xs):
     return m, s
 
 
-def main(root):
+def main(root, reference):
     times = {}
     if os.path.exists(os.path.join(root, "times.tsv")):
         with open(os.path.join(root, "times.tsv")) as f:
@@ -44,25 +46,29 @@ def main(root):
                 steps, method, seconds = line.split()
                 times[(steps, method)] = times.get((steps, method), 0) + float(seconds)
     lengths = sorted((d for d in os.listdir(root) if d.isdigit()), key=int)
-    print("| steps | method | seeds | balanced | rarest-3 | balanced - CE (se) | worst seed "
-          "| rarest-3 - CE (se) | wall |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    ref = "CE" if reference == "baseline" else reference
+    print("| steps | method | seeds | valid balanced | test balanced | rarest-3 "
+          "| balanced - %s (se) | worst seed | rarest-3 - %s (se) | wall |" % (ref, ref))
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     total = 0.0
     for steps in lengths:
-        base = seeds_of(os.path.join(root, steps, "baseline"))
+        base = seeds_of(os.path.join(root, steps, reference))
         present = [m for m in ORDER if os.path.isdir(os.path.join(root, steps, m))]
         for method in present:
             runs = seeds_of(os.path.join(root, steps, method))
             if not runs:
                 continue
-            bal = [r["balanced_acc"] * 100 for r in runs.values()]
-            rare = [r["rare3_acc"] * 100 for r in runs.values()]
-            row = [steps, method, str(len(runs)), "%.2f +- %.2f" % mean_std(bal),
-                   "%.2f +- %.2f" % mean_std(rare)]
+            test = {s: r["test"] for s, r in runs.items()}
+            valid = [r["valid"]["valid/balanced_acc"] * 100 for r in runs.values()]
+            bal = [t["balanced_acc"] * 100 for t in test.values()]
+            rare = [t["rare3_acc"] * 100 for t in test.values()]
+            row = [steps, method, str(len(runs)), "%.2f" % mean_std(valid)[0],
+                   "%.2f +- %.2f" % mean_std(bal), "%.2f +- %.2f" % mean_std(rare)]
             paired = sorted(s for s in runs if s in base)
-            if method != "baseline" and paired:
-                db = [(runs[s]["balanced_acc"] - base[s]["balanced_acc"]) * 100 for s in paired]
-                dr = [(runs[s]["rare3_acc"] - base[s]["rare3_acc"]) * 100 for s in paired]
+            if method != reference and paired:
+                db = [(test[s]["balanced_acc"] - base[s]["test"]["balanced_acc"]) * 100
+                      for s in paired]
+                dr = [(test[s]["rare3_acc"] - base[s]["test"]["rare3_acc"]) * 100 for s in paired]
                 mb, sb = mean_std(db)
                 mr, sr = mean_std(dr)
                 n = math.sqrt(len(paired))
@@ -83,6 +89,12 @@ def main(root):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     usage="%(prog)s ROOT [--reference METHOD]")
+    parser.add_argument("root")
+    parser.add_argument("--reference", default="baseline", choices=ORDER,
+                        help="the method the paired differences are taken against")
+    args = parser.parse_args()
+    if not os.path.isdir(args.root):
+        parser.error("no folder '%s'" % args.root)
+    main(args.root, args.reference)

@@ -7,9 +7,13 @@
 # weight nets: Adam 1e-3, wd 1e-4). Every method is validated 20 times per run and evaluated with
 # the parameters of its best validation (engine.early_stopping with restore_best, never stopping
 # early). Each run goes to $OUT/<steps>/<method>/seed_<s>; finished seeds are kept (--resume).
+# With NOISE=<type>:<ratio> (uniform or flip) the training labels are corrupted and the classes
+# balanced (data.imbalance 1) instead: the noisy-label table.
 #   scripts/reweight_table.sh [SEEDS] [LENGTHS] [METHODS...]
-#   scripts/reweight_table.sh 0-4 500,2000,5000          # the whole table
+#   scripts/reweight_table.sh 0-4 500,2000,5000          # the whole long-tail table
 #   JOBS=1 scripts/reweight_table.sh 1 2000 baseline mwn  # some cells, one process at a time
+#   OUT=runs/noise_uniform40 NOISE=uniform:0.4 scripts/reweight_table.sh 0-4 2000 \
+#     baseline mwn class_mwn l2rw                         # 40% uniform noise
 # Then: scripts/reweight_summary.py $OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,9 +22,19 @@ LENGTHS=${2:-500,2000,5000}
 shift $(( $# > 2 ? 2 : $# ))
 METHODS=("$@")
 [ ${#METHODS[@]} -eq 0 ] && METHODS=(baseline class_balanced logit_adjusted mwn class_mwn l2rw)
+KNOWN="baseline class_balanced logit_adjusted mwn class_mwn l2rw learned_loss learned_loss_cw"
 MLO=${MLO:-build/mlo}
 OUT=${OUT:-runs/reweight_table}
 JOBS=${JOBS:-2}  # runs at a time (each on one thread)
+DATA=()
+if [ -n "${NOISE:-}" ]; then
+  case ${NOISE%%:*} in
+    uniform|flip) ;;
+    *) echo "NOISE must be uniform:<ratio> or flip:<ratio>, got '$NOISE'" >&2; exit 2 ;;
+  esac
+  DATA=(--set data.imbalance=1 --set data.label_noise.type="${NOISE%%:*}"
+        --set data.label_noise.ratio="${NOISE#*:}")
+fi
 
 run() {  # run STEPS NAME CONFIG [--set ...]
   local steps=$1 name=$2 config=$3
@@ -37,7 +51,7 @@ run() {  # run STEPS NAME CONFIG [--set ...]
     --set data.meta_size=1000 --set data.augment=false \
     --set problems.classifier.model.batch_norm=true \
     --set "problems.classifier.scheduler.milestones=[$(( steps * 60 / 100 )),$(( steps * 85 / 100 ))]" \
-    "$@" > "$out.log" 2>&1 || { echo "!! $name, $steps steps failed: $out.log" >&2; return 1; }
+    ${DATA[@]+"${DATA[@]}"} "$@" > "$out.log" 2>&1 || { echo "!! $name, $steps steps failed: $out.log" >&2; return 1; }
   printf '%s\t%s\t%s\n' "$steps" "$name" "$(( $(date +%s) - start ))" >> "$OUT/times.tsv"
 }
 
@@ -56,13 +70,17 @@ cell() {  # cell STEPS METHOD
            --set reweighting.mwn.weight_floor=0.1 --set reweighting.mwn.weight_floor_after=0 ;;
     class_mwn) run "$1" class_mwn configs/reweight_lt_fmnist.yaml ;;
     l2rw) run "$1" l2rw configs/l2rw_lt_fmnist.yaml ;;
+    # The learned loss: logit terms only, and with class weights.
+    learned_loss) run "$1" learned_loss configs/learned_loss_lt_fmnist.yaml ;;
+    learned_loss_cw) run "$1" learned_loss_cw configs/learned_loss_lt_fmnist.yaml \
+                       --set reweighting.learned_loss.class_weights=true ;;
   esac
 }
 
 for method in "${METHODS[@]}"; do
   case $method in
-    baseline|class_balanced|logit_adjusted|mwn|class_mwn|l2rw) ;;
-    *) echo "unknown method '$method' (baseline class_balanced logit_adjusted mwn class_mwn l2rw)" >&2
+    baseline|class_balanced|logit_adjusted|mwn|class_mwn|l2rw|learned_loss|learned_loss_cw) ;;
+    *) echo "unknown method '$method' ($KNOWN)" >&2
        exit 2 ;;
   esac
 done

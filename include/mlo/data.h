@@ -6,6 +6,7 @@
 #include <mlo/data/cifar10.h>
 #include <mlo/data/download.h>
 #include <mlo/data/fashion_mnist.h>
+#include <mlo/data/label_noise.h>
 #include <mlo/data/long_tail.h>
 #include <mlo/data/registry.h>
 #include <mlo/data/sampler.h>

@@ -53,7 +53,7 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
         torch::nn::functional::cross_entropy(
             logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
             .item<double>();
-    if (reweighter_ && set == run::EvalSet::kValid) {
+    if (reweighter_ && reweighter_->has_weight_net() && set == run::EvalSet::kValid) {
       // The weight net's view of the balanced validation set: per-class mean weight.
       const at::Tensor losses = torch::nn::functional::cross_entropy(
           logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
@@ -79,7 +79,7 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
     const double acc = static_cast<double>(correct[c]) / static_cast<double>(total[c]);
     const std::string segment = metric_segment(class_names_[static_cast<size_t>(c)]);
     out[prefix + "acc/" + segment] = acc;
-    if (reweighter_ && set == run::EvalSet::kValid) {
+    if (reweighter_ && reweighter_->has_weight_net() && set == run::EvalSet::kValid) {
       out[prefix + "weight/" + segment] =
           weight_sum[c].item<double>() / static_cast<double>(total[c]);
     }
@@ -109,11 +109,13 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
 
 std::string ReweightingExperiment::describe() const {
   std::ostringstream out;
-  out << "data: " << dataset_name_ << "; long-tailed training set of " << train_images_.size(0)
+  out << "data: " << dataset_name_ << "; " << (settings_.data.imbalance > 1 ? "long-tailed " : "")
+      << "training set of " << train_images_.size(0)
       << " images (imbalance " << settings_.data.imbalance << "), balanced meta set of "
       << meta_images_.size(0) << ", balanced validation set of " << valid_images_.size(0)
       << " (held out of the training data; validation and early stopping), test set of "
       << test_images_.size(0) << " (final report only)\n";
+  if (!noise_line_.empty()) out << noise_line_ << "\n";
   out << "training images per class:";
   for (size_t c = 0; c < train_counts_.size(); ++c) {
     out << " " << class_names_[c] << "=" << train_counts_[c];
@@ -124,7 +126,7 @@ std::string ReweightingExperiment::describe() const {
       << (cnn != nullptr && cnn->batch_norm ? " (batch norm)" : "");
   const Scheme& scheme = settings_.reweighting.scheme();
   if (reweighter_) {
-    out << ", reweighter: " << scheme.name()
+    out << ", reweighter: " << scheme.describe()
         << " (hypergradient: " << config_.problems.at("classifier").config.method().name();
     if (const auto* keys = dynamic_cast<const WeightNetKeys*>(&scheme)) {
       out << (keys->normalize_weights ? ", normalized" : ", unnormalized")
@@ -132,6 +134,9 @@ std::string ReweightingExperiment::describe() const {
           << keys->weight_floor;
       if (keys->weight_floor > 0 && keys->weight_floor_after > 0) {
         out << " after step " << keys->weight_floor_after;
+      }
+      if (keys->logit_adjustment > 0) {
+        out << ", on logit-adjusted losses (tau " << keys->logit_adjustment << ")";
       }
       if (keys->max_relative_weight > 0) {
         out << ", weights <= " << keys->max_relative_weight << " x mean";

@@ -1,6 +1,8 @@
 #include "problems/reweighting/experiment.h"
 
 #include <mlo/base/error.h>
+#include <mlo/base/number_text.h>
+#include <mlo/data/label_noise.h>
 #include <mlo/data/long_tail.h>
 #include <mlo/data/registry.h>
 #include <mlo/data/stream.h>
@@ -103,6 +105,32 @@ void ReweightingExperiment::load_data() {
   valid_images_ = images.index_select(0, split.valid_indices);
   valid_targets_ = targets.index_select(0, split.valid_indices);
   train_counts_ = split.train_counts;
+  clean_train_targets_ = train_targets_;
+  const LabelNoiseConfig& noise = d.label_noise;
+  if (noise.type != "none") {
+    const uint64_t noise_seed =
+        static_cast<uint64_t>(noise.seed >= 0 ? noise.seed : config_.seed);
+    const auto result = data::corrupt_labels(
+        train_targets_,
+        data::LabelNoiseOptions(noise.type == "flip" ? data::LabelNoise::kFlip
+                                                     : data::LabelNoise::kUniform,
+                                noise.ratio, kClasses)
+            .seed(noise_seed));
+    train_targets_ = result.labels;
+    // Counts of the labels the classifier sees: what a prior-based method can know.
+    train_counts_ = data::class_counts(train_targets_, kClasses);
+    char rate[32];
+    std::snprintf(rate, sizeof(rate), "%.2f%%", 100.0 * result.rate());
+    noise_line_ = "label noise: " + noise.type + " " + number_text(noise.ratio) + " (seed " +
+                  std::to_string(noise_seed) + "): " + std::to_string(result.corrupted) +
+                  " of " + std::to_string(result.total) + " training labels changed (" + rate +
+                  "); meta, validation and test labels clean";
+    spdlog::info("{}", noise_line_);
+    spdlog::info("label noise: training samples by true class (rows) and given label (columns)");
+    for (const auto& line : data::confusion_lines(result.confusion, class_names_)) {
+      spdlog::info("  {}", line);
+    }
+  }
 }
 
 void ReweightingExperiment::build_problems() {

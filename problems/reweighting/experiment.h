@@ -37,7 +37,15 @@ data::TransformOptions transform_options(const std::string& dataset, bool train)
 /// `problems.<p>.model:` a registered model by name, with its own keys (mlo/nn/registry.h).
 using ModelConfig = nn::ModelConfig;
 
-/// `data:` dataset, long-tailed split, batches, augmentation.
+/// `data.label_noise:` corruption of the training labels (mlo/data/label_noise.h), applied
+/// after the meta and validation sets are held out, so that they (and the test set) stay clean.
+struct LabelNoiseConfig {
+  std::string type = "none";  ///< none, uniform (any other class) or flip (the next class)
+  double ratio = 0.0;         ///< the fraction of each class's training labels made wrong
+  int64_t seed = -1;          ///< seeds the corruption; -1: the run's seed
+};
+
+/// `data:` dataset, long-tailed split, label noise, batches, augmentation.
 struct DataConfig {
   std::string dataset = "fashion_mnist";  ///< a registered dataset (mlo/data/registry.h)
   std::string root;                       ///< folder of the files ("" = dataset default)
@@ -50,6 +58,8 @@ struct DataConfig {
   /// Shuffle which class gets which training count (false: class 0 is the largest, the last
   /// class the rarest, the conventional long-tailed split).
   bool shuffle_classes = true;
+  /// Noisy training labels (none by default).
+  LabelNoiseConfig label_noise;
   int64_t batch_size = 100;
   int64_t meta_batch_size = 100;  ///< 0: the same as batch_size
   /// Evaluation batch (validation and test); 0: the training batch, so that evaluating, with no
@@ -141,8 +151,16 @@ class ReweightingExperiment : public run::Experiment {
 
   /// Names of the classes, by label.
   const std::vector<std::string>& class_names() const { return class_names_; }
-  /// Training samples per class after the long-tailed split.
+  /// Training samples per class after the long-tailed split, by their (possibly noisy) labels.
   const std::vector<int64_t>& train_counts() const { return train_counts_; }
+  /// The training labels before `data.label_noise` (the labels in use when there is none).
+  const at::Tensor& clean_train_targets() const { return clean_train_targets_; }
+  /// The training labels in use.
+  const at::Tensor& train_targets() const { return train_targets_; }
+  /// The meta set's labels.
+  const at::Tensor& meta_targets() const { return meta_targets_; }
+  /// The validation set's labels.
+  const at::Tensor& valid_targets() const { return valid_targets_; }
   /// Validation samples per class (balanced: data.valid_size / classes each).
   std::vector<int64_t> valid_counts() const;
 
@@ -157,6 +175,8 @@ class ReweightingExperiment : public run::Experiment {
   bool synthetic_ = false;
   std::string dataset_;       // the dataset in use ("synthetic" after a fallback)
   std::string dataset_name_;  // for logs
+  std::string noise_line_;  // what data.label_noise did, for describe()
+  at::Tensor clean_train_targets_;
   at::Tensor train_images_, train_targets_, meta_images_, meta_targets_, valid_images_,
       valid_targets_, test_images_, test_targets_;
   std::shared_ptr<Classifier> classifier_;

@@ -4,6 +4,7 @@
 
 #include "problems/reweighting/class_mwn.h"
 #include "problems/reweighting/l2rw.h"
+#include "problems/reweighting/learned_loss.h"
 
 #include <mlo/core/config.h>
 #include <mlo/nn/chain.h>
@@ -68,6 +69,13 @@ Classifier& Classifier::weighting(Weighting weighting) {
               "': WeightNetOptions weight_floor must be in [0, 1), got ", o->weight_floor());
     MLO_CHECK(o->weight_floor_after() >= 0, "problem '", name(),
               "': WeightNetOptions weight_floor_after must be >= 0, got ", o->weight_floor_after());
+    const at::Tensor& shift = o->logit_shift();
+    MLO_CHECK(!shift.defined() || (shift.dim() == 1 && shift.numel() > 0 &&
+                                   shift.detach().isfinite().all().item<bool>()),
+              "problem '", name(), "': WeightNetOptions logit_shift must be a finite vector");
+  } else if (const auto* o = std::get_if<LearnedLossOptions>(&weighting)) {
+    MLO_CHECK(o->reweighter() != nullptr, "problem '", name(),
+              "': LearnedLossOptions needs a reweighter, got null");
   } else if (const auto* o = std::get_if<L2rwOptions>(&weighting)) {
     MLO_CHECK(static_cast<bool>(o->meta()), "problem '", name(),
               "': L2rwOptions needs a meta-batch function, got an empty one");
@@ -217,6 +225,7 @@ at::Tensor Classifier::training_step(const Batch& batch) {
   if (const auto* o = std::get_if<LogitAdjustmentOptions>(&weighting_)) {
     return logit_adjusted_loss(batch, *o);
   }
+  if (const auto* o = std::get_if<LearnedLossOptions>(&weighting_)) return learned_loss(batch, *o);
   return plain_loss(batch);
 }
 
@@ -244,6 +253,32 @@ at::Tensor Classifier::logit_adjusted_loss(const Batch& batch,
   const at::Tensor shift =
       options.log_prior().to(wide.device(), wide.scalar_type()) * options.tau();
   return per_sample_cross_entropy(wide + shift, batch.target).mean();
+}
+
+at::Tensor Classifier::learned_loss(const Batch& batch, const LearnedLossOptions& options) {
+  LogitTermsImpl* terms = options.reweighter()->logit_terms();
+  MLO_CHECK(terms != nullptr, "problem '", name(), "': LearnedLossOptions needs a reweighter ",
+            "whose module is LogitTerms, got '", options.reweighter()->module().name(), "'");
+  at::Tensor out;
+  if (loss_call() == LossCall::kReevaluation &&
+      config().method().reevaluation().upper_gradients_only) {
+    // NOTE: a finite-difference method (darts, sama) differentiates its re-evaluations only with
+    // respect to the terms, which act after the classifier: its forward needs no graph.
+    memory::CastCacheOff no_cache;  // casts without history are not kept (memory/precision.h)
+    torch::NoGradGuard no_grad;
+    out = logits(batch.data);
+  } else {
+    out = logits(batch.data);
+    log_metric("acc", accuracy(out.detach(), batch.target));
+  }
+  MLO_CHECK(out.size(1) == terms->log_scale.size(0), "problem '", name(), "': logit terms of ",
+            terms->log_scale.size(0), " classes for ", out.size(1), " logits");
+  const at::Tensor losses = per_sample_cross_entropy(terms->forward(widened(out)), batch.target);
+  if (!terms->has_class_weights()) return losses.mean();
+  const at::Tensor w = terms->weights(batch.target).to(losses.scalar_type());
+  record_weights(w, batch.target);
+  if (options.normalize()) return (w * losses).sum() / w.sum().clamp_min(1e-12);
+  return (w * losses).mean();
 }
 
 at::Tensor Classifier::plain_loss(const Batch& batch) {
@@ -291,6 +326,16 @@ at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOption
     if (options.max_relative_weight() <= 0) return w;
     return torch::minimum(w, w.mean().detach() * options.max_relative_weight());
   };
+  // The per-sample losses of logits `out`, shifted when the options say so.
+  auto sample_losses = [&](const at::Tensor& out) {
+    if (!options.logit_shift().defined()) return per_sample_cross_entropy(out, batch.target);
+    const at::Tensor wide = widened(out);
+    MLO_CHECK(out.size(1) == options.logit_shift().size(0), "problem '", name(),
+              "': a logit shift of ", options.logit_shift().size(0), " classes for ",
+              out.size(1), " logits");
+    return per_sample_cross_entropy(
+        wide + options.logit_shift().to(wide.device(), wide.scalar_type()), batch.target);
+  };
   auto weighted = [&](const at::Tensor& w, const at::Tensor& losses) {
     if (options.normalize()) return (w * losses).sum() / w.sum().clamp_min(1e-12);
     return (w * losses).mean();
@@ -305,12 +350,12 @@ at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOption
     {
       memory::CastCacheOff no_cache;  // casts without history are not kept (memory/precision.h)
       torch::NoGradGuard no_grad;
-      losses = per_sample_cross_entropy(logits(batch.data), batch.target);
+      losses = sample_losses(logits(batch.data));
     }
     return weighted(bounded(reweighter.weights(frozen_losses(batch), batch.target)), losses);
   }
   const at::Tensor out = logits(batch.data);
-  const at::Tensor losses = per_sample_cross_entropy(out, batch.target);
+  const at::Tensor losses = sample_losses(out);
   log_metric("acc", accuracy(out.detach(), batch.target));
   const at::Tensor raw =
       reweighter.weights(weight_inputs(batch, losses, options.freeze_inputs()), batch.target);
@@ -336,6 +381,8 @@ at::Tensor Reweighter::training_step(const Batch& batch) {
   return per_sample_cross_entropy(out, batch.target).mean();
 }
 
+LogitTermsImpl* Reweighter::logit_terms() { return dynamic_cast<LogitTermsImpl*>(&module()); }
+
 at::Tensor Reweighter::weights(const at::Tensor& losses, const at::Tensor& targets) {
   const at::Tensor column = widened(losses).unsqueeze(1);
   if (auto* net = dynamic_cast<ClassMWNImpl*>(&module())) {
@@ -356,6 +403,18 @@ void Reweighter::param_callback() {
   torch::NoGradGuard no_grad;
   const auto params = parameters();
   if (params.empty()) return;
+  if (LogitTermsImpl* terms = logit_terms()) {
+    const at::Tensor scale = terms->log_scale.exp().to(at::kDouble);
+    const at::Tensor shift = terms->shift.to(at::kDouble);
+    const at::Tensor weight =
+        terms->has_class_weights() ? terms->log_weight.exp().to(at::kDouble) : at::Tensor();
+    for (int64_t k = 0; k < scale.size(0); ++k) {
+      log_metric("scale/" + std::to_string(k), scale[k].item<double>());
+      log_metric("shift/" + std::to_string(k), shift[k].item<double>());
+      if (weight.defined()) log_metric("cweight/" + std::to_string(k), weight[k].item<double>());
+    }
+    return;
+  }
   const auto options = params.front().options().requires_grad(false);
   std::vector<double> grid(std::begin(kCurveLosses), std::end(kCurveLosses));
   const at::Tensor losses = torch::tensor(grid, options.dtype(at::kDouble)).to(options);

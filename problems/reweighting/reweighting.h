@@ -45,6 +45,7 @@ namespace problems {
 namespace reweighting {
 
 class Reweighter;
+class LogitTermsImpl;
 
 /// Plain training: every sample weighs the same, the loss is the mean cross-entropy (the
 /// baseline).
@@ -87,6 +88,10 @@ struct WeightNetOptions {
   /// the sharpening that long runs build up (docs/reweighting.md, "The weight floor"). >= 0; 0:
   /// from the first step.
   TORCH_ARG(int64_t, weight_floor_after) = 0;
+  /// Added to the logits in the classifier's training loss (and so in the losses the weight net
+  /// reads), as logit adjustment does: `tau log(prior)` [C] (class_priors.h); the meta loss and
+  /// predictions use the plain logits. Undefined (the default): none.
+  TORCH_ARG(at::Tensor, logit_shift);
 
  private:
   Reweighter* reweighter_;
@@ -139,9 +144,30 @@ struct L2rwOptions {
   TORCH_ARG(double, alpha) = 0.01;
 };
 
+/// A learned loss (learned_loss.h): the classifier trains on the cross-entropy of its logits
+/// through the reweighter's per-class logit terms (and class weights, when it has them), which
+/// the reweighter learns on the meta set; predictions use the plain logits.
+///
+/// ```
+/// reweighter->module(LogitTerms(counts, 1.0, false));
+/// classifier->weighting(LearnedLossOptions(reweighter.get()));
+/// ```
+struct LearnedLossOptions {
+  /// `reweighter`: the upper problem, whose module is a `LogitTerms` (a non-owning handle; it
+  /// must not be null).
+  explicit LearnedLossOptions(Reweighter* reweighter) : reweighter_(reweighter) {}
+  /// The level above, whose module holds the terms.
+  Reweighter* reweighter() const { return reweighter_; }
+  /// With class weights: sum_i c_i l_i / sum_i c_i (true) or mean_i c_i l_i (false).
+  TORCH_ARG(bool, normalize) = true;
+
+ private:
+  Reweighter* reweighter_;
+};
+
 /// How the classifier weights its samples: exactly one of the modes.
 using Weighting = std::variant<PlainOptions, WeightNetOptions, L2rwOptions, ClassWeightOptions,
-                               LogitAdjustmentOptions>;
+                               LogitAdjustmentOptions, LearnedLossOptions>;
 
 /// Lower level: a classifier whose module is an `mlo::nn::Chain` producing logits.
 class Classifier : public Problem {
@@ -186,6 +212,7 @@ class Classifier : public Problem {
   at::Tensor l2rw_loss(const Batch& batch, const L2rwOptions& options);
   at::Tensor class_weight_loss(const Batch& batch, const ClassWeightOptions& options);
   at::Tensor logit_adjusted_loss(const Batch& batch, const LogitAdjustmentOptions& options);
+  at::Tensor learned_loss(const Batch& batch, const LearnedLossOptions& options);
   // The frozen weight-net input of `batch` if it is one of the latest window's (else undefined).
   at::Tensor frozen_losses(const Batch& batch) const;
   at::Tensor weight_inputs(const Batch& batch, const at::Tensor& losses, bool freeze);
@@ -218,10 +245,13 @@ class Classifier : public Problem {
   double floor_for(const Batch& batch, double now);
 };
 
-/// Upper level: the weight net (`mlo::nn::MWN`, or `ClassMWN` for class_mwn), trained on the
-/// balanced meta set. Records "acc", "meta_grad_norm" (the norm of its hypergradient at each
-/// optimizer step) and the learned curve "curve/l=<x>" (the weight at loss x; for class_mwn
-/// "curve/rare/l=<x>" and "curve/frequent/l=<x>" for the rarest and the largest class).
+/// Upper level: the weight net (`mlo::nn::MWN`, or `ClassMWN` for class_mwn) or the learned
+/// loss's logit terms (`LogitTerms`), trained on the balanced meta set. Records "acc",
+/// "meta_grad_norm" (the norm of its hypergradient at each optimizer step) and, with a weight
+/// net, the learned curve "curve/l=<x>" (the weight at loss x; for class_mwn "curve/rare/l=<x>"
+/// and "curve/frequent/l=<x>" for the rarest and the largest class), with logit terms the
+/// learned terms by class: "scale/<k>" (exp(a_k)), "shift/<k>" (b_k) and, with class weights,
+/// "cweight/<k>" (exp(d_k)).
 class Reweighter : public Problem {
  public:
   using Problem::Problem;
@@ -232,8 +262,13 @@ class Reweighter : public Problem {
   at::Tensor training_step(const Batch& batch) override;
   /// The default headline metrics and "meta_grad_norm".
   std::vector<std::string> headline_metrics() const override;
-  /// Per-sample weights [N] for per-sample losses [N] (pass them detached) of class `targets`.
+  /// Per-sample weights [N] for per-sample losses [N] (pass them detached) of class `targets`
+  /// (a weight net only).
   at::Tensor weights(const at::Tensor& losses, const at::Tensor& targets);
+  /// The learned loss's terms, or null when the module is a weight net.
+  LogitTermsImpl* logit_terms();
+  /// Whether the module is a weight net (not logit terms).
+  bool has_weight_net() { return logit_terms() == nullptr; }
   /// Records the hypergradient norm.
   void grad_callback(std::vector<at::Tensor>& grads) override;
   /// Records the learned curve.

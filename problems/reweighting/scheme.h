@@ -73,6 +73,9 @@ class Scheme {
   /// by default the model itself.
   virtual std::shared_ptr<torch::nn::Module> weight_net_module(
       const nn::ModelConfig& model, const std::vector<int64_t>& train_counts) const;
+  /// Whether the reweighter's module is built from `problems.reweighter.model` (false: the
+  /// scheme builds a module of its own, and model keys in the YAML are refused).
+  virtual bool reads_model() const { return true; }
   /// Sets the classifier's weighting (`Classifier::weighting`).
   virtual void apply(const SchemeContext& context) const = 0;
 };

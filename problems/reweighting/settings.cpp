@@ -36,6 +36,11 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
     s("meta_size", c.meta_size, at_least(1));
     s("valid_size", c.valid_size, at_least(0));
     s("shuffle_classes", c.shuffle_classes);
+    s.section("label_noise", [&](Fields& n) {
+      n("type", c.label_noise.type, one_of({"none", "uniform", "flip"}));
+      n("ratio", c.label_noise.ratio, in_range(0.0, 1.0));
+      n("seed", c.label_noise.seed, at_least(-1));
+    });
     s("batch_size", c.batch_size, at_least(1));
     s("meta_batch_size", c.meta_batch_size, at_least(0));
     s("test_batch_size", c.test_batch_size, at_least(0));
@@ -73,6 +78,16 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
     const std::string path = "problems." + name;
     const bool classifier = name == "classifier";
     const std::string model_name = model(name).name();
+    if (!classifier && !reweighting.scheme().reads_model()) {
+      for (const auto& [key, where] : c.locations) {
+        (void)where;
+        if (key.rfind(path + ".model", 0) != 0) continue;
+        c.fail(key, reweighting.scheme().name() +
+                        "'s upper problem has no model: its parameters are the scheme's own "
+                        "(docs/reweighting.md); remove problems." + name + ".model");
+      }
+      continue;
+    }
     if (classifier == (model_name == "mwn")) {
       c.fail(path + ".model.name",
              classifier ? "the classifier needs an image classifier (cnn, resnet32, resnet50 or "
@@ -100,6 +115,12 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
   }
   if (scheme.weight_net() == WeightNet::kRequired && !has_reweighter) {
     c.fail("reweighting.method", scheme.name() + " needs a 'reweighter' problem (its weight net)");
+  }
+  if (data.label_noise.type == "none" && data.label_noise.ratio > 0) {
+    c.fail("data.label_noise.ratio",
+           "is " + number_text(data.label_noise.ratio) +
+               " while data.label_noise.type is none, so no label would change; set type: "
+               "uniform or flip, or remove the ratio");
   }
   for (const auto& [key, size] :
        {std::pair<std::string, int64_t>{"data.meta_size", data.meta_size},

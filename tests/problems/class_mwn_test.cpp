@@ -2,6 +2,8 @@
 #include "problems/reweighting/class_mwn.h"
 #include "problems/reweighting/reweighting.h"
 
+#include "support/three_samples.h"
+
 #include <mlo/mlo.h>
 #include <mlo/nn/chain.h>
 #include <torch/torch.h>
@@ -45,6 +47,10 @@ TEST_CASE("ClassMWN: w = sigmoid(fc2(relu(fc1([l, log(n_y / n_max)]))))",
 
 TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the frozen-input product",
           "[problems][reweighting][hypergrad]") {
+  // Also with a logit adjustment under the weights (the losses of logits + shift).
+  const bool shifted = GENERATE(false, true);
+  INFO("logit shift: " << shifted);
+  const auto shift = torch::tensor({0.0, -1.2, -2.3}, torch::kDouble);
   torch::manual_seed(9);
   const mlo::Batch train(torch::randn({12, 6}, torch::kDouble), torch::randint(3, {12}));
   const mlo::Batch meta(torch::randn({9, 6}, torch::kDouble), torch::randint(3, {9}));
@@ -64,7 +70,9 @@ TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the froz
   reweighter->module(net)
       .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.0))
       .data(std::vector<mlo::Batch>{meta});
-  classifier->weighting(rw::WeightNetOptions(reweighter.get()).normalize(true));
+  classifier->weighting(rw::WeightNetOptions(reweighter.get())
+                            .normalize(true)
+                            .logit_shift(shifted ? shift : at::Tensor()));
   mlo::Engine engine(mlo::EngineConfig().train_iters(1));
   engine.add(reweighter).add(classifier).link(reweighter, classifier);
   engine.run();
@@ -79,8 +87,9 @@ TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the froz
   // Oracle: -d/dphi (dL/dw . v), L = sum_i w_i l_i / sum_i w_i with w_i = net(l_i frozen, y_i).
   const auto w = classifier->parameters();
   const auto phi = reweighter->parameters();
-  const auto losses =
-      torch::cross_entropy_loss(chain->forward(train.data), train.target, {}, at::Reduction::None);
+  const auto losses = torch::cross_entropy_loss(
+      chain->forward(train.data) + (shifted ? shift : torch::zeros({3}, torch::kDouble)),
+      train.target, {}, at::Reduction::None);
   const auto weights = net->forward(losses.detach().clone().unsqueeze(1), train.target).squeeze(1);
   const auto loss = (weights * losses).sum() / weights.sum();
   const auto g = torch::autograd::grad({loss}, w, {}, true, true);
@@ -96,6 +105,33 @@ TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the froz
   INFO("relative error " << std::sqrt(num / den));
   CHECK(den > 0);
   CHECK(std::sqrt(num / den) < 1e-6);
+}
+
+}  // namespace class_mwn_test
+
+namespace class_mwn_test {
+
+TEST_CASE("Weight nets on logit-adjusted losses: the loss, and the YAML key",
+          "[problems][reweighting]") {
+  torch::manual_seed(3);
+  rw::ClassMWN net(5, std::vector<int64_t>{30, 10});
+  net->to(torch::kDouble);
+  auto reweighter = std::make_shared<rw::Reweighter>("reweighter");
+  reweighter->module(net);
+  const auto shift = torch::tensor({-0.3, -1.4}, torch::kDouble);
+  rw::Classifier classifier("classifier", mlo::ProblemConfig(),
+                            rw::WeightNetOptions(reweighter.get()).logit_shift(shift));
+  classifier.module(mlo_test::identity_chain());
+  const auto batch = mlo_test::three_samples();
+  // l_i = CE(x_i + shift, y_i), w_i = net(l_i, y_i), L = sum w_i l_i / sum w_i.
+  const auto l = torch::cross_entropy_loss(batch.data + shift, batch.target, {},
+                                           at::Reduction::None);
+  const auto w = net->forward(l.unsqueeze(1), batch.target).squeeze(1);
+  const double want = ((w * l).sum() / w.sum()).item<double>();
+  CHECK(classifier.training_step(batch).item<double>() == Approx(want).epsilon(1e-14));
+  CHECK_THROWS_WITH(classifier.weighting(rw::WeightNetOptions(reweighter.get())
+                                             .logit_shift(torch::tensor({double(INFINITY), 0.0}))),
+                    Catch::Matchers::Contains("logit_shift must be a finite vector"));
 }
 
 }  // namespace class_mwn_test

@@ -239,4 +239,24 @@ TEST_CASE("Experiment: reweighting.weight_floor_after reaches the classifier, ch
       Contains("reweighting.mwn.weight_floor_after: must be >= 0 (steps; 0 = from the first), got -3"));
 }
 
+TEST_CASE("Experiment: reweighting.<net>.logit_adjustment puts tau log(prior) under the weights",
+          "[problems][reweighting][run]") {
+  CHECK_FALSE(weight_net_options_of({}).logit_shift().defined());
+  const auto config = mlo::run::parse_run_config(
+      mlo_test::kTinyReweighting, "tiny.yaml",
+      {"reweighting.method=class_mwn", "reweighting.class_mwn.logit_adjustment=0.5"});
+  auto experiment = mlo::run::make_experiment(config);
+  auto& ex = dynamic_cast<rw::ReweightingExperiment&>(*experiment);
+  for (const auto& p : ex.engine().problems()) {
+    if (const auto c = std::dynamic_pointer_cast<rw::Classifier>(p)) {
+      const auto* o = std::get_if<rw::WeightNetOptions>(&c->weighting());
+      REQUIRE(o != nullptr);
+      CHECK(torch::allclose(o->logit_shift(), rw::log_class_prior(ex.train_counts()) * 0.5));
+    }
+  }
+  CHECK_THAT(ex.describe(), Contains("on logit-adjusted losses (tau 0.5)"));
+  CHECK_THROWS_WITH(weight_net_options_of({"reweighting.mwn.logit_adjustment=-1"}),
+                    Contains("reweighting.mwn.logit_adjustment: must be finite and >= 0"));
+}
+
 }  // namespace long_tail_baselines_test

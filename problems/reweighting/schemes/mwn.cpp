@@ -1,6 +1,10 @@
 #include "problems/reweighting/schemes/mwn.h"
 
+#include "problems/reweighting/class_priors.h"
+
 #include <mlo/base/number_text.h>
+
+#include <cmath>
 
 namespace mlo {
 namespace problems {
@@ -20,11 +24,23 @@ void WeightNetKeys::visit_keys(Fields& s) {
     return x >= 0 ? std::string()
                   : "must be >= 0 (steps; 0 = from the first), got " + std::to_string(x);
   });
+  s("logit_adjustment", logit_adjustment, [](const double& x) {
+    return x >= 0 && std::isfinite(x)
+               ? std::string()
+               : "must be finite and >= 0 (the tau of logit adjustment; 0 = none), got " +
+                     number_text(x);
+  });
 }
 
 void WeightNetKeys::apply_keys(const SchemeContext& c) const {
-  if (c.reweighter == nullptr) {  // (the baseline: plain training)
-    c.classifier.weighting(PlainOptions());
+  const at::Tensor log_prior =
+      logit_adjustment > 0 ? log_class_prior(c.train_counts) : at::Tensor();
+  if (c.reweighter == nullptr) {  // (the baseline: plain training, or logit adjustment)
+    if (logit_adjustment > 0) {
+      c.classifier.weighting(LogitAdjustmentOptions(log_prior).tau(logit_adjustment));
+    } else {
+      c.classifier.weighting(PlainOptions());
+    }
     return;
   }
   c.classifier.weighting(WeightNetOptions(c.reweighter)
@@ -32,7 +48,9 @@ void WeightNetKeys::apply_keys(const SchemeContext& c) const {
                              .freeze_inputs(freeze_weight_inputs)
                              .max_relative_weight(max_relative_weight)
                              .weight_floor(weight_floor)
-                             .weight_floor_after(weight_floor_after));
+                             .weight_floor_after(weight_floor_after)
+                             .logit_shift(log_prior.defined() ? log_prior * logit_adjustment
+                                                              : at::Tensor()));
 }
 
 MLO_REGISTER_WEIGHTING(MwnScheme);

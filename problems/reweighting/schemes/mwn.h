@@ -21,6 +21,8 @@ struct WeightNetKeys {
   double weight_floor = 0.1;
   /// The floor applies after the classifier's first this many steps; 0: from the first.
   int64_t weight_floor_after = 0;
+  /// tau of a logit adjustment under the weights (WeightNetOptions::logit_shift); 0: none.
+  double logit_adjustment = 0.0;
   /// The keys, with their checks.
   void visit_keys(Fields& fields);
   /// The classifier weighted by `context.reweighter`'s net, or plain without one.
