@@ -17,7 +17,7 @@ import math
 import os
 
 ORDER = ["baseline", "class_balanced", "logit_adjusted", "mwn", "class_mwn", "l2rw",
-         "learned_loss", "learned_loss_cw"]
+         "class_mwn_la", "learned_loss", "learned_loss_cw"]
 
 
 def seeds_of(folder):

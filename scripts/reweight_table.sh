@@ -22,7 +22,8 @@ LENGTHS=${2:-500,2000,5000}
 shift $(( $# > 2 ? 2 : $# ))
 METHODS=("$@")
 [ ${#METHODS[@]} -eq 0 ] && METHODS=(baseline class_balanced logit_adjusted mwn class_mwn l2rw)
-KNOWN="baseline class_balanced logit_adjusted mwn class_mwn l2rw learned_loss learned_loss_cw"
+KNOWN="baseline class_balanced logit_adjusted mwn class_mwn l2rw class_mwn_la learned_loss"
+KNOWN="$KNOWN learned_loss_cw"
 MLO=${MLO:-build/mlo}
 OUT=${OUT:-runs/reweight_table}
 JOBS=${JOBS:-2}  # runs at a time (each on one thread)
@@ -70,6 +71,9 @@ cell() {  # cell STEPS METHOD
            --set reweighting.mwn.weight_floor=0.1 --set reweighting.mwn.weight_floor_after=0 ;;
     class_mwn) run "$1" class_mwn configs/reweight_lt_fmnist.yaml ;;
     l2rw) run "$1" l2rw configs/l2rw_lt_fmnist.yaml ;;
+    # class_mwn's weights on logit-adjusted losses (tau 1).
+    class_mwn_la) run "$1" class_mwn_la configs/reweight_lt_fmnist.yaml \
+                    --set reweighting.class_mwn.logit_adjustment=1 ;;
     # The learned loss: logit terms only, and with class weights.
     learned_loss) run "$1" learned_loss configs/learned_loss_lt_fmnist.yaml ;;
     learned_loss_cw) run "$1" learned_loss_cw configs/learned_loss_lt_fmnist.yaml \
@@ -79,7 +83,7 @@ cell() {  # cell STEPS METHOD
 
 for method in "${METHODS[@]}"; do
   case $method in
-    baseline|class_balanced|logit_adjusted|mwn|class_mwn|l2rw|learned_loss|learned_loss_cw) ;;
+    baseline|class_balanced|logit_adjusted|mwn|class_mwn|l2rw|class_mwn_la|learned_loss|learned_loss_cw) ;;
     *) echo "unknown method '$method' ($KNOWN)" >&2
        exit 2 ;;
   esac

@@ -55,8 +55,12 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
             .item<double>();
     if (reweighter_ && reweighter_->has_weight_net() && set == run::EvalSet::kValid) {
       // The weight net's view of the balanced validation set: per-class mean weight.
+      // (on the losses the weight net reads in training: shifted by a logit adjustment)
+      const auto* options = std::get_if<WeightNetOptions>(&classifier_->weighting());
+      const at::Tensor shift = options != nullptr ? options->logit_shift() : at::Tensor();
       const at::Tensor losses = torch::nn::functional::cross_entropy(
-          logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+          shift.defined() ? logits + shift.to(logits.device(), logits.scalar_type()) : logits, y,
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
       const at::Tensor w = reweighter_->weights(losses, y).to(at::kDouble);
       weight_sum.index_add_(0, y, w);
     }
@@ -92,7 +96,7 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
   std::vector<int64_t> order(kClasses);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return train_counts_[static_cast<size_t>(a)] < train_counts_[static_cast<size_t>(b)];
+    return split_counts_[static_cast<size_t>(a)] < split_counts_[static_cast<size_t>(b)];
   });
   double rare = 0;
   int64_t rare_n = 0;

@@ -20,6 +20,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -105,6 +106,7 @@ void ReweightingExperiment::load_data() {
   valid_images_ = images.index_select(0, split.valid_indices);
   valid_targets_ = targets.index_select(0, split.valid_indices);
   train_counts_ = split.train_counts;
+  split_counts_ = split.train_counts;
   clean_train_targets_ = train_targets_;
   const LabelNoiseConfig& noise = d.label_noise;
   if (noise.type != "none") {
@@ -125,12 +127,24 @@ void ReweightingExperiment::load_data() {
                   std::to_string(noise_seed) + "): " + std::to_string(result.corrupted) +
                   " of " + std::to_string(result.total) + " training labels changed (" + rate +
                   "); meta, validation and test labels clean";
-    spdlog::info("{}", noise_line_);
-    spdlog::info("label noise: training samples by true class (rows) and given label (columns)");
+    noise_line_ += "\nlabel noise: training samples by true class (rows) and given label (columns):";
     for (const auto& line : data::confusion_lines(result.confusion, class_names_)) {
-      spdlog::info("  {}", line);
+      noise_line_ += "\n  " + line;
     }
   }
+  for (size_t c = 0; c < train_counts_.size(); ++c) {
+    MLO_CHECK(train_counts_[c] > 0, "data.imbalance: ", number_text(d.imbalance),
+              " leaves class '", class_names_[c], "' no training image (",
+              *std::max_element(split_counts_.begin(), split_counts_.end()),
+              " in the largest class); lower data.imbalance or use more data");
+  }
+}
+
+std::string ReweightingExperiment::model_name(const std::string& name) const {
+  if (name != "classifier" && !settings_.reweighting.scheme().reads_model()) {
+    return settings_.reweighting.scheme().name();  // (its own module, not a registered model)
+  }
+  return settings_.model(name).name();
 }
 
 void ReweightingExperiment::build_problems() {

@@ -123,7 +123,8 @@ class ReweightingExperiment : public run::Experiment {
   /// weight net, "valid/weight/<class>": its mean weight of that class's validation samples.
   /// <class> is the class name through `metric_segment` ("ankle_boot", "t-shirt_top").
   Metrics evaluate(run::EvalSet set) override;
-  /// "acc", "balanced_acc", "rare3_acc".
+  /// "acc", "balanced_acc", "rare3_acc" (the 3 classes with the fewest training images by
+  /// their true labels, so label noise does not change which they are).
   std::vector<std::string> metric_names() const override {
     return {"acc", "balanced_acc", "rare3_acc"};
   }
@@ -136,9 +137,7 @@ class ReweightingExperiment : public run::Experiment {
   Batch sample_batch(const std::string& name) override;
   bool synthetic() const override { return synthetic_; }
   /// The registered name of `problems.<name>.model` ("resnet32").
-  std::string model_name(const std::string& name) const override {
-    return settings_.model(name).name();
-  }
+  std::string model_name(const std::string& name) const override;
   /// `data.batch_size` (the classifier), `data.meta_batch_size` (the reweighter) and the
   /// model's `efficient_activation`.
   run::MemoryKeys memory_keys() const override {
@@ -172,10 +171,11 @@ class ReweightingExperiment : public run::Experiment {
   Settings settings_;
   std::vector<std::string> class_names_;
   std::vector<int64_t> train_counts_;
+  std::vector<int64_t> split_counts_;  // by the true labels: which classes are rare (rare3_acc)
   bool synthetic_ = false;
   std::string dataset_;       // the dataset in use ("synthetic" after a fallback)
   std::string dataset_name_;  // for logs
-  std::string noise_line_;  // what data.label_noise did, for describe()
+  std::string noise_line_;  // what data.label_noise did and its confusion matrix, for describe()
   at::Tensor clean_train_targets_;
   at::Tensor train_images_, train_targets_, meta_images_, meta_targets_, valid_images_,
       valid_targets_, test_images_, test_targets_;

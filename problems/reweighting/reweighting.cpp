@@ -276,7 +276,7 @@ at::Tensor Classifier::learned_loss(const Batch& batch, const LearnedLossOptions
   const at::Tensor losses = per_sample_cross_entropy(terms->forward(widened(out)), batch.target);
   if (!terms->has_class_weights()) return losses.mean();
   const at::Tensor w = terms->weights(batch.target).to(losses.scalar_type());
-  record_weights(w, batch.target);
+  if (loss_call() != LossCall::kReevaluation) record_weights(w, batch.target);
   if (options.normalize()) return (w * losses).sum() / w.sum().clamp_min(1e-12);
   return (w * losses).mean();
 }
@@ -384,6 +384,9 @@ at::Tensor Reweighter::training_step(const Batch& batch) {
 LogitTermsImpl* Reweighter::logit_terms() { return dynamic_cast<LogitTermsImpl*>(&module()); }
 
 at::Tensor Reweighter::weights(const at::Tensor& losses, const at::Tensor& targets) {
+  MLO_CHECK(has_weight_net(), "problem '", name(),
+            "': its module is a learned loss's logit terms, not a weight net: pair it with "
+            "LearnedLossOptions, not WeightNetOptions");
   const at::Tensor column = widened(losses).unsqueeze(1);
   if (auto* net = dynamic_cast<ClassMWNImpl*>(&module())) {
     return net->forward(column, targets).squeeze(1);

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// Data reweighting (bilevel), three methods (`reweighting.method` in YAML), and two one-level
-/// baselines (class_balanced, logit_adjusted; class_priors.h):
+/// Data reweighting (bilevel), three methods (`reweighting.method` in YAML), a learned loss
+/// (learned_loss.h), and two one-level baselines (class_balanced, logit_adjusted;
+/// class_priors.h):
 ///
 ///   lower (Classifier):  min_w  sum_i w_i l_i(w) / Z        l_i = per-sample cross-entropy
 ///   upper (Reweighter):  min_phi  CE(meta set; w*(phi))     phi = the weight net's parameters
@@ -17,7 +18,8 @@
 /// baseline, the plain mean loss), `WeightNetOptions` (mwn, class_mwn: the reweighter's
 /// weights), `L2rwOptions` (l2rw: the meta batches and the look-ahead's step), or one of the two
 /// one-level long-tail baselines (class_priors.h): `ClassWeightOptions` (class-balanced
-/// cross-entropy) and `LogitAdjustmentOptions` (logit adjustment).
+/// cross-entropy) and `LogitAdjustmentOptions` (logit adjustment), or `LearnedLossOptions` (the
+/// learned loss: the reweighter's per-class logit terms).
 ///
 /// The weight net's input is the *detached* per-sample loss: the classifier's gradient is the
 /// weighted gradient, and phi enters the lower loss only through the weights. With

@@ -42,7 +42,8 @@ struct SchemeContext {
   Classifier& classifier;
   /// The weight net's problem, or null when the configuration has none.
   Reweighter* reweighter = nullptr;
-  /// Training samples per class after the long-tailed split.
+  /// Training samples per class after the long-tailed split, by their given labels (with label
+  /// noise, the noisy ones: what a method without clean labels knows).
   std::vector<int64_t> train_counts;
   /// Batches of the balanced meta set, for a scheme that draws them itself (l2rw).
   std::function<Batch()> meta;

@@ -1,5 +1,6 @@
 // The reweighting experiment's own YAML keys and rules (ReweightingExperiment::Settings).
 #include "problems/reweighting/experiment.h"
+#include "problems/reweighting/schemes/mwn.h"
 
 #include <mlo/base/number_text.h>
 #include <mlo/core/metrics.h>
@@ -56,6 +57,12 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
 void ReweightingExperiment::Settings::visit_problem(const std::string& problem, Fields& v) {
   auto found = models.find(problem);
   if (found == models.end()) found = models.emplace(problem, model(problem)).first;
+  // A scheme that builds the upper problem's module itself has no model there (`reweighting` is
+  // read before the problems): a `model:` is read only for `check` to refuse it, and not written.
+  if (problem != "classifier" && !reweighting.scheme().reads_model()) {
+    v.alternative("model", [&](Fields& s) { found->second.visit(s); });
+    return;
+  }
   v.section("model", [&](Fields& s) { found->second.visit(s); });
 }
 
@@ -79,9 +86,8 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
     const bool classifier = name == "classifier";
     const std::string model_name = model(name).name();
     if (!classifier && !reweighting.scheme().reads_model()) {
-      for (const auto& [key, where] : c.locations) {
-        (void)where;
-        if (key.rfind(path + ".model", 0) != 0) continue;
+      const std::string key = path + ".model";
+      if (c.locations.count(key)) {
         c.fail(key, reweighting.scheme().name() +
                         "'s upper problem has no model: its parameters are the scheme's own "
                         "(docs/reweighting.md); remove problems." + name + ".model");
@@ -114,7 +120,25 @@ void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
            scheme.name() + " has no weight net: remove problems.reweighter");
   }
   if (scheme.weight_net() == WeightNet::kRequired && !has_reweighter) {
-    c.fail("reweighting.method", scheme.name() + " needs a 'reweighter' problem (its weight net)");
+    c.fail("reweighting.method", scheme.name() + " needs a 'reweighter' problem (the level " +
+                                     "that learns its weights or its loss)");
+  }
+  if (!has_reweighter) {
+    if (const auto* keys = dynamic_cast<const WeightNetKeys*>(&scheme)) {
+      if (keys->logit_adjustment > 0) {
+        c.fail("reweighting." + scheme.name() + ".logit_adjustment",
+               "is " + number_text(keys->logit_adjustment) +
+                   " without a reweighter problem, where there are no weights to put on "
+                   "logit-adjusted losses; for logit adjustment alone use "
+                   "'method: logit_adjusted'");
+      }
+    }
+  }
+  if (data.label_noise.type == "none" && data.label_noise.seed >= 0) {
+    c.fail("data.label_noise.seed",
+           "is " + std::to_string(data.label_noise.seed) +
+               " while data.label_noise.type is none, so nothing is drawn; set type: uniform "
+               "or flip, or remove the seed");
   }
   if (data.label_noise.type == "none" && data.label_noise.ratio > 0) {
     c.fail("data.label_noise.ratio",

@@ -1,6 +1,5 @@
 // Label noise: the realized rate per class, the flip pattern, the spread of uniform noise,
-// determinism by seed, the refusals; and in the reweighting experiment, that only the training
-// labels change.
+// determinism by seed, the refusals. (In the reweighting experiment: learned_loss_test.cpp.)
 #include <mlo/base/error.h>
 #include <mlo/data/label_noise.h>
 

@@ -111,7 +111,7 @@ TEST_CASE("ClassMWN: the DARTS hypergradient of the class-aware pair is the froz
 
 namespace class_mwn_test {
 
-TEST_CASE("Weight nets on logit-adjusted losses: the loss, and the YAML key",
+TEST_CASE("Weight nets on logit-adjusted losses: the loss, and a shift refused",
           "[problems][reweighting]") {
   torch::manual_seed(3);
   rw::ClassMWN net(5, std::vector<int64_t>{30, 10});

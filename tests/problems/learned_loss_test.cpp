@@ -137,11 +137,12 @@ TEST_CASE("Learned loss: it starts as logit adjustment with tau = init_tau",
   terms->to(torch::kDouble);
   auto learned = pair_with(terms);
   rw::Classifier adjusted("classifier", mlo::ProblemConfig(),
-                          rw::LogitAdjustmentOptions(terms->shift.detach().clone() / 1.5).tau(1.5));
+                          rw::LogitAdjustmentOptions(rw::log_class_prior(counts)).tau(1.5));
   adjusted.module(mlo_test::identity_chain());
   const auto batch = mlo_test::three_samples();
+  // (equal up to the float32 rounding of the starting shift)
   CHECK(learned.classifier->training_step(batch).item<double>() ==
-        Approx(adjusted.training_step(batch).item<double>()).epsilon(1e-15));
+        Approx(adjusted.training_step(batch).item<double>()).epsilon(1e-7));
   CHECK_THROWS_WITH(rw::LogitTerms(counts, -1.0, false), Contains("init_tau must be finite"));
   CHECK_THROWS_WITH(rw::LogitTerms(std::vector<int64_t>{4, 0}, 1.0, false),
                     Contains("every class needs a training sample"));
@@ -288,6 +289,15 @@ TEST_CASE("Experiment: learned_loss from YAML; no model for its upper problem",
   ex.engine().run();
   CHECK_FALSE(torch::equal(before, terms->shift));  // learned
   CHECK_THAT(ex.describe(), Contains("learned loss (per-class logit terms, starting at tau 0.5)"));
+  CHECK(ex.model_name("reweighter") == "learned_loss");
+  // Validation: no weight net, so no per-class weights.
+  const auto valid = ex.evaluate(mlo::run::EvalSet::kValid);
+  CHECK(valid.count("valid/balanced_acc") == 1);
+  for (const auto& [key, value] : valid) CHECK(key.rfind("valid/weight/", 0) != 0);
+  // The resolved config has no reweighter model and reads back to itself.
+  const std::string text = mlo::run::to_yaml(config);
+  CHECK(text.find("hidden") == std::string::npos);
+  CHECK(mlo::run::to_yaml(mlo::run::parse_run_config(text, "resolved.yaml")) == text);
   // Its upper problem has no model to set.
   CHECK_THROWS_WITH(
       mlo::run::parse_run_config(mlo_test::kTinyReweighting, "ll.yaml",
@@ -314,9 +324,11 @@ TEST_CASE("Experiment: data.label_noise changes the training labels only, as see
   auto noisy = build(noise);
   auto again = build(noise);
   std::vector<std::string> reseeded = noise;
-  reseeded.push_back("data.label_noise.type=uniform");
   reseeded.push_back("data.label_noise.seed=11");
-  auto uniform = build(reseeded);
+  auto other_seed = build(reseeded);
+  std::vector<std::string> run_seed = noise;  // the run's seed, 2, said explicitly
+  run_seed.push_back("data.label_noise.seed=2");
+  auto explicit_seed = build(run_seed);
   const auto& c = as(*clean);
   const auto& n = as(*noisy);
   CHECK(torch::equal(c.meta_targets(), n.meta_targets()));
@@ -333,7 +345,8 @@ TEST_CASE("Experiment: data.label_noise changes the training labels only, as see
   CHECK(torch::equal(n.train_targets().index({changed}),
                      (n.clean_train_targets().index({changed}) + 1).remainder(10)));
   CHECK(torch::equal(n.train_targets(), as(*again).train_targets()));
-  CHECK_FALSE(torch::equal(n.train_targets(), as(*uniform).train_targets()));
+  CHECK(torch::equal(n.train_targets(), as(*explicit_seed).train_targets()));
+  CHECK_FALSE(torch::equal(n.train_targets(), as(*other_seed).train_targets()));
   CHECK_THAT(n.describe(), Contains("label noise: flip 0.4 (seed 2): "));
   CHECK_THAT(n.describe(), Contains(std::to_string(want) + " of " +
                                     std::to_string(n.train_targets().numel()) +
@@ -345,6 +358,18 @@ TEST_CASE("Experiment: data.label_noise changes the training labels only, as see
                     Contains("data.label_noise.ratio"));
   CHECK_THROWS_WITH(build({"data.label_noise.ratio=0.2"}),
                     Contains("data.label_noise.ratio: is 0.2 while data.label_noise.type is none"));
+  CHECK_THROWS_WITH(build({"data.label_noise.seed=4"}),
+                    Contains("data.label_noise.seed: is 4 while data.label_noise.type is none"));
+  // A long tail steeper than the data allows leaves a class empty.
+  CHECK_THROWS_WITH(build({"data.imbalance=100"}),
+                    Contains("data.imbalance: 100 leaves class 'class"));
+  // Logit adjustment under the weights, without weights.
+  const std::string yaml = mlo_test::kTinyReweighting;
+  const std::string baseline = yaml.substr(0, yaml.find("  reweighter:"));
+  CHECK_THROWS_WITH(mlo::run::parse_run_config(baseline, "tiny.yaml",
+                                               {"reweighting.method=mwn",
+                                                "reweighting.mwn.logit_adjustment=1"}),
+                    Contains("reweighting.mwn.logit_adjustment: is 1 without a reweighter"));
 }
 
 }  // namespace learned_loss_test

@@ -1,9 +1,12 @@
 #pragma once
 /// \file
-/// Label noise for the noisy-label benchmarks of Meta-Weight-Net (uniform and flip noise): a
-/// seeded corruption of a training set's labels, with the realized rate and confusion matrix.
-/// Experiments apply it to the training split only, after the meta and validation sets are
-/// taken, so that those stay clean.
+/// Label noise in the manner of the noisy-label benchmarks of Meta-Weight-Net (uniform and flip
+/// noise): a seeded corruption of a training set's labels, with the realized rate and confusion
+/// matrix. Unlike those benchmarks, which corrupt each label with probability `ratio` (uniform:
+/// possibly into its own class; flip: into one other class drawn per class), here exactly
+/// `round(ratio n_c)` labels of each class change, always to a wrong class, and flip is the
+/// fixed pair flip c -> c + 1. Experiments apply it to the training split only, after the meta
+/// and validation sets are taken, so that those stay clean.
 
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>

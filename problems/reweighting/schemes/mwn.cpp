@@ -33,16 +33,14 @@ void WeightNetKeys::visit_keys(Fields& s) {
 }
 
 void WeightNetKeys::apply_keys(const SchemeContext& c) const {
-  const at::Tensor log_prior =
-      logit_adjustment > 0 ? log_class_prior(c.train_counts) : at::Tensor();
-  if (c.reweighter == nullptr) {  // (the baseline: plain training, or logit adjustment)
-    if (logit_adjustment > 0) {
-      c.classifier.weighting(LogitAdjustmentOptions(log_prior).tau(logit_adjustment));
-    } else {
-      c.classifier.weighting(PlainOptions());
-    }
+  // Without a reweighter, the baseline: plain training (the settings refuse a logit adjustment
+  // there).
+  if (c.reweighter == nullptr) {
+    c.classifier.weighting(PlainOptions());
     return;
   }
+  const at::Tensor log_prior =
+      logit_adjustment > 0 ? log_class_prior(c.train_counts) : at::Tensor();
   c.classifier.weighting(WeightNetOptions(c.reweighter)
                              .normalize(normalize_weights)
                              .freeze_inputs(freeze_weight_inputs)
