@@ -351,6 +351,21 @@ TEST_CASE("Experiment: data.label_noise changes the training labels only, as see
   CHECK_THAT(n.describe(), Contains(std::to_string(want) + " of " +
                                     std::to_string(n.train_targets().numel()) +
                                     " training labels changed ("));
+  // With the long tail (imbalance 10): the same long-tailed split, noise on top of it.
+  auto tail = build({});
+  auto noisy_tail = build({"data.label_noise.type=uniform", "data.label_noise.ratio=0.3"});
+  const auto& t = as(*tail);
+  const auto& nt = as(*noisy_tail);
+  CHECK(torch::equal(t.train_targets(), nt.clean_train_targets()));
+  CHECK(torch::equal(t.meta_targets(), nt.meta_targets()));
+  CHECK(torch::equal(t.valid_targets(), nt.valid_targets()));
+  int64_t want_tail = 0;
+  for (const int64_t count : t.train_counts()) {
+    want_tail += std::llround(0.3 * static_cast<double>(count));
+  }
+  CHECK(nt.train_targets().ne(nt.clean_train_targets()).sum().item<int64_t>() == want_tail);
+  CHECK(nt.train_counts() == mlo::data::class_counts(nt.train_targets(), 10));
+  CHECK(t.train_counts() != nt.train_counts());  // the given labels' counts
   // Refusals name the key.
   CHECK_THROWS_WITH(build({"data.label_noise.type=pairs"}),
                     Contains("data.label_noise.type"));
