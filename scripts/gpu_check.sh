@@ -20,6 +20,10 @@
 #       the intended outcome (exit 0). --gpu-only builds only the `mlo` program and the
 #       [cuda] tests and skips the CPU test suite (which every CI lane runs anyway): for a GPU
 #       lent by the minute, where the build and the GPU's own checks must fit in a few minutes.
+#       --no-ablate skips the ablation (a check of the methods alone); --main-set KEY=VALUE
+#       (repeatable) is passed to the main job as --set. The forward-mode benchmark
+#       (bench/forward_mode: darts, cg and neumann, reverse against forward mode) runs on CUDA
+#       after the main job.
 # Environment: CUDA_HOME (default /usr/local/cuda), MLO_JOBS (default: nproc), MLO_ABLATE_RUNS
 # (default 1: each ablation runs that many times in a row, into ablation_<variant>_run<k>, so the
 # report shows whether two runs agree). Without the dataset-fashion-mnist .deb (it is 31 MB, the
@@ -63,12 +67,16 @@ report_dir=""
 python="python3"
 cpu_only=0
 gpu_only=0
+no_ablate=0
+main_set=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --no-ablate) no_ablate=1; shift ;;
+    --main-set) [ $# -ge 2 ] || die "--main-set needs KEY=VALUE"; main_set+=(--set "$2"); shift 2 ;;
     --python) python="$2"; shift 2 ;;
     --cpu-only) cpu_only=1; shift ;;
     --gpu-only) gpu_only=1; shift ;;
-    -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) [ -z "${report_dir}" ] || die "one REPORT_DIR, got '${report_dir}' and '$1'"; report_dir="$1"; shift ;;
   esac
@@ -132,7 +140,7 @@ grep -q "CUDA support: 1" "${report_dir}/configure.log" ||
   die "LibTorch from ${torch_root} was not found with CUDA (${report_dir}/configure.log)"
 
 targets=()
-[ "${gpu_only}" = 1 ] && targets=(--target mlo_tool cuda_test)
+[ "${gpu_only}" = 1 ] && targets=(--target mlo_tool cuda_test forward_mode)
 log "Building ${targets[*]:-everything} with ${jobs} jobs"
 cmake --build "${build}" -j "${jobs}" ${targets[@]+"${targets[@]}"} > "${report_dir}/build.log" 2>&1 ||
   { tail -30 "${report_dir}/build.log"; die "the build failed (${report_dir}/build.log)"; }
@@ -202,22 +210,31 @@ if [ ! -d "${fmnist}" ]; then
   main_label="SYNTHETIC data (the dataset-fashion-mnist .deb was not in .gpu-debs/)"
 fi
 "${build}/mlo" run configs/reweight_lt_fmnist.yaml --device cuda --no-progress --out "${main_out}" \
-  "${main_data[@]}" > "${report_dir}/main_job.log" 2>&1 || main_status=$?
+  "${main_data[@]}" ${main_set[@]+"${main_set[@]}"} > "${report_dir}/main_job.log" 2>&1 ||
+  main_status=$?
 main_seconds=$(( $(date +%s) - main_start ))
+
+log "The forward-mode routes on CUDA (bench/forward_mode)"
+bench_status=0
+"${build}/bench/forward_mode" configs/reweight_lt_fmnist.yaml --rounds 5 --steps 10 \
+  --set device=cuda --set threads=0 "${main_data[@]}" > "${report_dir}/forward_mode.log" 2>&1 ||
+  bench_status=$?
 
 # Every row of one GPU (--ranks 0: the two-rank rows need a GPU per rank), ReLU and Swish.
 ablate_status=0
 rm -f "${report_dir}"/ablate_*.status
 # The ablations' names: relu and swish, or relu_run1, relu_run2, ... with MLO_ABLATE_RUNS > 1.
 ablations=()
-for variant in relu swish; do
+variants=(relu swish)
+[ "${no_ablate}" = 1 ] && variants=()
+for variant in ${variants[@]+"${variants[@]}"}; do
   if [ "${ablate_runs}" = 1 ]; then
     ablations+=("${variant}")
   else
     for k in $(seq 1 "${ablate_runs}"); do ablations+=("${variant}_run${k}"); done
   fi
 done
-for name in "${ablations[@]}"; do
+for name in ${ablations[@]+"${ablations[@]}"}; do
   config=configs/ablation/lt_cifar10_resnet50.yaml
   [ "${name%%_*}" = swish ] && config=configs/ablation/lt_cifar10_resnet50_swish.yaml
   log "mlo ablate on CUDA, batch 100, ${config} (${name})"
@@ -244,7 +261,19 @@ done
     echo '```'
   fi
   echo
-  for name in "${ablations[@]}"; do
+  echo "## The forward-mode routes on CUDA (bench/forward_mode, main job's data and model)"
+  echo
+  echo '```'
+  if [ "${bench_status}" = 0 ]; then
+    grep -E "^(darts|cg|neumann):" "${report_dir}/forward_mode.log"
+  else
+    echo "FAILED (exit ${bench_status}); the end of forward_mode.log:"
+    tail -15 "${report_dir}/forward_mode.log"
+  fi
+  echo '```'
+  echo
+  [ "${no_ablate}" = 1 ] && echo "(the ablation was not run: --no-ablate)"
+  for name in ${ablations[@]+"${ablations[@]}"}; do
     echo "## mlo ablate on CUDA, batch 100, ${name} (peak and reserved MiB, time ratios)"
     echo
     if [ -f "${report_dir}/ablation_${name}/ablation.md" ]; then
@@ -265,4 +294,4 @@ done
 log "Report: ${report_dir}/report.md"
 cat "${report_dir}/report.md"
 [ "${tests_status}" = 0 ] && [ "${cuda_status}" = 0 ] && [ "${main_status}" = 0 ] &&
-  [ "${ablate_status}" = 0 ]
+  [ "${bench_status}" = 0 ] && [ "${ablate_status}" = 0 ]

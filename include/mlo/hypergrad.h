@@ -10,6 +10,7 @@
 #include <mlo/hypergrad/darts.h>
 #include <mlo/hypergrad/differentiable_optimizer.h>
 #include <mlo/hypergrad/finite_difference.h>
+#include <mlo/hypergrad/forward_mode.h>
 #include <mlo/hypergrad/neumann.h>
 #include <mlo/hypergrad/sama.h>
 #include <mlo/hypergrad/unrolled.h>

@@ -19,8 +19,15 @@ inline at::Tensor widened(const at::Tensor& t) {
 /// Cross-entropy per sample [N] of logits [N, C] (widened).
 inline at::Tensor per_sample_cross_entropy(const at::Tensor& logits, const at::Tensor& target) {
   namespace F = torch::nn::functional;
-  return F::cross_entropy(widened(logits), target,
-                          F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  const at::Tensor z = widened(logits);
+  if (z._fw_grad(/*level=*/0).defined()) {
+    // NOTE: logits with a forward-mode tangent (mlo/hypergrad/forward_mode.h): LibTorch has no
+    // forward-mode formula for the fused kernel's backward (nll_loss_backward), which a
+    // forward-over-reverse product differentiates; logsumexp minus the target's logit is the
+    // same loss, and its backward operators have one.
+    return at::logsumexp(z, 1) - z.gather(1, target.unsqueeze(1)).squeeze(1);
+  }
+  return F::cross_entropy(z, target, F::CrossEntropyFuncOptions().reduction(torch::kNone));
 }
 
 /// The fraction of rows of `logits` whose largest entry is at `target`.

@@ -200,6 +200,10 @@ at::Tensor Classifier::training_step(const Batch& batch) {
   return plain_loss(batch);
 }
 
+bool Classifier::separable_reevaluation() const {
+  return std::holds_alternative<WeightNetOptions>(weighting_);
+}
+
 at::Tensor Classifier::class_weight_loss(const Batch& batch, const ClassWeightOptions& options) {
   const at::Tensor out = logits(batch.data);
   const at::Tensor losses = per_sample_cross_entropy(out, batch.target);

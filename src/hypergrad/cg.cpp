@@ -4,6 +4,7 @@
 #include <mlo/core/level.h>
 #include <mlo/core/problem.h>
 
+#include <mlo/hypergrad/forward_mode.h>
 #include <mlo/hypergrad/vector.h>
 
 #include <spdlog/spdlog.h>
@@ -20,9 +21,9 @@ std::vector<at::Tensor> CG::apply(const std::vector<at::Tensor>& v_in, Level& cu
                                   Level& prev) {
   at::AutoGradMode enable_grad(true);
   const TensorList lambda = prev.parameters();
-  LowerGradient lower(curr);
+  SecondOrder lower(curr, options_.mode(), "cg", route_);
   const TensorList v =
-      defined_or_zeros(v_in, lower.parameters(), "cg", curr.name());
+      defined_or_zeros(v_in, curr.parameters(), "cg", curr.name());
   const double alpha = options_.alpha();
 
   // Standard CG on A x = b with A = alpha H, b = alpha v, x0 = 0.
@@ -66,6 +67,7 @@ MLO_REGISTER_METHOD(CGOptions);
 void CGOptions::visit(Fields& fields) {
   fields("iterations", iterations(), at_least(1));
   fields("alpha", alpha(), positive());
+  fields.enumeration("mode", mode());
 }
 
 std::unique_ptr<Hypergradient> CGOptions::make() const {

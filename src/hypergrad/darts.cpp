@@ -5,6 +5,9 @@
 #include <mlo/core/problem.h>
 
 #include <mlo/hypergrad/finite_difference.h>
+#include <mlo/hypergrad/forward_mode.h>
+
+#include <spdlog/spdlog.h>
 
 #include <torch/autograd.h>
 
@@ -24,8 +27,34 @@ std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Level&
   at::AutoGradMode enable_grad(true);
   const TensorList v =
       defined_or_zeros(v_in, curr.parameters(), "darts", curr.name());
+  if (options_.mode() != DartsMode::kFiniteDifference && !finite_difference_) {
+    try {
+      TensorList result = forward_mixed(curr, prev.parameters(), v, "darts");
+      negate_(result);
+      if (!logged_) {
+        logged_ = true;
+        spdlog::info("darts: problem '{}' takes the exact mixed product in forward mode ({})",
+                     curr.name(),
+                     curr.problem().separable_reevaluation()
+                         ? "its separable loss's terms forward, the coefficients backward"
+                         : "forward-over-reverse");
+      }
+      return result;
+    } catch (const ForwardModeUnsupported& e) {
+      if (options_.mode() == DartsMode::kJvp) throw;
+      spdlog::warn("{}; mode auto: the finite difference from now on", e.what());
+      finite_difference_ = true;
+      logged_ = true;
+    }
+  }
   return central_difference(curr, prev.parameters(), v, options_.alpha(),
-                                    options_.exact_restore());
+                            options_.exact_restore());
+}
+
+void Darts::check(const MethodContext& context) const {
+  MLO_CHECK(options_.mode() != DartsMode::kJvp || !context.shards_parameters, "darts.mode: ",
+            "problem '", context.problem.name(), "' shards its parameters (zero3), which ",
+            "forward mode does not follow; choose finite_difference or auto");
 }
 
 MLO_REGISTER_METHOD(DartsOptions);
@@ -35,6 +64,7 @@ MLO_REGISTER_METHOD(DartsOptions);
 void DartsOptions::visit(Fields& fields) {
   fields("alpha", alpha(), positive());
   fields("exact_restore", exact_restore());
+  fields.enumeration("mode", mode());
 }
 
 std::unique_ptr<Hypergradient> DartsOptions::make() const {

@@ -4,6 +4,7 @@
 #include <mlo/core/level.h>
 #include <mlo/core/problem.h>
 
+#include <mlo/hypergrad/forward_mode.h>
 #include <mlo/hypergrad/vector.h>
 
 #include <torch/autograd.h>
@@ -19,9 +20,9 @@ std::vector<at::Tensor> Neumann::apply(const std::vector<at::Tensor>& v_in, Leve
                                        Level& prev) {
   at::AutoGradMode enable_grad(true);
   const TensorList lambda = prev.parameters();
-  LowerGradient lower(curr);
+  SecondOrder lower(curr, options_.mode(), "neumann", route_);
   const TensorList v =
-      defined_or_zeros(v_in, lower.parameters(), "neumann", curr.name());
+      defined_or_zeros(v_in, curr.parameters(), "neumann", curr.name());
   const double alpha = options_.alpha();
 
   // p = alpha * sum_{k=0..K} (I - alpha H)^k v, accumulated term by term.
@@ -46,6 +47,7 @@ MLO_REGISTER_METHOD(NeumannOptions);
 void NeumannOptions::visit(Fields& fields) {
   fields("iterations", iterations(), at_least(0));
   fields("alpha", alpha(), positive());
+  fields.enumeration("mode", mode());
 }
 
 std::unique_ptr<Hypergradient> NeumannOptions::make() const {

@@ -2,6 +2,7 @@
 
 #include "run_metadata.h"
 
+#include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
 
 #include <fcntl.h>

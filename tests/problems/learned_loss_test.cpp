@@ -235,6 +235,20 @@ TEST_CASE("Learned loss: DARTS's hypergradient is the exact mixed product",
   CHECK(error < 1e-7);  // a central difference of step 1e-4 |v|: O(eps^2)
 }
 
+TEST_CASE("Learned loss: DARTS jvp takes the exact mixed product forward-over-reverse",
+          "[problems][reweighting][hypergrad]") {
+  // (the logit terms act inside the cross-entropy: not separable, and the product passes
+  // through the cross-entropy's backward)
+  torch::manual_seed(4);
+  SmallProblem p(mlo::ProblemConfig().method(mlo::DartsOptions().mode(mlo::DartsMode::kJvp)));
+  REQUIRE_FALSE(p.classifier->separable_reevaluation());
+  std::vector<at::Tensor> v;
+  for (const auto& t : p.classifier->parameters()) v.push_back(torch::randn_like(t));
+  const double error = relative_error(p.apply(v), p.mixed(v));
+  INFO("relative error " << error);
+  CHECK(error < 1e-10);
+}
+
 TEST_CASE("Learned loss: CG's hypergradient is -d/dlambda (dL/dw . H^+ v), H solved exactly",
           "[problems][reweighting][hypergrad]") {
   torch::manual_seed(5);

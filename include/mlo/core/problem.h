@@ -111,6 +111,15 @@ class Problem {
   /// engine meters memory, "mem_peak_mb". A problem adds a few of its own:
   /// `auto names = Problem::headline_metrics(); names.push_back("weight_std"); return names;`.
   virtual std::vector<std::string> headline_metrics() const;
+  /// Declares the structure of this problem's loss in a re-evaluation (`LossCall::kReevaluation`)
+  /// that a method differentiates with respect to the upper problems' parameters only
+  /// (`Reevaluation::upper_gradients_only`). true promises that the loss is
+  /// `sum_i c_i * l_i`, where the terms l_i depend on this problem's parameters and the
+  /// coefficients c_i do not (they come from the upper problems' parameters and from inputs
+  /// fixed at the problem's own step; a weighted mean or a normalized weighted sum qualifies).
+  /// A forward-mode method (`darts.mode: jvp`) then differentiates the terms in forward mode
+  /// only and the coefficients in reverse mode only. The default, false, promises nothing.
+  virtual bool separable_reevaluation() const { return false; }
 
   // ---- Setup (chained). ---------------------------------------------------------------------
 

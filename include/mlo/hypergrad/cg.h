@@ -6,6 +6,7 @@
 /// (iMAML), NeurIPS 2019 (arXiv:1909.04630), Sec. 3.1 and Algorithm 2.
 
 #include <mlo/core/method.h>
+#include <mlo/hypergrad/forward_mode.h>
 
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
@@ -23,6 +24,9 @@ struct CGOptions : MethodOptionsFor<CGOptions> {
   TORCH_ARG(int64_t, iterations) = 1;
   /// Scale of the system (> 0); leaves the solution unchanged.
   TORCH_ARG(double, alpha) = 1.0;
+  /// How the Hessian-vector products and the final mixed product are taken: `kDoubleBackward`
+  /// (reverse-over-reverse), `kJvp` (forward mode, hypergrad/forward_mode.h) or `kAuto`.
+  TORCH_ARG(HvpMode, mode) = HvpMode::kDoubleBackward;
 
  public:  // (TORCH_ARG leaves the struct in a private section)
   /// The keys of the `cg:` section of a problem.
@@ -62,6 +66,7 @@ class CG : public Hypergradient {
 
  private:
   CGOptions options_;
+  SecondOrder::Route route_;  // the forward-mode route taken so far (mode jvp, auto)
 };
 
 }  // namespace hypergrad

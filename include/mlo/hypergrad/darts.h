@@ -5,14 +5,34 @@
 /// Paper: H. Liu, K. Simonyan, Y. Yang, "DARTS: Differentiable Architecture Search", ICLR 2019
 /// (arXiv:1806.09055), Sec. 2.3, Eq. (8).
 
+#include <mlo/base/enum_names.h>
 #include <mlo/core/method.h>
 
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 
+#include <utility>
 #include <vector>
 
 namespace mlo {
+
+/// How darts takes the mixed product `(d^2 L / dlambda dw) v`.
+enum class DartsMode {
+  kFiniteDifference,  ///< a central difference at w +/- eps v (approximate, O(eps^2))
+  kJvp,               ///< exact, in forward mode (hypergrad/forward_mode.h)
+  kAuto,              ///< jvp where LibTorch can, else the finite difference (logged once)
+};
+
+/// The names of `DartsMode` in configs and logs: "finite_difference", "jvp", "auto".
+template <>
+struct EnumNames<DartsMode> {
+  /// What the values are, for errors ("unknown darts mode 'x'").
+  static constexpr const char* kWhat = "darts mode";
+  /// Each value with its name, in declaration order.
+  static constexpr std::pair<DartsMode, const char*> kTable[] = {
+      {DartsMode::kFiniteDifference, "finite_difference"}, {DartsMode::kJvp, "jvp"},
+      {DartsMode::kAuto, "auto"}};
+};
 
 /// DARTS: eps = alpha / ||v||; result (grad_lambda L(w - eps v) - grad_lambda L(w + eps v)) / 2eps.
 struct DartsOptions : MethodOptionsFor<DartsOptions> {
@@ -25,13 +45,19 @@ struct DartsOptions : MethodOptionsFor<DartsOptions> {
   /// model's weights less at the upper step's peak) and leaves a rounding drift of a few ulps
   /// of w per hypergradient.
   TORCH_ARG(bool, exact_restore) = true;
+  /// `kFiniteDifference` (the default), `kJvp` (the exact product, no eps) or `kAuto`. With
+  /// `kJvp`, `alpha` and `exact_restore` are not used.
+  TORCH_ARG(DartsMode, mode) = DartsMode::kFiniteDifference;
 
  public:  // (TORCH_ARG leaves the struct in a private section)
   /// The keys of the `darts:` section of a problem.
   void visit(Fields& fields) override;
   std::unique_ptr<Hypergradient> make() const override;
   /// A finite difference: its re-evaluations need gradients for the upper problems only.
-  Reevaluation reevaluation() const override { return {true, exact_restore() ? 1 : 0}; }
+  /// (jvp keeps no copy of w: the direction rides on w as its tangent)
+  Reevaluation reevaluation() const override {
+    return {true, mode() != DartsMode::kJvp && exact_restore() ? 1 : 0};
+  }
 };
 
 namespace hypergrad {
@@ -45,6 +71,12 @@ namespace hypergrad {
 /// Costs two gradient evaluations of the lower loss and no second-order graph. The lower
 /// parameters are perturbed in place and restored bit for bit (also when the loss throws).
 /// A zero v gives zeros. Options: `DartsOptions::alpha`.
+///
+/// With `DartsOptions::mode` jvp the product is exact: `forward_mixed` (forward_mode.h) takes
+/// it in forward mode, through the terms of a separable loss
+/// (`Problem::separable_reevaluation`: one forward pass in forward mode, one backward pass
+/// through the coefficients) or forward-over-reverse. A missing forward-mode formula is an
+/// error at the first step (jvp) or a switch to the finite difference (auto), logged once.
 ///
 /// ```
 /// auto lower = std::make_shared<Inner>("inner", mlo::ProblemConfig().method(
@@ -61,9 +93,13 @@ class Darts : public Hypergradient {
 
   /// The options it was built with.
   const DartsOptions& options() const { return options_; }
+  /// Refuses mode jvp on a level that shards its parameters (zero3).
+  void check(const MethodContext& context) const override;
 
  private:
   DartsOptions options_;
+  bool finite_difference_ = false;  // mode auto fell back
+  bool logged_ = false;             // the route was logged
 };
 
 }  // namespace hypergrad

@@ -6,6 +6,7 @@
 /// Differentiation", AISTATS 2020 (arXiv:1911.02590), Algorithm 3.
 
 #include <mlo/core/method.h>
+#include <mlo/hypergrad/forward_mode.h>
 
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
@@ -23,6 +24,9 @@ struct NeumannOptions : MethodOptionsFor<NeumannOptions> {
   TORCH_ARG(int64_t, iterations) = 1;
   /// Step of the series (> 0); it converges for alpha < 2 / lambda_max(H).
   TORCH_ARG(double, alpha) = 1.0;
+  /// How the Hessian-vector products and the final mixed product are taken: `kDoubleBackward`
+  /// (reverse-over-reverse), `kJvp` (forward mode, hypergrad/forward_mode.h) or `kAuto`.
+  TORCH_ARG(HvpMode, mode) = HvpMode::kDoubleBackward;
 
  public:  // (TORCH_ARG leaves the struct in a private section)
   /// The keys of the `neumann:` section of a problem.
@@ -60,6 +64,7 @@ class Neumann : public Hypergradient {
 
  private:
   NeumannOptions options_;
+  SecondOrder::Route route_;  // the forward-mode route taken so far (mode jvp, auto)
 };
 
 }  // namespace hypergrad

@@ -1,0 +1,212 @@
+#include <mlo/hypergrad/forward_mode.h>
+
+#include <mlo/core/level.h>
+#include <mlo/core/problem.h>
+#include <mlo/detail/torch_compat.h>
+
+#include <c10/util/Exception.h>
+#include <spdlog/spdlog.h>
+#include <torch/autograd.h>
+#include <torch/csrc/autograd/forward_grad.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+namespace mlo {
+namespace hypergrad {
+namespace {
+
+// LibTorch's message for an operator without a forward-mode formula starts with
+// "Trying to use forward AD with <op> that does not support it".
+std::string unsupported_operator(const std::string& message) {
+  const std::string head = "forward AD with ";
+  const auto at = message.find(head);
+  if (at == std::string::npos) return "";
+  const auto start = at + head.size();
+  const auto end = message.find(' ', start);
+  return message.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+std::string first_line(const std::string& message) {
+  return message.substr(0, message.find('\n'));
+}
+
+// Runs `body`; a LibTorch error on the way becomes ForwardModeUnsupported, naming the operator
+// when it is a missing forward-mode formula.
+template <typename Body>
+auto translating(const char* method, const Level& curr, const char* route, Body&& body) {
+  try {
+    return body();
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    const std::string op = unsupported_operator(message);
+    if (!op.empty()) {
+      throw ForwardModeUnsupported(c10::str(
+          method, " (mode jvp): problem '", curr.name(), "': LibTorch ",
+          detail::torch_version(), " has no forward-mode formula for '", op, "', which the ",
+          route, " reaches; choose mode: auto (falls back where LibTorch has none) or the ",
+          "reverse-mode route"));
+    }
+    // NOTE: any other LibTorch error in forward mode (a custom autograd function without a
+    // forward-mode rule, ...) is reported the same way, so that mode auto falls back; an error
+    // that is not forward mode's comes back from the reverse-mode route.
+    throw ForwardModeUnsupported(c10::str(
+        method, " (mode jvp): problem '", curr.name(), "': LibTorch ", detail::torch_version(),
+        " failed in forward mode (", route, "): ", first_line(message)));
+  }
+}
+
+}  // namespace
+
+DualLevel::DualLevel() : index_(torch::autograd::ForwardADLevel::get_next_idx()) {
+  if (index_ != 0) {
+    // NOTE: saved tensors keep their tangents for level 0 only (what forward-over-reverse reads
+    // back in the backward pass).
+    torch::autograd::ForwardADLevel::release_idx(index_);
+    throw Error("forward mode: another forward-mode level is active in this process; mlo's "
+                "forward-mode products need the only one");
+  }
+}
+
+DualLevel::~DualLevel() { torch::autograd::ForwardADLevel::release_idx(index_); }
+
+void DualLevel::set_tangents(const TensorList& primals, const TensorList& tangents) const {
+  MLO_INTERNAL_ASSERT(primals.size() == tangents.size(), primals.size(), " tensors but ",
+                      tangents.size(), " tangents");
+  at::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < primals.size(); ++i) {
+    primals[i]._set_fw_grad(tangents[i].detach().to(primals[i].options()), index_,
+                            /*is_inplace_op=*/false);
+  }
+}
+
+at::Tensor DualLevel::tangent(const at::Tensor& t) const {
+  if (!t.defined()) return {};
+  return t._fw_grad(index_);
+}
+
+void check_forward_mode(const Level& curr, const char* method) {
+  if (curr.shards_parameters()) {
+    throw ForwardModeUnsupported(c10::str(
+        method, " (mode jvp): problem '", curr.name(), "' shards its parameters (zero3), which ",
+        "forward mode does not follow; choose mode: auto or the reverse-mode route"));
+  }
+}
+
+TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList& u,
+                         const char* method) {
+  check_forward_mode(curr, method);
+  if (lambda.empty()) return {};
+  at::AutoGradMode enable_grad(true);
+  const TensorList& w = curr.parameters();
+  const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
+  TensorList total = zeros_like(lambda);
+  if (curr.problem().separable_reevaluation()) {
+    // L = sum_i c_i l_i: the tangent of L along u is sum_i c_i dl_i, with a graph through the
+    // coefficients only; its gradient is taken after the level exits, in reverse mode alone.
+    for (std::size_t i = 0; i < n; ++i) {
+      const at::Tensor directional =
+          translating(method, curr, "forward pass of the terms", [&] {
+            DualLevel level;
+            level.set_tangents(w, u);
+            // (held here, the tangent outlives the level that drops it from the loss)
+            return level.tangent(curr.loss(i));
+          });
+      if (directional.defined()) axpy(1.0, grad_or_zeros(directional, lambda), total);
+    }
+    return total;
+  }
+  // Forward-over-reverse: the tangent of dL/dlambda along u.
+  for (std::size_t i = 0; i < n; ++i) {
+    translating(method, curr, "backward pass of the loss", [&] {
+      DualLevel level;
+      level.set_tangents(w, u);
+      const at::Tensor loss = curr.loss(i);
+      if (!loss.requires_grad()) return 0;
+      const auto grads = torch::autograd::grad({loss}, lambda, /*grad_outputs=*/{},
+                                               /*retain_graph=*/false, /*create_graph=*/false,
+                                               /*allow_unused=*/true);
+      for (std::size_t k = 0; k < grads.size(); ++k) {
+        const at::Tensor t = level.tangent(grads[k]);
+        if (t.defined()) total[k].add_(t.detach());
+      }
+      return 0;
+    });
+  }
+  return total;
+}
+
+TensorList forward_hvp(Level& curr, const TensorList& u, const char* method) {
+  check_forward_mode(curr, method);
+  at::AutoGradMode enable_grad(true);
+  const TensorList& w = curr.parameters();
+  const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
+  TensorList total = zeros_like(w);
+  for (std::size_t i = 0; i < n; ++i) {
+    translating(method, curr, "backward pass of the loss", [&] {
+      DualLevel level;
+      level.set_tangents(w, u);
+      const at::Tensor loss = curr.loss(i);
+      if (!loss.requires_grad()) return 0;
+      const auto grads = torch::autograd::grad({loss}, w, /*grad_outputs=*/{},
+                                               /*retain_graph=*/false, /*create_graph=*/false,
+                                               /*allow_unused=*/true);
+      for (std::size_t k = 0; k < grads.size(); ++k) {
+        const at::Tensor t = level.tangent(grads[k]);
+        if (t.defined()) total[k].add_(t.detach());
+      }
+      return 0;
+    });
+  }
+  curr.mean(total);
+  return total;
+}
+
+SecondOrder::SecondOrder(Level& curr, HvpMode mode, const char* method, Route& route)
+    : curr_(&curr), mode_(mode), method_(method), route_(&route) {
+  if (mode_ == HvpMode::kDoubleBackward || route_->reverse) use_reverse();
+}
+
+void SecondOrder::use_reverse() {
+  if (!reverse_) reverse_ = std::make_unique<LowerGradient>(*curr_);
+}
+
+template <typename Forward, typename Reverse>
+TensorList SecondOrder::take(Forward&& forward, Reverse&& reverse) {
+  if (!reverse_) {
+    try {
+      TensorList result = forward();
+      if (!route_->logged) {
+        route_->logged = true;
+        spdlog::info("{}: problem '{}' takes its second-order products in forward mode ({})",
+                     method_, curr_->name(),
+                     curr_->problem().separable_reevaluation()
+                         ? "Hessian-vector products forward-over-reverse, the mixed product "
+                           "through the separable loss's terms"
+                         : "forward-over-reverse");
+      }
+      return result;
+    } catch (const ForwardModeUnsupported& e) {
+      if (mode_ != HvpMode::kAuto) throw;
+      spdlog::warn("{}; mode auto: reverse mode from now on", e.what());
+      route_->reverse = true;
+      route_->logged = true;
+      use_reverse();
+    }
+  }
+  return reverse();
+}
+
+TensorList SecondOrder::hvp(const TensorList& u) {
+  return take([&] { return forward_hvp(*curr_, u, method_); },
+              [&] { return reverse_->hvp(u); });
+}
+
+TensorList SecondOrder::mixed(const TensorList& x, const TensorList& lambda) {
+  return take([&] { return forward_mixed(*curr_, lambda, x, method_); },
+              [&] { return reverse_->mixed(x, lambda); });
+}
+
+}  // namespace hypergrad
+}  // namespace mlo
