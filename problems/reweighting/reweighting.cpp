@@ -8,6 +8,7 @@
 #include "problems/reweighting/losses.h"
 
 #include <mlo/core/config.h>
+#include <mlo/hypergrad/forward_mode.h>
 #include <mlo/nn/chain.h>
 #include <mlo/memory/precision.h>
 #include <mlo/nn/mwn.h>
@@ -201,7 +202,8 @@ at::Tensor Classifier::training_step(const Batch& batch) {
 }
 
 bool Classifier::separable_reevaluation() const {
-  return std::holds_alternative<WeightNetOptions>(weighting_);
+  const auto* o = std::get_if<WeightNetOptions>(&weighting_);
+  return o != nullptr && o->freeze_inputs();
 }
 
 at::Tensor Classifier::class_weight_loss(const Batch& batch, const ClassWeightOptions& options) {
@@ -331,6 +333,18 @@ at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOption
   }
   const at::Tensor out = logits(batch.data);
   const at::Tensor losses = sample_losses(out);
+  if (loss_call() == LossCall::kReevaluation && losses._fw_grad(/*level=*/0).defined() &&
+      (!options.freeze_inputs() || !frozen_losses(batch).defined())) {
+    // NOTE: the weights then depend on w through a detached input (the losses at w), a
+    // dependence forward mode cannot see (a finite difference does).
+    throw hypergrad::ForwardModeUnsupported(c10::str(
+        "problem '", name(), "': the weight net's inputs are ",
+        options.freeze_inputs() ? "not frozen for this batch"
+                                : "not frozen (freeze_weight_inputs: false)",
+        ", so its weights follow the classifier's parameters through a detached input, which ",
+        "forward mode does not see; freeze them or choose darts.mode: finite_difference or "
+        "auto"));
+  }
   log_metric("acc", accuracy(out.detach(), batch.target));
   const at::Tensor raw =
       reweighter.weights(weight_inputs(batch, losses, options.freeze_inputs()), batch.target);

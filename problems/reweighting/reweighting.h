@@ -200,9 +200,10 @@ class Classifier : public Problem {
   at::Tensor training_step(const Batch& batch) override;
   /// The default headline metrics and "weight_std" (the spread of the batch's weights).
   std::vector<std::string> headline_metrics() const override;
-  /// true with a weight net (mwn, class_mwn): the loss is a weighted mean (or normalized sum)
-  /// of per-sample losses whose weights come from the reweighter and from inputs detached from
-  /// the classifier.
+  /// true with a weight net (mwn, class_mwn) on frozen inputs: the loss is a weighted mean (or
+  /// normalized sum) of per-sample losses whose weights come from the reweighter and from the
+  /// losses frozen at the classifier's step. Without frozen inputs a forward-mode re-evaluation
+  /// throws `hypergrad::ForwardModeUnsupported` (the weights follow w through a detached input).
   bool separable_reevaluation() const override;
   /// Logits of the classifier for `x`.
   at::Tensor logits(const at::Tensor& x);

@@ -29,6 +29,13 @@ std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Level&
       defined_or_zeros(v_in, curr.parameters(), "darts", curr.name());
   if (options_.mode() != DartsMode::kFiniteDifference && !finite_difference_) {
     try {
+      if (prev.shards_parameters()) {
+        // NOTE: zero3's reduce-scatter of the upper gradients carries no tangents.
+        throw ForwardModeUnsupported(c10::str(
+            "darts (mode jvp): problem '", prev.name(), "' above '", curr.name(), "' shards its ",
+            "parameters (zero3), which forward mode does not follow; choose mode: ",
+            "finite_difference or auto"));
+      }
       TensorList result = forward_mixed(curr, prev.parameters(), v, "darts");
       negate_(result);
       if (!logged_) {

@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/forward_grad.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <string>
 
@@ -38,8 +39,17 @@ template <typename Body>
 auto translating(const char* method, const Level& curr, const char* route, Body&& body) {
   try {
     return body();
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // (not forward mode's to decide: the same error in any route)
   } catch (const c10::Error& e) {
     const std::string message = e.what_without_backtrace();
+    if (message.find("custom Function") != std::string::npos) {
+      throw ForwardModeUnsupported(c10::str(
+          method, " (mode jvp): problem '", curr.name(), "': the ", route, " reaches a custom ",
+          "autograd function (activation checkpointing, a memory-efficient activation), which ",
+          "LibTorch ", detail::torch_version(), " cannot run in forward mode; choose mode: ",
+          "auto or the reverse-mode route, or turn checkpointing off"));
+    }
     const std::string op = unsupported_operator(message);
     if (!op.empty()) {
       throw ForwardModeUnsupported(c10::str(
@@ -59,14 +69,16 @@ auto translating(const char* method, const Level& curr, const char* route, Body&
 
 }  // namespace
 
-DualLevel::DualLevel() : index_(torch::autograd::ForwardADLevel::get_next_idx()) {
-  if (index_ != 0) {
-    // NOTE: saved tensors keep their tangents for level 0 only (what forward-over-reverse reads
-    // back in the backward pass).
-    torch::autograd::ForwardADLevel::release_idx(index_);
-    throw Error("forward mode: another forward-mode level is active in this process; mlo's "
-                "forward-mode products need the only one");
+DualLevel::DualLevel() : index_(0) {
+  // NOTE: LibTorch allows one level at a time (it refuses a nested one), and saved tensors keep
+  // their tangents for level 0 only, which forward-over-reverse reads back in the backward pass.
+  try {
+    index_ = torch::autograd::ForwardADLevel::get_next_idx();
+  } catch (const c10::Error& e) {
+    throw Error(c10::str("forward mode: another forward-mode level is active in this process ",
+                         "(LibTorch: ", first_line(e.what_without_backtrace()), ")"));
   }
+  MLO_INTERNAL_ASSERT(index_ == 0, "forward-mode level ", index_, " instead of 0");
 }
 
 DualLevel::~DualLevel() { torch::autograd::ForwardADLevel::release_idx(index_); }
@@ -76,7 +88,9 @@ void DualLevel::set_tangents(const TensorList& primals, const TensorList& tangen
                       tangents.size(), " tangents");
   at::NoGradGuard no_grad;
   for (std::size_t i = 0; i < primals.size(); ++i) {
-    primals[i]._set_fw_grad(tangents[i].detach().to(primals[i].options()), index_,
+    // (a copy: an in-place update of the primal in forward mode updates its tangent in place,
+    // which must not reach the caller's vector)
+    primals[i]._set_fw_grad(tangents[i].detach().to(primals[i].options()).clone(), index_,
                             /*is_inplace_op=*/false);
   }
 }
@@ -94,10 +108,35 @@ void check_forward_mode(const Level& curr, const char* method) {
   }
 }
 
-TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList& u,
+namespace {
+
+// The tangent a product is taken along: u / |u|, whose entries stay in range in low precision
+// (a raw u, scaled by a loss scale or tiny, may overflow or underflow in fp16); the product,
+// linear in u, is scaled back by |u|. |u| = 0 gives 0 (no product needed), a non-finite |u|
+// keeps u as it is (the product comes out non-finite, as the finite difference's does).
+struct Direction {
+  TensorList unit;
+  double size = 1.0;
+  bool zero = false;
+  explicit Direction(const TensorList& u) : size(norm(u)) {
+    zero = size == 0.0;
+    if (!std::isfinite(size)) size = 1.0;
+    unit = scale(u, 1.0 / (zero ? 1.0 : size));
+  }
+  void scale_back(TensorList& result) const {
+    for (auto& t : result) t.mul_(size);
+  }
+};
+
+}  // namespace
+
+TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList& u_in,
                          const char* method) {
   check_forward_mode(curr, method);
   if (lambda.empty()) return {};
+  const Direction direction(u_in);
+  if (direction.zero) return zeros_like(lambda);
+  const TensorList& u = direction.unit;
   at::AutoGradMode enable_grad(true);
   const TensorList& w = curr.parameters();
   const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
@@ -115,6 +154,7 @@ TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList
           });
       if (directional.defined()) axpy(1.0, grad_or_zeros(directional, lambda), total);
     }
+    direction.scale_back(total);
     return total;
   }
   // Forward-over-reverse: the tangent of dL/dlambda along u.
@@ -134,15 +174,19 @@ TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList
       return 0;
     });
   }
+  direction.scale_back(total);
   return total;
 }
 
-TensorList forward_hvp(Level& curr, const TensorList& u, const char* method) {
+TensorList forward_hvp(Level& curr, const TensorList& u_in, const char* method) {
   check_forward_mode(curr, method);
-  at::AutoGradMode enable_grad(true);
   const TensorList& w = curr.parameters();
-  const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
   TensorList total = zeros_like(w);
+  const Direction direction(u_in);
+  if (direction.zero) return total;
+  const TensorList& u = direction.unit;
+  at::AutoGradMode enable_grad(true);
+  const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
   for (std::size_t i = 0; i < n; ++i) {
     translating(method, curr, "backward pass of the loss", [&] {
       DualLevel level;
@@ -159,6 +203,7 @@ TensorList forward_hvp(Level& curr, const TensorList& u, const char* method) {
       return 0;
     });
   }
+  direction.scale_back(total);
   curr.mean(total);
   return total;
 }

@@ -241,7 +241,6 @@ TEST_CASE("Learned loss: DARTS jvp takes the exact mixed product forward-over-re
   // through the cross-entropy's backward)
   torch::manual_seed(4);
   SmallProblem p(mlo::ProblemConfig().method(mlo::DartsOptions().mode(mlo::DartsMode::kJvp)));
-  REQUIRE_FALSE(p.classifier->separable_reevaluation());
   std::vector<at::Tensor> v;
   for (const auto& t : p.classifier->parameters()) v.push_back(torch::randn_like(t));
   const double error = relative_error(p.apply(v), p.mixed(v));
