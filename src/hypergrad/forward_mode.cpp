@@ -128,6 +128,29 @@ struct Direction {
   }
 };
 
+// Adds to `total` the tangent along u (set on `curr`'s parameters) of the gradient of `curr`'s
+// loss with respect to `inputs`, forward-over-reverse, one micro-batch of the window at a time.
+void tangent_of_gradient(Level& curr, const TensorList& u, const TensorList& inputs,
+                         const char* method, TensorList& total) {
+  const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
+  for (std::size_t i = 0; i < n; ++i) {
+    translating(method, curr, "backward pass of the loss", [&] {
+      DualLevel level;
+      level.set_tangents(curr.parameters(), u);
+      const at::Tensor loss = curr.loss(i);
+      if (!loss.requires_grad()) return 0;
+      const auto grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{},
+                                               /*retain_graph=*/false, /*create_graph=*/false,
+                                               /*allow_unused=*/true);
+      for (std::size_t k = 0; k < grads.size(); ++k) {
+        const at::Tensor t = level.tangent(grads[k]);
+        if (t.defined()) total[k].add_(t.detach());
+      }
+      return 0;
+    });
+  }
+}
+
 }  // namespace
 
 TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList& u_in,
@@ -138,41 +161,24 @@ TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList
   if (direction.zero) return zeros_like(lambda);
   const TensorList& u = direction.unit;
   at::AutoGradMode enable_grad(true);
-  const TensorList& w = curr.parameters();
-  const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
   TensorList total = zeros_like(lambda);
   if (curr.problem().separable_reevaluation()) {
     // L = sum_i c_i l_i: the tangent of L along u is sum_i c_i dl_i, with a graph through the
     // coefficients only; its gradient is taken after the level exits, in reverse mode alone.
+    const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
     for (std::size_t i = 0; i < n; ++i) {
       const at::Tensor directional =
           translating(method, curr, "forward pass of the terms", [&] {
             DualLevel level;
-            level.set_tangents(w, u);
+            level.set_tangents(curr.parameters(), u);
             // (held here, the tangent outlives the level that drops it from the loss)
             return level.tangent(curr.loss(i));
           });
       if (directional.defined()) axpy(1.0, grad_or_zeros(directional, lambda), total);
     }
-    direction.scale_back(total);
-    return total;
-  }
-  // Forward-over-reverse: the tangent of dL/dlambda along u.
-  for (std::size_t i = 0; i < n; ++i) {
-    translating(method, curr, "backward pass of the loss", [&] {
-      DualLevel level;
-      level.set_tangents(w, u);
-      const at::Tensor loss = curr.loss(i);
-      if (!loss.requires_grad()) return 0;
-      const auto grads = torch::autograd::grad({loss}, lambda, /*grad_outputs=*/{},
-                                               /*retain_graph=*/false, /*create_graph=*/false,
-                                               /*allow_unused=*/true);
-      for (std::size_t k = 0; k < grads.size(); ++k) {
-        const at::Tensor t = level.tangent(grads[k]);
-        if (t.defined()) total[k].add_(t.detach());
-      }
-      return 0;
-    });
+  } else {
+    // Forward-over-reverse: the tangent of dL/dlambda along u.
+    tangent_of_gradient(curr, u, lambda, method, total);
   }
   direction.scale_back(total);
   return total;
@@ -186,23 +192,7 @@ TensorList forward_hvp(Level& curr, const TensorList& u_in, const char* method) 
   if (direction.zero) return total;
   const TensorList& u = direction.unit;
   at::AutoGradMode enable_grad(true);
-  const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
-  for (std::size_t i = 0; i < n; ++i) {
-    translating(method, curr, "backward pass of the loss", [&] {
-      DualLevel level;
-      level.set_tangents(w, u);
-      const at::Tensor loss = curr.loss(i);
-      if (!loss.requires_grad()) return 0;
-      const auto grads = torch::autograd::grad({loss}, w, /*grad_outputs=*/{},
-                                               /*retain_graph=*/false, /*create_graph=*/false,
-                                               /*allow_unused=*/true);
-      for (std::size_t k = 0; k < grads.size(); ++k) {
-        const at::Tensor t = level.tangent(grads[k]);
-        if (t.defined()) total[k].add_(t.detach());
-      }
-      return 0;
-    });
-  }
+  tangent_of_gradient(curr, u, w, method, total);
   direction.scale_back(total);
   curr.mean(total);
   return total;

@@ -8,6 +8,7 @@
 #include <support/levels.h>
 #include <support/method_options.h>
 #include <support/quadratic.h>
+#include <support/relative_error.h>
 
 #include <torch/torch.h>
 
@@ -21,17 +22,9 @@ namespace forward_mode_test {
 using Catch::Matchers::Contains;
 using mlo::testing::Quadratic;
 using TensorList = std::vector<torch::Tensor>;
+using mlo::testing::relative_error;
 
 namespace {
-
-double relative_error(const TensorList& got, const TensorList& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (got[i] - want[i]).pow(2).sum().item<double>();
-    den += want[i].pow(2).sum().item<double>();
-  }
-  return std::sqrt(num / den);
-}
 
 // Upper level: lambda (3), per class.
 struct L2Weights : mlo::Problem {

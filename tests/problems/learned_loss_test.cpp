@@ -6,6 +6,7 @@
 #include "problems/reweighting/experiment.h"
 #include "problems/reweighting/learned_loss.h"
 #include "problems/reweighting/reweighting.h"
+#include "support/relative_error.h"
 #include "support/three_samples.h"
 #include "support/tiny_reweighting.h"
 
@@ -26,6 +27,7 @@ namespace learned_loss_test {
 
 namespace rw = mlo::problems::reweighting;
 using Catch::Matchers::Contains;
+using mlo::testing::relative_error;
 
 namespace {
 
@@ -57,15 +59,6 @@ Pair pair_with(const rw::LogitTerms& terms, bool normalize = true) {
   p.classifier->module(mlo_test::identity_chain());
   p.classifier->num_classes = 2;
   return p;
-}
-
-double relative_error(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (got[i] - want[i]).pow(2).sum().item<double>();
-    den += want[i].pow(2).sum().item<double>();
-  }
-  return den > 0 ? std::sqrt(num / den) : INFINITY;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "problems/reweighting/class_mwn.h"
 #include "problems/reweighting/reweighting.h"
 
+#include "support/relative_error.h"
 #include <mlo/hypergrad/forward_mode.h>
 #include <mlo/mlo.h>
 #include <mlo/nn/chain.h>
@@ -22,17 +23,9 @@ namespace reweighting_forward_mode_test {
 namespace rw = mlo::problems::reweighting;
 using Catch::Matchers::Contains;
 using TensorList = std::vector<torch::Tensor>;
+using mlo::testing::relative_error;
 
 namespace {
-
-double relative_error(const TensorList& got, const TensorList& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (got[i] - want[i]).pow(2).sum().item<double>();
-    den += want[i].pow(2).sum().item<double>();
-  }
-  return std::sqrt(num / den);
-}
 
 // A small CNN (conv 3x3, [batch norm], relu, max pool, linear to 3 classes) in float64 under a
 // class-aware weight net with normalized weights, after one window of `accumulation` batches of
