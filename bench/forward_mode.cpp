@@ -7,10 +7,15 @@
 //   darts   finite_difference vs jvp  (the class-aware weight net: the separable route)
 //   cg      double_backward vs jvp    (5 steps; the classifier without batch norm, whose backward
 //   neumann double_backward vs jvp     LibTorch cannot differentiate in forward mode)
+// And on the HPO problem (configs/hpo_logreg.yaml: 20 per-feature L2 weights), the hypergradient
+// of an unroll of K inner steps, for K = 10, 100, 1000:
+//   hpo_K   unrolled vs forward       (each round K global steps: one unroll and its
+//                                      hypergradient)
 // Prints, per pair, each round's milliseconds per global step, then the median time ratio
-// (jvp / reference) with its range over the rounds and each side's peak MiB.
-//   build/bench/forward_mode [YAML] [--rounds R] [--steps K] [--only darts|cg|neumann]
-//                            [--set key=value]...   (applied to every run)
+// (forward mode / reference) with its range over the rounds and each side's peak MiB.
+//   build/bench/forward_mode [YAML] [--rounds R] [--steps K]
+//                            [--only darts|cg|neumann|hpo_10|hpo_100|hpo_1000]
+//                            [--set key=value]...   (applied to every run of the main job)
 #include <mlo/memory/meter.h>
 #include <mlo/mlo.h>
 #include <mlo/run/experiment.h>
@@ -38,6 +43,8 @@ double median(std::vector<double> v) {
 struct Pair {
   std::string name;
   std::vector<std::string> common, reference, forward;
+  std::string yaml;   // "" : the main job's
+  int64_t steps = 0;  // per round; 0: --steps
 };
 
 // Milliseconds per global step over `steps` steps, and the highest live bytes during them.
@@ -102,19 +109,39 @@ int main(int argc, char** argv) {
         "problems.classifier.neumann.alpha=0.05", no_bn},
        {"problems.classifier.neumann.mode=double_backward"},
        {"problems.classifier.neumann.mode=jvp"}}};
+  std::vector<Pair> all = pairs;
+  for (const int64_t k : {10, 100, 1000}) {
+    const std::string unroll = "problems.inner.unroll_steps=" + std::to_string(k);
+    all.push_back({"hpo_" + std::to_string(k),
+                   // (the experiment first trains its frozen-weights baseline for train_iters
+                   // steps, untimed: as long as the rounds need)
+                   {unroll, "engine.train_iters=" + std::to_string((rounds + 1) * k),
+                    "engine.valid_step=0", "engine.save_step=0", "threads=1"},
+                   {"problems.inner.method=unrolled"},
+                   {"problems.inner.method=forward"},
+                   "configs/hpo_logreg.yaml",
+                   k});
+  }
   try {
-    for (const Pair& pair : pairs) {
+    for (const Pair& pair : all) {
       if (!only.empty() && only != pair.name) continue;
+      const std::string& yaml = pair.yaml.empty() ? path : pair.yaml;
+      const std::vector<std::string> base = pair.yaml.empty() ? overrides
+                                                              : std::vector<std::string>{};
+      const int64_t round_steps = pair.steps > 0 ? pair.steps : steps;
       auto reference = mlo::run::make_experiment(
-          mlo::run::load_run_config(path, joined(overrides, pair.common, pair.reference)));
+          mlo::run::load_run_config(yaml, joined(base, pair.common, pair.reference)));
       auto forward = mlo::run::make_experiment(
-          mlo::run::load_run_config(path, joined(overrides, pair.common, pair.forward)));
+          mlo::run::load_run_config(yaml, joined(base, pair.common, pair.forward)));
       mlo::Engine& ref = reference->engine();
       mlo::Engine& fwd = forward->engine();
       ref.initialize();
       fwd.initialize();
-      time_steps(ref, 3);  // warm-up (allocator, oneDNN primitives)
-      time_steps(fwd, 3);
+      // Warm-up (allocator, oneDNN primitives); on the HPO problem one unroll, so that every
+      // round is one.
+      const int64_t warmup = pair.steps > 0 ? pair.steps : 3;
+      time_steps(ref, warmup);
+      time_steps(fwd, warmup);
       std::vector<double> ratios;
       int64_t ref_peak = 0, fwd_peak = 0;
       std::vector<double> ref_ms, fwd_ms;
@@ -122,23 +149,23 @@ int main(int argc, char** argv) {
         // (alternating which goes first)
         Timed a, b;
         if (r % 2 == 0) {
-          a = time_steps(ref, steps);
-          b = time_steps(fwd, steps);
+          a = time_steps(ref, round_steps);
+          b = time_steps(fwd, round_steps);
         } else {
-          b = time_steps(fwd, steps);
-          a = time_steps(ref, steps);
+          b = time_steps(fwd, round_steps);
+          a = time_steps(ref, round_steps);
         }
         ref_ms.push_back(a.ms);
         fwd_ms.push_back(b.ms);
         ratios.push_back(b.ms / a.ms);
         ref_peak = std::max(ref_peak, a.peak);
         fwd_peak = std::max(fwd_peak, b.peak);
-        std::printf("%s round %lld: reference %.2f ms/step, jvp %.2f ms/step, ratio %.3f\n",
+        std::printf("%s round %lld: reference %.2f ms/step, forward %.2f ms/step, ratio %.3f\n",
                     pair.name.c_str(), static_cast<long long>(r), a.ms, b.ms, b.ms / a.ms);
       }
       const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-      std::printf("%s: reference %.2f ms/step, jvp %.2f ms/step, time ratio %.3f (%.3f-%.3f); "
-                  "peak %.2f MiB vs %.2f MiB, memory ratio %.3f\n",
+      std::printf("%s: reference %.2f ms/step, forward %.2f ms/step, time ratio %.3f (%.3f-%.3f); "
+                  "peak %.3f MiB vs %.3f MiB, memory ratio %.3f\n",
                   pair.name.c_str(), median(ref_ms), median(fwd_ms), median(ratios), *lo, *hi,
                   mlo::memory::to_mib(ref_peak), mlo::memory::to_mib(fwd_peak),
                   static_cast<double>(fwd_peak) / static_cast<double>(ref_peak));

@@ -166,8 +166,11 @@ void Engine::check_method(const detail::EngineNode& node) const {
            q.config().data_parallel() && q.has_module() &&
            dynamic_cast<const nn::ChainImpl*>(&q.module()) != nullptr;
   };
-  const MethodContext context{p, node.parents.size(), nodes_->has_paths(&p), config_.strategy(),
-                              p.config().data_parallel(), shards(p)};
+  MethodContext context{p, node.parents.size(), nodes_->has_paths(&p), config_.strategy(),
+                        p.config().data_parallel(), shards(p), {}};
+  for (const size_t parent : node.parents) {
+    context.parent_problems.push_back(nodes_->at(parent).problem);
+  }
   try {
     node.method->check(context);
     if (node.method->second_order()) {

@@ -7,6 +7,8 @@
 #include <mlo/core/method.h>
 #include <mlo/core/problem.h>
 
+#include <algorithm>
+
 namespace mlo {
 namespace detail {
 
@@ -53,6 +55,7 @@ EngineNodes::EngineNodes(const Graph& graph, int64_t engine_log_step) {
 }
 
 void EngineNodes::make_paths() {
+  std::map<LevelRuntime*, std::vector<Level*>> parents;
   for (auto& node : nodes_) {
     node->paths.clear();
     for (const auto& path : problem_paths_.at(node->problem)) {
@@ -62,9 +65,16 @@ void EngineNodes::make_paths() {
         EngineNode& prev = this->node(path[i + 1]);
         MLO_INTERNAL_ASSERT(curr.level && prev.level, "a path before its levels");
         hops.push_back({curr.level, prev.level, curr.method});
+        auto& seen = parents[curr.level];
+        if (std::find(seen.begin(), seen.end(), prev.level) == seen.end()) {
+          seen.push_back(prev.level);
+        }
       }
       node->paths.emplace_back(std::move(hops));
     }
+  }
+  for (auto& node : nodes_) {
+    if (node->level) node->level->set_parents(parents[node->level]);
   }
 }
 

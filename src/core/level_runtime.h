@@ -67,8 +67,11 @@ class LevelRuntime final : public Level {
   bool shards_parameters() const override { return sync_->shards_parameters(); }
   const memory::LossScaler* loss_scaler() const override { return problem_.scaler_.get(); }
   c10::Device device() const override { return device_; }
+  const std::vector<Level*>& parents() const override { return parents_; }
 
   // ---- The engine's. ----
+  // Sets `parents()` (the engine, when it builds the paths; tests that step levels by hand).
+  void set_parents(std::vector<Level*> parents) { parents_ = std::move(parents); }
   // One local step (see Problem's contract of a step: StepContext).
   void step(const StepContext& context);
   // The group the level averages over (null: none).
@@ -106,6 +109,7 @@ class LevelRuntime final : public Level {
   std::vector<at::Tensor> peer_buffers_;
   std::unique_ptr<GradientSync> sync_;
   Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)
+  std::vector<Level*> parents_;      // the hops' `prev` levels (set_parents)
 };
 
 // The runtime of a problem that an engine has resolved (null before).

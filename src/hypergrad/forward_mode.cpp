@@ -34,9 +34,11 @@ std::string first_line(const std::string& message) {
 }
 
 // Runs `body`; a LibTorch error on the way becomes ForwardModeUnsupported, naming the operator
-// when it is a missing forward-mode formula.
+// when it is a missing forward-mode formula. `who` names the method and its route ("cg (mode
+// jvp)"), `remedy` what to choose instead.
 template <typename Body>
-auto translating(const char* method, const Level& curr, const char* route, Body&& body) {
+auto translating(const std::string& who, const Level& curr, const char* route,
+                 const std::string& remedy, Body&& body) {
   try {
     return body();
   } catch (const c10::OutOfMemoryError&) {
@@ -45,27 +47,31 @@ auto translating(const char* method, const Level& curr, const char* route, Body&
     const std::string message = e.what_without_backtrace();
     if (message.find("custom Function") != std::string::npos) {
       throw ForwardModeUnsupported(c10::str(
-          method, " (mode jvp): problem '", curr.name(), "': the ", route, " reaches a custom ",
+          who, ": problem '", curr.name(), "': the ", route, " reaches a custom ",
           "autograd function (activation checkpointing, a memory-efficient activation), which ",
-          "LibTorch ", detail::torch_version(), " cannot run in forward mode; choose mode: ",
-          "auto or the reverse-mode route, or turn checkpointing off"));
+          "LibTorch ", detail::torch_version(), " cannot run in forward mode; ", remedy,
+          ", or turn checkpointing off"));
     }
     const std::string op = unsupported_operator(message);
     if (!op.empty()) {
       throw ForwardModeUnsupported(c10::str(
-          method, " (mode jvp): problem '", curr.name(), "': LibTorch ",
-          detail::torch_version(), " has no forward-mode formula for '", op, "', which the ",
-          route, " reaches; choose mode: auto (falls back where LibTorch has none) or the ",
-          "reverse-mode route"));
+          who, ": problem '", curr.name(), "': LibTorch ", detail::torch_version(),
+          " has no forward-mode formula for '", op, "', which the ", route, " reaches; ",
+          remedy));
     }
     // NOTE: any other LibTorch error in forward mode (a custom autograd function without a
     // forward-mode rule, ...) is reported the same way, so that mode auto falls back; an error
     // that is not forward mode's comes back from the reverse-mode route.
-    throw ForwardModeUnsupported(c10::str(
-        method, " (mode jvp): problem '", curr.name(), "': LibTorch ", detail::torch_version(),
-        " failed in forward mode (", route, "): ", first_line(message)));
+    throw ForwardModeUnsupported(c10::str(who, ": problem '", curr.name(), "': LibTorch ",
+                                          detail::torch_version(), " failed in forward mode (",
+                                          route, "): ", first_line(message)));
   }
 }
+
+// What the JVP routes of darts, neumann and cg are named in errors, and their remedy.
+std::string jvp_route(const char* method) { return std::string(method) + " (mode jvp)"; }
+constexpr const char* kJvpRemedy =
+    "choose mode: auto (falls back where LibTorch has none) or the reverse-mode route";
 
 }  // namespace
 
@@ -98,6 +104,14 @@ void DualLevel::set_tangents(const TensorList& primals, const TensorList& tangen
 at::Tensor DualLevel::tangent(const at::Tensor& t) const {
   if (!t.defined()) return {};
   return t._fw_grad(index_);
+}
+
+void in_forward_mode(const char* method, const Level& curr, const char* route,
+                     const char* remedy, const std::function<void()>& body) {
+  translating(method, curr, route, remedy, [&] {
+    body();
+    return 0;
+  });
 }
 
 void check_forward_mode(const Level& curr, const char* method) {
@@ -134,7 +148,7 @@ void tangent_of_gradient(Level& curr, const TensorList& u, const TensorList& inp
                          const char* method, TensorList& total) {
   const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
   for (std::size_t i = 0; i < n; ++i) {
-    translating(method, curr, "backward pass of the loss", [&] {
+    translating(jvp_route(method), curr, "backward pass of the loss", kJvpRemedy, [&] {
       DualLevel level;
       level.set_tangents(curr.parameters(), u);
       const at::Tensor loss = curr.loss(i);
@@ -168,7 +182,8 @@ TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList
     const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
     for (std::size_t i = 0; i < n; ++i) {
       const at::Tensor directional =
-          translating(method, curr, "forward pass of the terms", [&] {
+          translating(jvp_route(method), curr, "forward pass of the terms", kJvpRemedy,
+                      [&] {
             DualLevel level;
             level.set_tangents(curr.parameters(), u);
             // (held here, the tangent outlives the level that drops it from the loss)

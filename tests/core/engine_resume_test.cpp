@@ -185,6 +185,27 @@ TEST_CASE("Resume: unrolled saved at an unroll boundary resumes bit for bit; mid
   }
 }
 
+TEST_CASE("Resume: forward saved anywhere in an unroll resumes bit for bit",
+          "[core][resume][forward]") {
+  // The tangents d w / d lambda of the unroll so far are part of the saved state (`method.inner`).
+  const bool adam = GENERATE(false, true);
+  CAPTURE(adam);
+  const Builder build = [adam](mlo::Engine& engine) {
+    auto outer = std::make_shared<Node>("outer", mlo::ProblemConfig(), 0.3, 1);
+    auto inner = std::make_shared<Node>(
+        "inner", mlo::ProblemConfig().unroll_steps(4).method(mlo::ForwardOptions()), -0.2, 2);
+    if (adam) inner->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05));
+    engine.add(outer).add(inner);
+    link(engine, outer, inner);
+    return Nodes{outer, inner};
+  };
+  const auto straight = run(build, 10, 0);
+  for (int64_t stop : {1, 2, 3, 4, 5, 6, 7, 9}) {
+    INFO("stopped after global step " << stop);
+    require_identical(run(build, 10, stop), straight);
+  }
+}
+
 TEST_CASE("Resume: sama with Adam, saved anywhere in an unroll, resumes bit for bit",
           "[core][resume]") {
   // The preconditioner reads the gradient and rates of the lower problem's latest optimizer

@@ -132,7 +132,7 @@ TEST_CASE("Registry: an unknown method name is an mlo::Error listing the registe
   // (the list holds whatever this program registered, in name order; other cases add names)
   CHECK_THROWS_WITH(mlo::ProblemConfig().method("fixed_point_typo"),
                     Catch::Contains("unknown hypergradient method 'fixed_point_typo'; "
-                                    "registered hypergradient methods: cg, darts, "
+                                    "registered hypergradient methods: cg, darts, forward, "
                                     "identity_for_test, ") &&
                         Catch::Contains(", neumann, sama, unrolled"));
 }

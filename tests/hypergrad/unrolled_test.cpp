@@ -1,7 +1,7 @@
 // Tests of mlo::hypergrad::Unrolled: the closed form on a quadratic with SGD, a finite-difference
 // check of the unrolled objective (double precision) for SGD with momentum, Adam and AdamW, and
 // binomial checkpointing equal to keeping every state.
-#include "problems/hpo/logreg.h"
+#include "support/double_logreg.h"
 
 #include <mlo/core/engine.h>
 #include <mlo/hypergrad.h>
@@ -58,33 +58,12 @@ TEST_CASE("Unrolled: SGD on a quadratic equals lr B^T sum_t (I - lr A)^t v",
   CHECK(method.last_stats().steps == steps);
 }
 
-namespace {
-
-// A double-precision logistic-regression pair (problems/hpo) with the lower optimizer `make`.
-struct LogReg {
-  hpo::LogRegData data;
-  hpo::LogRegHpo pair;
-};
+using LogReg = mlo::testing::DoubleLogReg;
 
 LogReg make_logreg(mlo::ProblemConfig config,
                    const std::function<void(mlo::Problem&)>& set_optimizer) {
-  LogReg r;
-  hpo::LogRegData raw = hpo::make_logreg_data(200, 5, 0.5, /*seed=*/3);
-  r.data.train = mlo::Batch(raw.train.data.to(torch::kDouble), raw.train.target.to(torch::kDouble));
-  r.data.valid = mlo::Batch(raw.valid.data.to(torch::kDouble), raw.valid.target.to(torch::kDouble));
-  r.pair =
-      hpo::make_logreg_hpo(r.data, std::move(config), hpo::LogRegHpoOptions().initial_weight(0.3));
-  r.pair.inner->module().to(torch::kDouble);
-  r.pair.outer->module().to(torch::kDouble);
-  {
-    torch::NoGradGuard no_grad;
-    r.pair.outer->weights().copy_(torch::tensor({0.1, 0.5, 1.0, 0.2, 2.0}, torch::kDouble));
-  }
-  set_optimizer(*r.pair.inner);
-  return r;
+  return mlo::testing::make_double_logreg(std::move(config), set_optimizer);
 }
-
-}  // namespace
 
 TEST_CASE("Unrolled: equals a finite difference of the unrolled objective (double)",
           "[hypergrad][unrolled]") {

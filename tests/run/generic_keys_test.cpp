@@ -198,12 +198,12 @@ std::vector<torch::Tensor> trained_upper(const std::vector<std::string>& overrid
 }
 
 // Options that change how a method computes, not what (memory, exact restoring, forward or
-// reverse mode): the trained upper equals the default's up to rounding (darts.mode: up to the
+// reverse mode, a size limit the pair is below either way): the trained upper equals the default's up to rounding (darts.mode: up to the
 // finite difference's error, checked on its own). Every other option changes the hypergradient.
 // cg.alpha scales both sides of CG's system, so its iterates do not depend on it (cg.h).
 bool same_math(const std::string& key) {
   return key == "darts.exact_restore" || key == "cg.alpha" || key.rfind("unrolled.", 0) == 0 ||
-         key == "neumann.mode" || key == "cg.mode";
+         key == "neumann.mode" || key == "cg.mode" || key == "forward.max_hyperparameters";
 }
 
 // The largest |a - b| over the tensors, relative to the largest |b|.

@@ -27,6 +27,7 @@
 #include <mlo/hypergrad/vector.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -82,6 +83,13 @@ class DualLevel {
  private:
   std::uint64_t index_;
 };
+
+/// Runs `body`, forward-mode work on `curr`'s loss that reaches `route` ("backward pass of the
+/// loss"); a LibTorch error on the way becomes `ForwardModeUnsupported`, naming `method`, the
+/// problem, the LibTorch version, where LibTorch lacks a forward-mode formula the operator, and
+/// `remedy` (what to choose instead). Out-of-memory errors pass through unchanged.
+void in_forward_mode(const char* method, const Level& curr, const char* route,
+                     const char* remedy, const std::function<void()>& body);
 
 /// Checks that forward mode can serve `curr` (its parameters are not sharded); throws
 /// `ForwardModeUnsupported` naming `method` otherwise.
