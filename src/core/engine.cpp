@@ -168,8 +168,8 @@ void Engine::check_method(const detail::EngineNode& node) const {
   };
   MethodContext context{p, node.parents.size(), nodes_->has_paths(&p), config_.strategy(),
                         p.config().data_parallel(), shards(p), {}};
-  for (const size_t parent : node.parents) {
-    context.parent_problems.push_back(nodes_->at(parent).problem);
+  for (const size_t prev : node.hop_parents) {
+    context.parent_problems.push_back(nodes_->at(prev).problem);
   }
   try {
     node.method->check(context);

@@ -41,6 +41,11 @@ EngineNodes::EngineNodes(const Graph& graph, int64_t engine_log_step) {
     for (const auto& path : problem_paths_[node->problem]) {
       for (size_t i = 1; i + 1 < path.size(); ++i) {
         EngineNode& hop = this->node(path[i]);
+        const size_t prev = this->node(path[i + 1]).index;
+        if (std::find(hop.hop_parents.begin(), hop.hop_parents.end(), prev) ==
+            hop.hop_parents.end()) {
+          hop.hop_parents.push_back(prev);
+        }
         if (hop.method != nullptr) continue;
         // The method validates its own options; name the problem they belong to.
         try {
@@ -55,7 +60,6 @@ EngineNodes::EngineNodes(const Graph& graph, int64_t engine_log_step) {
 }
 
 void EngineNodes::make_paths() {
-  std::map<LevelRuntime*, std::vector<Level*>> parents;
   for (auto& node : nodes_) {
     node->paths.clear();
     for (const auto& path : problem_paths_.at(node->problem)) {
@@ -65,16 +69,15 @@ void EngineNodes::make_paths() {
         EngineNode& prev = this->node(path[i + 1]);
         MLO_INTERNAL_ASSERT(curr.level && prev.level, "a path before its levels");
         hops.push_back({curr.level, prev.level, curr.method});
-        auto& seen = parents[curr.level];
-        if (std::find(seen.begin(), seen.end(), prev.level) == seen.end()) {
-          seen.push_back(prev.level);
-        }
       }
       node->paths.emplace_back(std::move(hops));
     }
   }
   for (auto& node : nodes_) {
-    if (node->level) node->level->set_parents(parents[node->level]);
+    if (!node->level) continue;
+    std::vector<Level*> parents;
+    for (const size_t i : node->hop_parents) parents.push_back(nodes_.at(i)->level);
+    node->level->set_parents(std::move(parents));
   }
 }
 

@@ -33,6 +33,8 @@ struct EngineNode {
   std::vector<Path> paths;           // this problem's hypergradient paths (over the levels)
   int64_t log_step = 0;              // 0: never
   Hypergradient* method = nullptr;   // serves this problem's hops (null: no hop)
+  // The nodes one hop further along its paths (the `prev` of its method's `apply`), each once.
+  std::vector<size_t> hop_parents;
   // The problems whose parameters enter its loss (u2l from above: true; l2u from below: false),
   // checked at its first step of the run (`checked`).
   std::vector<std::pair<const Problem*, bool>> inputs;

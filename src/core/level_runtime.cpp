@@ -330,7 +330,12 @@ void LevelRuntime::optimizer_step() {
   p.grad_callback(grads);
   for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = grads[i];
   if (p.config().gradient_clipping() > 0) sync_->clip(params, p.config().gradient_clipping());
-  if (method_) method_->before_optimizer_step(*this);
+  if (method_) {
+    // (a method may evaluate this problem's loss here, forward: as a re-evaluation, its
+    // buffers stay as the step's own forward left them)
+    detail::BufferSnapshot own(own_buffers_);
+    method_->before_optimizer_step(*this);
+  }
   sync_->before_step(params);
   if (!p.custom_optimizer_step()) p.optimizer().step();
   sync_->after_step(params, own_buffers_);

@@ -9,8 +9,10 @@
 #include <mlo/hypergrad/vector.h>
 
 #include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -60,8 +62,8 @@ ForwardUnrolled::~ForwardUnrolled() = default;
 void ForwardUnrolled::check(const MethodContext& context) const {
   const Problem& curr = context.problem;
   // NOTE: the engine prefixes the problem's name.
-  MLO_CHECK(context.parents <= 1, "forward supports one parent, this problem has ",
-            context.parents,
+  const size_t parents = std::max(context.parents, context.parent_problems.size());
+  MLO_CHECK(parents <= 1, "forward supports one parent, this problem has ", parents,
             " (the tangents of one step would mix parameters the parents stepped in between); "
             "use another method");
   MLO_CHECK(!context.middle,
@@ -75,6 +77,11 @@ void ForwardUnrolled::check(const MethodContext& context) const {
   MLO_CHECK(curr.config().gradient_clipping() == 0,
             "forward: gradient_clipping is not part of the differentiated step; set it to 0 (got ",
             curr.config().gradient_clipping(), ")");
+  // Roll-back restores the state from before the unroll and steps again: carried tangents would
+  // belong to the state it left.
+  MLO_CHECK(!(options_.carry() && curr.config().roll_back()),
+            "forward.carry cannot follow roll_back (the redone step starts from the state before "
+            "the unroll, the carried tangents from the state after it); set one of them false");
   int64_t m = 0;
   std::string names;
   for (const Problem* parent : context.parent_problems) {
@@ -99,6 +106,13 @@ int64_t ForwardUnrolled::tangent_bytes() const {
   return total;
 }
 
+void ForwardUnrolled::check_layout(const Level& curr, bool matches, int64_t upper) const {
+  MLO_CHECK(matches, "forward: problem '", curr.name(), "': the tangents (", hyperparameters_,
+            " upper-level parameters over ", tangents_.size() / 5, " lower tensors, as saved or ",
+            "kept) do not match the problems (", upper, " upper-level parameters over ",
+            curr.parameters().size(), " lower tensors of their shapes)");
+}
+
 void ForwardUnrolled::on_unroll_start(Level& curr) {
   const TensorList& w = curr.parameters();
   optimizer_ = std::make_unique<DifferentiableOptimizer>(curr.optimizer(), w, curr.name());
@@ -107,7 +121,25 @@ void ForwardUnrolled::on_unroll_start(Level& curr) {
             "parent has ", m, " parameters, above forward.max_hyperparameters (",
             options_.max_hyperparameters(), "); use unrolled, or raise the limit");
   const size_t slots = 5 * w.size();  // (the layout of OptimizerState::tensors())
-  if (!options_.carry() || !started_ || m != hyperparameters_ || tangents_.size() != slots) {
+  bool restart = !options_.carry() || !started_ || m != hyperparameters_ ||
+                 tangents_.size() != slots;
+  if (!restart && !expected_.empty()) {
+    // Carried tangents describe the weights the last step left; weights set anew since
+    // (on_inner_loop_start restarting them, param_callback) do not follow them.
+    const double diff = norm(add_scaled(w, -1.0, expected_));
+    if (!(diff <= 1e-6 * std::max(norm(expected_), 1e-30))) {
+      if (!warned_restart_) {
+        warned_restart_ = true;
+        spdlog::warn("forward: problem '{}': its weights at this unroll's start are not those its "
+                     "last step left (on_inner_loop_start or param_callback set them): the "
+                     "carried tangents restart from zero here and wherever this happens again",
+                     curr.name());
+      }
+      restart = true;
+    }
+  }
+  expected_.clear();
+  if (restart) {
     // Z_0 = 0: no tangent is held where none is non-zero.
     tangents_.assign(slots, at::Tensor());
     steps_ = 0;
@@ -126,15 +158,19 @@ void ForwardUnrolled::before_optimizer_step(Level& curr) {
   }
   const TensorList& lambda = parent_of(curr).parameters();
   const int64_t m = hyperparameters_;
-  MLO_CHECK(m == scalars(lambda) && tangents_.size() == 5 * n, "forward: problem '",
-            curr.name(), "': the saved tangents (", m, " upper-level parameters, ",
-            tangents_.size() / 5, " lower tensors) do not match the problems (",
-            scalars(lambda), " and ", n, ")");
+  check_layout(curr, m == scalars(lambda) && tangents_.size() == 5 * n, scalars(lambda));
 
   // The real step's state and gradients: the tangents are taken at the point the optimizer
   // steps from.
   const OptimizerState state = optimizer_->read_state(curr.optimizer(), w);
   const TensorList slots = state.tensors();
+  for (size_t k = 0; k < slots.size(); ++k) {
+    if (!tangents_[k].defined()) continue;
+    const at::Tensor& like = slots[k].defined() ? slots[k] : w[k % n];
+    std::vector<int64_t> shape{m};
+    shape.insert(shape.end(), like.sizes().begin(), like.sizes().end());
+    check_layout(curr, tangents_[k].sizes() == at::IntArrayRef(shape), scalars(lambda));
+  }
   TensorList grads(n);
   for (size_t i = 0; i < n; ++i) {
     if (w[i].grad().defined()) grads[i] = w[i].grad().detach();
@@ -188,7 +224,9 @@ void ForwardUnrolled::before_optimizer_step(Level& curr) {
       }
       TensorList g_dual(n);
       for (size_t i = 0; i < n; ++i) {
-        if (!grads[i].defined()) continue;  // (no update, as the optimizer does; dg is 0)
+        // (a missing gradient: the differentiable update counts it as zero, as unrolled's
+        // replay does; the engine hands every parameter a defined one)
+        if (!grads[i].defined()) continue;
         g_dual[i] = grads[i].clone();
         primals.push_back(g_dual[i]);
         directions.push_back(dg[i]);
@@ -196,6 +234,11 @@ void ForwardUnrolled::before_optimizer_step(Level& curr) {
       level.set_tangents(primals, directions);
       const TensorList out =
           optimizer_->step(OptimizerState::from_tensors(in, state.steps), g_dual, lrs).tensors();
+      if (options_.carry() && j == 0) {
+        // (where this step leaves the weights, for the next unroll start's check)
+        expected_.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n));
+        for (auto& e : expected_) e = e.detach().clone();
+      }
       for (size_t k = 0; k < out.size() && k < next.size(); ++k) {
         if (!out[k].defined()) continue;
         const at::Tensor d = level.tangent(out[k]);
@@ -218,14 +261,13 @@ std::vector<at::Tensor> ForwardUnrolled::apply(const std::vector<at::Tensor>& v_
   TensorList out = zeros_like(lambda);
   if (!started_ || lambda.empty()) return out;
   const int64_t m = hyperparameters_;
-  MLO_CHECK(m == scalars(lambda), "forward: problem '", curr.name(), "': the tangents are kept ",
-            "for ", m, " upper-level parameters, the problem above it has ", scalars(lambda));
+  check_layout(curr, m == scalars(lambda) && tangents_.size() == 5 * w.size(), scalars(lambda));
   if (m == 0) return out;
   // Z^T v: scalar j of lambda gets sum_i <Z_i[j], v_i>.
   at::Tensor total;
   for (size_t i = 0; i < w.size(); ++i) {
     if (!tangents_[i].defined()) continue;
-    const at::Tensor z = tangents_[i].reshape({m, -1});
+    const at::Tensor z = tangents_[i].reshape({m, w[i].numel()});
     const at::Tensor part = z.mv(v[i].reshape({-1}).to(z.options()));
     total = total.defined() ? total + part : part;
   }
@@ -261,9 +303,11 @@ void ForwardUnrolled::load(torch::serialize::InputArchive& archive) {
   tangents_.assign(defined.size(), at::Tensor());
   for (size_t k = 0; k < defined.size(); ++k) {
     if (!defined[k]) continue;
-    archive.read("tangent." + std::to_string(k), tangents_[k], true);
+    MLO_CHECK(archive.try_read("tangent." + std::to_string(k), tangents_[k], true), owner,
+              ": entry 'tangent.", k, "' is missing");
   }
   optimizer_.reset();  // (read again from the problem at the next step)
+  expected_.clear();
 }
 
 MLO_REGISTER_METHOD(ForwardOptions);

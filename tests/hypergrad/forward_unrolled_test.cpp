@@ -1,7 +1,8 @@
 // Tests of mlo::hypergrad::ForwardUnrolled (method: forward): its hypergradient equals
 // unrolled's on the HPO problem for K = 1, 10, 100 with SGD momentum, Adam and AdamW (double
-// precision, 1e-10); the closed form on a quadratic with the tangents carried over unrolls of
-// one step; its saved tangents continue an unroll bit for bit; its refusals.
+// precision, 1e-10), also over accumulation windows; the closed form on a quadratic with the
+// tangents carried over unrolls of one step; carried tangents restarting with the weights; its
+// saved tangents continue an unroll bit for bit; its refusals.
 #include <mlo/core/engine.h>
 #include <mlo/hypergrad.h>
 #include <support/double_logreg.h>
@@ -119,7 +120,9 @@ TEST_CASE("Forward: carried over unrolls of one step, SGD on a quadratic gives t
   const double lr = 0.3;
   for (const bool carry : {true, false}) {
     INFO("carry " << carry);
-    auto q = mlo::testing::Quadratic::make(mlo::ProblemConfig());
+    // (a second upper tensor the loss ignores: its scalars come after lambda's, and get zeros)
+    auto q = mlo::testing::Quadratic::make(mlo::ProblemConfig(), 0, 5, 3, 0.5, 2.0,
+                                           /*unused_upper_parameter=*/true);
     q.lower->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(lr));
     q.lower_level = make_level(*q.lower, {q.lower.get(), q.upper.get()});
     q.lower_level->set_parents({q.upper_level.get()});
@@ -128,6 +131,9 @@ TEST_CASE("Forward: carried over unrolls of one step, SGD on a quadratic gives t
     const Tensors out = forward.apply({q.v}, *q.lower_level, *q.upper_level);
     const int64_t horizon = carry ? steps : 1;
     CHECK(forward.steps() == horizon);
+    CHECK(forward.hyperparameters() == 3 + 4);
+    REQUIRE(out.size() == 2);
+    CHECK(torch::equal(out[1], torch::zeros({2, 2}, torch::kDouble)));
     torch::Tensor sum = torch::zeros_like(q.v), term = q.v.clone();
     const torch::Tensor m = torch::eye(q.n, q.a.options()) - lr * q.a;
     for (int64_t t = 0; t < horizon; ++t) {
@@ -137,6 +143,57 @@ TEST_CASE("Forward: carried over unrolls of one step, SGD on a quadratic gives t
     const torch::Tensor expected = lr * q.b.t().mv(sum);
     INFO("got " << out[0] << " expected " << expected);
     CHECK(mlo::testing::relative_error(out[0], expected) < 1e-12);
+  }
+}
+
+TEST_CASE("Forward: over accumulation windows, and carried where the weights restart",
+          "[hypergrad][forward]") {
+  const auto sgd = [](mlo::Problem& p) {
+    p.optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.2).momentum(0.8));
+  };
+  SECTION("a window of 3 micro-batches: equal to unrolled (1e-10)") {
+    auto r = mlo::testing::make_double_logreg(mlo::ProblemConfig().gradient_accumulation(3), sgd);
+    auto& inner = *r.pair.inner;
+    auto& outer = *r.pair.outer;
+    const auto inner_level = make_level(inner, {&inner, &outer});
+    const auto outer_level = make_level(outer);
+    inner_level->set_parents({outer_level.get()});
+    run_unroll(*inner_level, nullptr, 6);
+    SavedState start(inner);
+    const Tensors v = random_like(inner.parameters(), 3);
+    mlo::hypergrad::Unrolled unrolled{mlo::UnrolledOptions()};
+    unroll_from_here(*inner_level, unrolled, 3 * 8);  // 8 optimizer steps
+    const Tensors reference = unrolled.apply(v, *inner_level, *outer_level);
+    start.restore();
+    mlo::hypergrad::ForwardUnrolled forward{mlo::ForwardOptions()};
+    unroll_from_here(*inner_level, forward, 3 * 8);
+    CHECK(forward.steps() == 8);
+    const Tensors out = forward.apply(v, *inner_level, *outer_level);
+    CHECK(reference[0].norm().item<double>() > 1e-6);
+    CHECK(mlo::testing::relative_error(out, reference) < 1e-10);
+  }
+  SECTION("carry on the HPO problem, which restarts its weights: the tangents restart too") {
+    auto r = mlo::testing::make_double_logreg(mlo::ProblemConfig(), sgd);
+    auto& inner = *r.pair.inner;
+    auto& outer = *r.pair.outer;
+    const auto inner_level = make_level(inner, {&inner, &outer});
+    const auto outer_level = make_level(outer);
+    inner_level->set_parents({outer_level.get()});
+    const Tensors v = random_like(inner.parameters(), 4);
+    mlo::hypergrad::ForwardUnrolled carried{mlo::ForwardOptions().carry(true)};
+    mlo::hypergrad::ForwardUnrolled fresh{mlo::ForwardOptions()};
+    SavedState start(inner);
+    run_unroll(*inner_level, &carried, 10);
+    run_unroll(*inner_level, &carried, 10);  // (the weights restart from zero here)
+    const Tensors a = carried.apply(v, *inner_level, *outer_level);
+    CHECK(carried.steps() == 10);
+    start.restore();
+    inner.optimizer().state().clear();
+    run_unroll(*inner_level, &fresh, 10);
+    run_unroll(*inner_level, &fresh, 10);
+    const Tensors b = fresh.apply(v, *inner_level, *outer_level);
+    CHECK(b[0].norm().item<double>() > 1e-6);
+    CHECK(torch::equal(a[0], b[0]));
   }
 }
 
@@ -196,7 +253,7 @@ TEST_CASE("Forward: refusals", "[hypergrad][forward]") {
                             Catch::Contains("'outer' has 5 parameters, above "
                                             "forward.max_hyperparameters (4); use unrolled"));
   }
-  SECTION("an optimizer without a differentiable update, gradient clipping") {
+  SECTION("an optimizer without a differentiable update, gradient clipping, carry with roll-back") {
     auto r = mlo::testing::make_double_logreg(
         mlo::ProblemConfig().method(mlo::ForwardOptions()),
         [](mlo::Problem& p) { p.optimizer<torch::optim::RMSprop>(torch::optim::RMSpropOptions()); });
@@ -211,6 +268,13 @@ TEST_CASE("Forward: refusals", "[hypergrad][forward]") {
     second.add(clipped.pair.outer).add(clipped.pair.inner).link(clipped.pair.outer,
                                                                 clipped.pair.inner);
     REQUIRE_THROWS_WITH(second.run(), Catch::Contains("forward: gradient_clipping"));
+    auto rolled = mlo::testing::make_double_logreg(
+        mlo::ProblemConfig().roll_back(true).method(mlo::ForwardOptions().carry(true)),
+        [](mlo::Problem& p) { p.optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1)); });
+    mlo::Engine third(mlo::EngineConfig().train_iters(2));
+    third.add(rolled.pair.outer).add(rolled.pair.inner).link(rolled.pair.outer,
+                                                             rolled.pair.inner);
+    REQUIRE_THROWS_WITH(third.run(), Catch::Contains("forward.carry cannot follow roll_back"));
   }
   SECTION("options") {
     CHECK_THROWS_WITH(mlo::hypergrad::ForwardUnrolled(mlo::ForwardOptions().max_hyperparameters(0)),

@@ -84,9 +84,10 @@ class Level {
   virtual const memory::LossScaler* loss_scaler() const = 0;
   /// Where the level's module lives (batches are moved there before `training_step`).
   virtual c10::Device device() const = 0;
-  /// The levels one hop further along this level's hypergradient paths: the `prev` that its
-  /// method's `apply` receives, whose parameters are lambda to the method. Known from engine
-  /// initialization on (a method's step hooks may read them); empty for a level that is no hop.
+  /// The levels one hop further along this level's hypergradient paths (each once): the `prev`
+  /// that its method's `apply` receives, whose parameters are lambda to the method. Known from
+  /// engine initialization on (a method's step hooks may read them); empty for a level that is
+  /// no hop.
   virtual const std::vector<Level*>& parents() const = 0;
 
  protected:

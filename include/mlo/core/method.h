@@ -61,8 +61,8 @@ struct MethodContext {
   /// Whether this level's parameters will be sharded (zero3 on a data-parallel `nn::Chain`): its
   /// trainable tensors are then this rank's shards, each with its own optimizer state.
   bool shards_parameters = false;
-  /// The problems directly above it (`parents` of them), whose trainable parameters are lambda
-  /// to the method.
+  /// The problems one hop further along its hypergradient paths (the `prev` that `apply`
+  /// receives, each once), whose trainable parameters are lambda to the method.
   std::vector<const Problem*> parent_problems;
 };
 

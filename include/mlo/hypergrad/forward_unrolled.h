@@ -34,8 +34,9 @@ struct ForwardOptions : MethodOptionsFor<ForwardOptions> {
   /// unroll, as `unrolled` gives it). true: they are carried from one unroll to the next, so the
   /// hypergradient covers every step since the run started, with the upper parameters of each
   /// step treated as one (real-time hyperparameter optimization; use it with unroll_steps 1 for
-  /// an upper step after every lower step, and with a lower problem that does not restart its
-  /// weights at each unroll).
+  /// an upper step after every lower step). Where the weights at an unroll start are not those
+  /// the last step left (a lower problem that restarts them), the tangents restart there, with
+  /// one warning.
   TORCH_ARG(bool, carry) = false;
 
  public:  // (TORCH_ARG leaves the struct in a private section)
@@ -64,16 +65,18 @@ class DifferentiableOptimizer;
 ///
 /// Memory: the tangents, m copies of the lower state for m scalars of lambda, whatever the
 /// horizon; no trajectory is kept. Time: m forward-over-reverse passes per inner step, so
-/// it suits an upper level with few parameters (learning rates, weight decays, per-feature
-/// penalties); `unrolled` suits many. The tangents are part of the saved state: a run resumed
+/// it suits an upper level with few parameters (penalty weights, loss coefficients, a few
+/// scalars the lower loss reads); `unrolled` suits many. The tangents are part of the saved state: a run resumed
 /// in the middle of an unroll continues it exactly.
 ///
 /// Needs a forward-mode formula for every backward operator the lower loss reaches (LibTorch
-/// lacks some: `nll_loss_backward`, `native_batch_norm_backward`, see `forward_mode.h`); the
+/// lacks some: `nll_loss_backward`, `_log_softmax_backward_data`, `native_batch_norm_backward`,
+/// see `forward_mode.h`); the
 /// first step that meets one throws `ForwardModeUnsupported` naming it. Refuses what `unrolled`
 /// refuses (an optimizer without a differentiable update, gradient clipping, a second parent, a
-/// middle level, data parallelism) and more than `max_hyperparameters` scalars of lambda. Not
-/// differentiated: `grad_callback`, `param_callback` and a custom optimizer step.
+/// middle level, data parallelism), more than `max_hyperparameters` scalars of lambda, and
+/// `carry` with roll-back. Not differentiated: `grad_callback`, `param_callback` and a custom
+/// optimizer step.
 ///
 /// ```
 /// auto lower = std::make_shared<Inner>("inner", mlo::ProblemConfig().unroll_steps(100).method(
@@ -114,12 +117,18 @@ class ForwardUnrolled : public Hypergradient {
   const ForwardOptions& options() const { return options_; }
 
  private:
+  // Throws mlo::Error naming `curr` when the tangents do not fit its layout (`matches` false).
+  void check_layout(const Level& curr, bool matches, int64_t upper) const;
+
   ForwardOptions options_;
   // Per slot of `OptimizerState::tensors()` (parameters, momentum, moments): the tangents of all
   // scalars of lambda stacked on a first dimension of size m, or undefined (no such state yet,
   // or none depends on lambda).
   std::vector<at::Tensor> tangents_;
   std::unique_ptr<DifferentiableOptimizer> optimizer_;
+  // carry: the weights the latest step left (the next unroll start compares them).
+  std::vector<at::Tensor> expected_;
+  bool warned_restart_ = false;
   int64_t hyperparameters_ = 0;
   int64_t steps_ = 0;
   bool started_ = false;
