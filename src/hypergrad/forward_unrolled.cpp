@@ -292,6 +292,11 @@ void ForwardUnrolled::save(torch::serialize::OutputArchive& archive) const {
     if (defined.back()) archive.write("tangent." + std::to_string(k), tangents_[k], true);
   }
   archive.write("tangent_defined", c10::IValue(defined));
+  // (carry: where the latest step left the weights, which the next unroll start compares)
+  archive.write("expected_count", c10::IValue(static_cast<int64_t>(expected_.size())));
+  for (size_t i = 0; i < expected_.size(); ++i) {
+    archive.write("expected." + std::to_string(i), expected_[i], true);
+  }
 }
 
 void ForwardUnrolled::load(torch::serialize::InputArchive& archive) {
@@ -307,7 +312,12 @@ void ForwardUnrolled::load(torch::serialize::InputArchive& archive) {
               ": entry 'tangent.", k, "' is missing");
   }
   optimizer_.reset();  // (read again from the problem at the next step)
-  expected_.clear();
+  const int64_t expected = mlo::archive::read_int(archive, "expected_count", owner);
+  expected_.assign(static_cast<size_t>(std::max<int64_t>(expected, 0)), at::Tensor());
+  for (size_t i = 0; i < expected_.size(); ++i) {
+    MLO_CHECK(archive.try_read("expected." + std::to_string(i), expected_[i], true), owner,
+              ": entry 'expected.", i, "' is missing");
+  }
 }
 
 MLO_REGISTER_METHOD(ForwardOptions);

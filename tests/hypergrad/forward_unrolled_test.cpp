@@ -194,6 +194,25 @@ TEST_CASE("Forward: over accumulation windows, and carried where the weights res
     const Tensors b = fresh.apply(v, *inner_level, *outer_level);
     CHECK(b[0].norm().item<double>() > 1e-6);
     CHECK(torch::equal(a[0], b[0]));
+
+    // Saved at the unroll boundary and resumed: the resumed method restarts its tangents too.
+    start.restore();
+    inner.optimizer().state().clear();
+    std::stringstream saved;
+    {
+      mlo::hypergrad::ForwardUnrolled first{mlo::ForwardOptions().carry(true)};
+      run_unroll(*inner_level, &first, 10);
+      torch::serialize::OutputArchive archive;
+      first.save(archive);
+      archive.save_to(saved);
+    }
+    mlo::hypergrad::ForwardUnrolled resumed{mlo::ForwardOptions().carry(true)};
+    torch::serialize::InputArchive archive;
+    archive.load_from(saved);
+    resumed.load(archive);
+    run_unroll(*inner_level, &resumed, 10);
+    CHECK(resumed.steps() == 10);
+    CHECK(torch::equal(resumed.apply(v, *inner_level, *outer_level)[0], a[0]));
   }
 }
 
