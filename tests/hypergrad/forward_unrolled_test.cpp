@@ -59,6 +59,15 @@ Tensors random_like(const Tensors& params, uint64_t seed) {
   return v;
 }
 
+// The HPO pair as levels, the inner one's parent set as an engine sets it.
+std::pair<std::shared_ptr<mlo::detail::LevelRuntime>, std::shared_ptr<mlo::detail::LevelRuntime>>
+linked_levels(mlo::testing::DoubleLogReg& r) {
+  auto inner = make_level(*r.pair.inner, {r.pair.inner.get(), r.pair.outer.get()});
+  auto outer = make_level(*r.pair.outer);
+  inner->set_parents({outer.get()});
+  return {inner, outer};
+}
+
 // An unroll of `steps` steps that starts from the weights as they are (the HPO problem restarts
 // them from zero at an engine's unroll start, where one step does not depend on lambda).
 void unroll_from_here(mlo::detail::LevelRuntime& level, mlo::Hypergradient& method,
@@ -80,10 +89,7 @@ TEST_CASE("Forward: equals unrolled on the HPO problem for K = 1, 10, 100 (doubl
       INFO(name << ", K = " << steps);
       auto r = mlo::testing::make_double_logreg(mlo::ProblemConfig(), set_optimizer);
       auto& inner = *r.pair.inner;
-      auto& outer = *r.pair.outer;
-      const auto inner_level = make_level(inner, {&inner, &outer});
-      const auto outer_level = make_level(outer);
-      inner_level->set_parents({outer_level.get()});
+      const auto [inner_level, outer_level] = linked_levels(r);
       // A non-trivial start: weights and optimizer state after a few steps.
       run_unroll(*inner_level, nullptr, 3);
       SavedState start(inner);
@@ -154,10 +160,7 @@ TEST_CASE("Forward: over accumulation windows, and carried where the weights res
   SECTION("a window of 3 micro-batches: equal to unrolled (1e-10)") {
     auto r = mlo::testing::make_double_logreg(mlo::ProblemConfig().gradient_accumulation(3), sgd);
     auto& inner = *r.pair.inner;
-    auto& outer = *r.pair.outer;
-    const auto inner_level = make_level(inner, {&inner, &outer});
-    const auto outer_level = make_level(outer);
-    inner_level->set_parents({outer_level.get()});
+    const auto [inner_level, outer_level] = linked_levels(r);
     run_unroll(*inner_level, nullptr, 6);
     SavedState start(inner);
     const Tensors v = random_like(inner.parameters(), 3);
@@ -175,10 +178,7 @@ TEST_CASE("Forward: over accumulation windows, and carried where the weights res
   SECTION("carry on the HPO problem, which restarts its weights: the tangents restart too") {
     auto r = mlo::testing::make_double_logreg(mlo::ProblemConfig(), sgd);
     auto& inner = *r.pair.inner;
-    auto& outer = *r.pair.outer;
-    const auto inner_level = make_level(inner, {&inner, &outer});
-    const auto outer_level = make_level(outer);
-    inner_level->set_parents({outer_level.get()});
+    const auto [inner_level, outer_level] = linked_levels(r);
     const Tensors v = random_like(inner.parameters(), 4);
     mlo::hypergrad::ForwardUnrolled carried{mlo::ForwardOptions().carry(true)};
     mlo::hypergrad::ForwardUnrolled fresh{mlo::ForwardOptions()};
@@ -223,10 +223,7 @@ TEST_CASE("Forward: saved tangents continue an unroll bit for bit", "[hypergrad]
     INFO(name);
     auto r = mlo::testing::make_double_logreg(mlo::ProblemConfig(), set_optimizer);
     auto& inner = *r.pair.inner;
-    auto& outer = *r.pair.outer;
-    const auto inner_level = make_level(inner, {&inner, &outer});
-    const auto outer_level = make_level(outer);
-    inner_level->set_parents({outer_level.get()});
+    const auto [inner_level, outer_level] = linked_levels(r);
     SavedState start(inner);
     const Tensors v = random_like(inner.parameters(), 5);
     mlo::hypergrad::ForwardUnrolled straight{mlo::ForwardOptions()};
