@@ -7,8 +7,6 @@
 #include <mlo/hypergrad/finite_difference.h>
 #include <mlo/hypergrad/forward_mode.h>
 
-#include <spdlog/spdlog.h>
-
 #include <torch/autograd.h>
 
 #include <cmath>
@@ -27,35 +25,10 @@ std::vector<at::Tensor> Darts::apply(const std::vector<at::Tensor>& v_in, Level&
   at::AutoGradMode enable_grad(true);
   const TensorList v =
       defined_or_zeros(v_in, curr.parameters(), "darts", curr.name());
-  if (options_.mode() != DartsMode::kFiniteDifference && !finite_difference_) {
-    try {
-      if (prev.shards_parameters()) {
-        // NOTE: zero3's reduce-scatter of the upper gradients carries no tangents.
-        throw ForwardModeUnsupported(c10::str(
-            "darts (mode jvp): problem '", prev.name(), "' above '", curr.name(), "' shards its ",
-            "parameters (zero3), which forward mode does not follow; choose mode: ",
-            "finite_difference or auto"));
-      }
-      TensorList result = forward_mixed(curr, prev.parameters(), v, "darts");
-      negate_(result);
-      if (!logged_) {
-        logged_ = true;
-        spdlog::info("darts: problem '{}' takes the exact mixed product in forward mode ({})",
-                     curr.name(),
-                     curr.problem().separable_reevaluation()
-                         ? "its separable loss's terms forward, the coefficients backward"
-                         : "forward-over-reverse");
-      }
-      return result;
-    } catch (const ForwardModeUnsupported& e) {
-      if (options_.mode() == DartsMode::kJvp) throw;
-      spdlog::warn("{}; mode auto: the finite difference from now on", e.what());
-      finite_difference_ = true;
-      logged_ = true;
-    }
-  }
-  return central_difference(curr, prev.parameters(), v, options_.alpha(),
-                            options_.exact_restore());
+  return negative_mixed(curr, prev, v, options_.mode(), "darts", route_, [&] {
+    return central_difference(curr, prev.parameters(), v, options_.alpha(),
+                              options_.exact_restore());
+  });
 }
 
 void Darts::check(const MethodContext& context) const {

@@ -213,9 +213,41 @@ TensorList forward_hvp(Level& curr, const TensorList& u_in, const char* method) 
   return total;
 }
 
+TensorList negative_mixed(Level& curr, Level& prev, const TensorList& u, MixedMode mode,
+                          const char* method, ForwardRoute& route,
+                          const std::function<TensorList()>& difference) {
+  if (mode == MixedMode::kFiniteDifference || route.fallen_back) return difference();
+  try {
+    if (prev.shards_parameters()) {
+      // NOTE: zero3's reduce-scatter of the upper gradients carries no tangents.
+      throw ForwardModeUnsupported(c10::str(
+          method, " (mode jvp): problem '", prev.name(), "' above '", curr.name(),
+          "' shards its parameters (zero3), which forward mode does not follow; choose mode: ",
+          "finite_difference or auto"));
+    }
+    TensorList result = forward_mixed(curr, prev.parameters(), u, method);
+    negate_(result);
+    if (!route.logged) {
+      route.logged = true;
+      spdlog::info("{}: problem '{}' takes the exact mixed product in forward mode ({})",
+                   method, curr.name(),
+                   curr.problem().separable_reevaluation()
+                       ? "its separable loss's terms forward, the coefficients backward"
+                       : "forward-over-reverse");
+    }
+    return result;
+  } catch (const ForwardModeUnsupported& e) {
+    if (mode == MixedMode::kJvp) throw;
+    spdlog::warn("{}; mode auto: the finite difference from now on", e.what());
+    route.fallen_back = true;
+    route.logged = true;
+  }
+  return difference();
+}
+
 SecondOrder::SecondOrder(Level& curr, HvpMode mode, const char* method, Route& route)
     : curr_(&curr), mode_(mode), method_(method), route_(&route) {
-  if (mode_ == HvpMode::kDoubleBackward || route_->reverse) use_reverse();
+  if (mode_ == HvpMode::kDoubleBackward || route_->fallen_back) use_reverse();
 }
 
 void SecondOrder::use_reverse() {
@@ -240,7 +272,7 @@ TensorList SecondOrder::take(Forward&& forward, Reverse&& reverse) {
     } catch (const ForwardModeUnsupported& e) {
       if (mode_ != HvpMode::kAuto) throw;
       spdlog::warn("{}; mode auto: reverse mode from now on", e.what());
-      route_->reverse = true;
+      route_->fallen_back = true;
       route_->logged = true;
       use_reverse();
     }

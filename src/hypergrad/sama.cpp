@@ -72,6 +72,9 @@ void Sama::check(const MethodContext& context) const {
                 ? " (this problem's module is not an mlo::nn::Chain, so zero3 serves it as zero2)"
                 : "",
             "; use strategy distributed, or set data_parallel false for this problem");
+  MLO_CHECK(options_.mode() != MixedMode::kJvp || !context.shards_parameters, "sama.mode: ",
+            "problem '", curr.name(), "' shards its parameters (zero3), which forward mode ",
+            "does not follow; choose finite_difference or auto");
   if (!curr.has_optimizer()) return;  // reported by the engine with its own message
   const std::string reason = DifferentiableOptimizer::unsupported(curr.optimizer());
   MLO_CHECK(reason.empty(), "sama cannot precondition with this optimizer: ", reason);
@@ -188,7 +191,9 @@ std::vector<at::Tensor> Sama::apply(const std::vector<at::Tensor>& v, Level& cur
                                     Level& prev) {
   at::AutoGradMode enable_grad(true);
   const TensorList direction = precondition(v, curr);
-  return central_difference(curr, prev.parameters(), direction, options_.alpha());
+  return negative_mixed(curr, prev, direction, options_.mode(), "sama", route_, [&] {
+    return central_difference(curr, prev.parameters(), direction, options_.alpha());
+  });
 }
 
 MLO_REGISTER_METHOD(SamaOptions);
@@ -197,6 +202,7 @@ MLO_REGISTER_METHOD(SamaOptions);
 
 void SamaOptions::visit(Fields& fields) {
   fields("alpha", alpha(), positive());
+  fields.enumeration("mode", mode());
 }
 
 std::unique_ptr<Hypergradient> SamaOptions::make() const {

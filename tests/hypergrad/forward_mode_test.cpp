@@ -1,10 +1,11 @@
 // Tests of the forward-mode products (mlo/hypergrad/forward_mode.h) and the jvp modes of darts,
-// neumann and cg: equal to the double-backward products, exact where the finite difference is
+// sama, neumann and cg: equal to the double-backward products, exact where the finite difference is
 // not, and a clear error (or, with mode auto, the reverse-mode route) where LibTorch has no
 // forward-mode formula.
 
 #include <mlo/hypergrad.h>
 #include <mlo/hypergrad/forward_mode.h>
+#include <support/inner_steps.h>
 #include <support/levels.h>
 #include <support/method_options.h>
 #include <support/quadratic.h>
@@ -135,6 +136,49 @@ TEST_CASE("Forward mode: darts jvp is the exact mixed product, without eps", "[h
   }
 }
 
+TEST_CASE("Forward mode: sama jvp is the exact mixed product along J v, without eps",
+          "[hypergrad][sama]") {
+  // SAMA's direction J v reads the lower optimizer's state after its latest step: three steps of
+  // SGD with momentum, or of Adam, then the product along it.
+  const bool adam = GENERATE(false, true);
+  CAPTURE(adam);
+  struct Stepped {
+    SoftmaxPair pair;
+    mlo::hypergrad::Sama sama;
+    Stepped(mlo::SamaOptions options, bool adam)
+        : pair(mlo::ProblemConfig().method(options), /*fused=*/false), sama(options) {
+      if (adam) {
+        pair.lower->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05).eps(1e-3));
+      } else {
+        pair.lower->optimizer<torch::optim::SGD>(
+            torch::optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+      }
+      pair.lower_level =
+          mlo::testing::make_level(*pair.lower, {pair.lower.get(), pair.upper.get()});
+      mlo::testing::run_unroll(*pair.lower_level, &sama, 3);
+    }
+    TensorList apply() { return sama.apply(pair.v, *pair.lower_level, *pair.upper_level); }
+  };
+  Stepped jvp(mlo::SamaOptions().mode(mlo::MixedMode::kJvp), adam);
+  const TensorList direction = jvp.sama.precondition(jvp.pair.v, *jvp.pair.lower_level);
+  const TensorList want = jvp.pair.mixed(direction);
+  const TensorList w_before = {jvp.pair.lower->parameters()[0].detach().clone()};
+  const double error = relative_error(jvp.apply(), want);
+  INFO("jvp: relative error " << error);
+  CHECK(error < 1e-10);
+  CHECK(torch::equal(jvp.pair.lower->parameters()[0].detach(), w_before[0]));
+  // The finite difference along the same direction: its error falls as eps^2.
+  auto fd_error = [&](double alpha) {
+    Stepped fd(mlo::SamaOptions().alpha(alpha), adam);
+    return relative_error(fd.apply(), want);
+  };
+  const double coarse = fd_error(1e-1), fine = fd_error(1e-2);
+  INFO("finite difference: relative error " << coarse << " (alpha 0.1), " << fine
+                                              << " (alpha 0.01)");
+  CHECK(coarse / fine > 50);
+  CHECK(coarse / fine < 200);
+}
+
 TEST_CASE("Forward mode: forward-over-reverse Hessian-vector products equal double backward's",
           "[hypergrad]") {
   SECTION("the quadratic: A u") {
@@ -187,6 +231,22 @@ TEST_CASE("Forward mode: a backward operator without a forward-mode formula", "[
       CHECK(torch::equal(got[0], fd.apply(fd.v)[0]));
     }
   }
+  SECTION("sama: jvp names the operator; auto takes the finite difference") {
+    auto apply = [](mlo::MixedMode mode) {
+      SoftmaxPair pair(mlo::ProblemConfig(), /*fused=*/true);
+      pair.lower->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+      pair.lower_level =
+          mlo::testing::make_level(*pair.lower, {pair.lower.get(), pair.upper.get()});
+      mlo::hypergrad::Sama sama(mlo::SamaOptions().mode(mode));
+      mlo::testing::run_unroll(*pair.lower_level, &sama, 2);
+      return sama.apply(pair.v, *pair.lower_level, *pair.upper_level);
+    };
+    CHECK_THROWS_WITH(apply(mlo::MixedMode::kJvp), Contains("sama (mode jvp): problem 'lower'") &&
+                                                     Contains(lane) &&
+                                                     Contains("'nll_loss_backward'"));
+    CHECK(torch::equal(apply(mlo::MixedMode::kAuto)[0],
+                       apply(mlo::MixedMode::kFiniteDifference)[0]));
+  }
   SECTION("cg: jvp names the operator; auto takes double backward's products") {
     auto config = [](mlo::HvpMode mode) {
       return mlo::ProblemConfig().method(mlo::CGOptions().iterations(4).mode(mode));
@@ -202,6 +262,9 @@ TEST_CASE("Forward mode: a backward operator without a forward-mode formula", "[
 
 TEST_CASE("Forward mode: the mode names", "[hypergrad]") {
   CHECK(mlo::from_string<mlo::DartsMode>("jvp") == mlo::DartsMode::kJvp);
+  CHECK_THROWS_WITH(mlo::from_string<mlo::MixedMode>("exact", "problems.inner.sama.mode"),
+                    "problems.inner.sama.mode: unknown mixed-product mode 'exact'; "
+                    "valid names: finite_difference, jvp, auto");
   CHECK(mlo::from_string<mlo::HvpMode>("double_backward") == mlo::HvpMode::kDoubleBackward);
   CHECK_THROWS_WITH(mlo::from_string<mlo::HvpMode>("forward", "problems.inner.cg.mode"),
                     "problems.inner.cg.mode: unknown Hessian-vector product mode 'forward'; "

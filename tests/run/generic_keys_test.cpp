@@ -174,7 +174,9 @@ std::string other_value(const std::string& key, const std::string& text) {
   if (text == "true") return "false";
   if (text == "false") return "true";
   if (key == "unrolled.checkpointing") return text == "none" ? "binomial" : "none";
-  if (key == "darts.mode" || key == "neumann.mode" || key == "cg.mode") return "jvp";
+  if (key == "darts.mode" || key == "sama.mode" || key == "neumann.mode" || key == "cg.mode") {
+    return "jvp";
+  }
   if (key == "unrolled.budget_bytes") return "100000000";  // room for a few inner states
   if (text.find_first_not_of("0123456789") == std::string::npos) {
     return std::to_string(std::stoll(text) + 2);  // snapshots 0 -> 2, iterations 1 -> 3
@@ -198,8 +200,9 @@ std::vector<torch::Tensor> trained_upper(const std::vector<std::string>& overrid
 }
 
 // Options that change how a method computes, not what (memory, exact restoring, forward or
-// reverse mode, a size limit the pair is below either way): the trained upper equals the default's up to rounding (darts.mode: up to the
-// finite difference's error, checked on its own). Every other option changes the hypergradient.
+// reverse mode, a size limit the pair is below either way): the trained upper equals the
+// default's up to rounding (darts.mode, sama.mode: up to the finite difference's error, checked
+// on their own). Every other option changes the hypergradient.
 // cg.alpha scales both sides of CG's system, so its iterates do not depend on it (cg.h).
 bool same_math(const std::string& key) {
   return key == "darts.exact_restore" || key == "cg.alpha" || key.rfind("unrolled.", 0) == 0 ||
@@ -351,7 +354,7 @@ TEST_CASE("Generic keys: every key of problems.<name> reaches the built problem"
       const double difference =
           relative_difference(trained_upper(overrides), method_defaults[section]);
       INFO("trained reweighter vs the method's defaults: relative difference " << difference);
-      if (key == "darts.mode") {
+      if (key == "darts.mode" || key == "sama.mode") {
         // (the exact product against the float32 finite difference at alpha 0.01: the key
         // reaches the method, and both train alike)
         CHECK(difference > 0);

@@ -5,8 +5,8 @@
 /// Paper: H. Liu, K. Simonyan, Y. Yang, "DARTS: Differentiable Architecture Search", ICLR 2019
 /// (arXiv:1806.09055), Sec. 2.3, Eq. (8).
 
-#include <mlo/base/enum_names.h>
 #include <mlo/core/method.h>
+#include <mlo/hypergrad/forward_mode.h>
 
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
@@ -16,23 +16,8 @@
 
 namespace mlo {
 
-/// How darts takes the mixed product `(d^2 L / dlambda dw) v`.
-enum class DartsMode {
-  kFiniteDifference,  ///< a central difference at w +/- eps v (approximate, O(eps^2))
-  kJvp,               ///< exact, in forward mode (hypergrad/forward_mode.h)
-  kAuto,              ///< jvp where LibTorch can, else the finite difference (logged once)
-};
-
-/// The names of `DartsMode` in configs and logs: "finite_difference", "jvp", "auto".
-template <>
-struct EnumNames<DartsMode> {
-  /// What the values are, for errors ("unknown darts mode 'x'").
-  static constexpr const char* kWhat = "darts mode";
-  /// Each value with its name, in declaration order.
-  static constexpr std::pair<DartsMode, const char*> kTable[] = {
-      {DartsMode::kFiniteDifference, "finite_difference"}, {DartsMode::kJvp, "jvp"},
-      {DartsMode::kAuto, "auto"}};
-};
+/// How darts takes the mixed product (the names "finite_difference", "jvp", "auto").
+using DartsMode = MixedMode;
 
 /// DARTS: eps = alpha / ||v||; result (grad_lambda L(w - eps v) - grad_lambda L(w + eps v)) / 2eps.
 struct DartsOptions : MethodOptionsFor<DartsOptions> {
@@ -98,8 +83,7 @@ class Darts : public Hypergradient {
 
  private:
   DartsOptions options_;
-  bool finite_difference_ = false;  // mode auto fell back
-  bool logged_ = false;             // the route was logged
+  ForwardRoute route_;  // jvp taken, or given up under mode auto
 };
 
 }  // namespace hypergrad

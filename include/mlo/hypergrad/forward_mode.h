@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Second-order products in forward mode: the JVP routes of darts, neumann and cg.
+/// Second-order products in forward mode: the JVP routes of darts, sama, neumann and cg.
 ///
 /// LibTorch's forward-mode AD carries a tangent with every tensor of a dual level. Setting the
 /// tangent of each lower parameter w to a direction u and evaluating the lower loss L gives, on
@@ -33,6 +33,25 @@
 #include <utility>
 
 namespace mlo {
+
+/// How darts and sama take the mixed product `(d^2 L / dlambda dw) u` (u = v for darts, the
+/// preconditioned J v for sama).
+enum class MixedMode {
+  kFiniteDifference,  ///< a central difference at w +/- eps u (approximate, O(eps^2))
+  kJvp,               ///< exact, in forward mode (`forward_mixed`)
+  kAuto,              ///< jvp where LibTorch can, else the finite difference (logged once)
+};
+
+/// The names of `MixedMode` in configs and logs: "finite_difference", "jvp", "auto".
+template <>
+struct EnumNames<MixedMode> {
+  /// What the values are, for errors ("unknown mixed-product mode 'x'").
+  static constexpr const char* kWhat = "mixed-product mode";
+  /// Each value with its name, in declaration order.
+  static constexpr std::pair<MixedMode, const char*> kTable[] = {
+      {MixedMode::kFiniteDifference, "finite_difference"}, {MixedMode::kJvp, "jvp"},
+      {MixedMode::kAuto, "auto"}};
+};
 
 /// How neumann and cg take their Hessian-vector products.
 enum class HvpMode {
@@ -107,6 +126,21 @@ TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList
 /// ranks' products. Throws `ForwardModeUnsupported` when LibTorch lacks a formula it needs.
 TensorList forward_hvp(Level& curr, const TensorList& u, const char* method);
 
+/// Where a method's forward-mode route stands: taken or given up (under auto), and logged.
+struct ForwardRoute {
+  bool fallen_back = false;  ///< forward mode failed once under auto: the other route from now on
+  bool logged = false;       ///< the route was logged
+};
+
+/// `-(d^2 L / dlambda dw) u` for darts and sama (`method`), L = `curr`'s loss over its latest
+/// window, lambda = `prev`'s parameters: under `kFiniteDifference` (or once `route` fell back)
+/// by `difference()`; else by `forward_mixed`, logging the route once. Under `kAuto` the first
+/// failure of forward mode (a missing formula, sharded parameters on either level) falls back
+/// for good, with one warning; under `kJvp` it throws `ForwardModeUnsupported`.
+TensorList negative_mixed(Level& curr, Level& prev, const TensorList& u, MixedMode mode,
+                          const char* method, ForwardRoute& route,
+                          const std::function<TensorList()>& difference);
+
 /// A lower problem's second-order products by the route a method's `HvpMode` selects:
 /// reverse-over-reverse (`LowerGradient`, whose graph of dL/dw serves every product) or forward
 /// mode (`forward_hvp`, `forward_mixed`). Under `kAuto` the first product forward mode cannot
@@ -114,11 +148,8 @@ TensorList forward_hvp(Level& curr, const TensorList& u, const char* method);
 /// with one warning; `kJvp` throws `ForwardModeUnsupported` instead.
 class SecondOrder {
  public:
-  /// The route the method took so far: which one serves, and whether it was logged.
-  struct Route {
-    bool reverse = false;  ///< forward mode failed once under kAuto: reverse mode from now on
-    bool logged = false;   ///< the route was logged
-  };
+  /// The route the method took so far (fallen back: reverse mode).
+  using Route = ForwardRoute;
   /// For `curr`'s latest window; `route` is the method's (it outlives this object).
   SecondOrder(Level& curr, HvpMode mode, const char* method, Route& route);
   /// H u (detached), averaged over the ranks under data parallelism.

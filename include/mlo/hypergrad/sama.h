@@ -6,6 +6,7 @@
 /// "Making Scalable Meta Learning Practical", NeurIPS 2023 (arXiv:2310.05674), Sec. 3.
 
 #include <mlo/core/method.h>
+#include <mlo/hypergrad/forward_mode.h>
 
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
@@ -22,13 +23,19 @@ struct SamaOptions : MethodOptionsFor<SamaOptions> {
   static constexpr const char* kName = "sama";
   /// Perturbation size, relative to ||J v||.
   TORCH_ARG(double, alpha) = 0.01;
+  /// How the mixed product along J v is taken: `kFiniteDifference` (the default), `kJvp`
+  /// (exact, in forward mode, no eps; `alpha` is then not used) or `kAuto`, as for darts.
+  TORCH_ARG(MixedMode, mode) = MixedMode::kFiniteDifference;
 
  public:  // (TORCH_ARG leaves the struct in a private section)
   /// The keys of the `sama:` section of a problem.
   void visit(Fields& fields) override;
   std::unique_ptr<Hypergradient> make() const override;
   /// A finite difference: its re-evaluations need gradients for the upper problems only.
-  Reevaluation reevaluation() const override { return {true, 1}; }  // w restored from a copy
+  /// (w restored from a copy; jvp keeps none: the direction rides on w as its tangent)
+  Reevaluation reevaluation() const override {
+    return {true, mode() == MixedMode::kJvp ? 0 : 1};
+  }
 };
 
 namespace hypergrad {
@@ -53,7 +60,8 @@ class DifferentiableOptimizer;
 ///
 /// The gradient g is recorded just before each optimizer step of the lower problem (the method
 /// is told through `before_optimizer_step`). Any other optimizer is refused at engine
-/// initialization. Options: `SamaOptions::alpha`.
+/// initialization. Options: `SamaOptions::alpha`, `SamaOptions::mode`: with mode jvp the mixed
+/// product along J v is exact, taken in forward mode as darts takes it (`negative_mixed`).
 ///
 /// ```
 /// auto lower = std::make_shared<Inner>("inner", mlo::ProblemConfig().method(
@@ -70,9 +78,10 @@ class Sama : public Hypergradient {
                                 Level& prev) override;
   /// Records the gradient the optimizer is about to use (for Adam's Jacobian).
   void before_optimizer_step(Level& curr) override;
-  /// Refuses an optimizer other than SGD, Adam or AdamW, and a data-parallel level under
+  /// Refuses an optimizer other than SGD, Adam or AdamW, a data-parallel level under
   /// zero1/zero2 (the preconditioner reads every parameter's optimizer state; under zero3 a
-  /// Chain's rank holds the state of its own shards, all that it reads there).
+  /// Chain's rank holds the state of its own shards, all that it reads there), and mode jvp on
+  /// a level that shards its parameters (zero3).
   void check(const MethodContext& context) const override;
   /// The latest step's gradients, learning rates and buffer creation (read by the next apply).
   void save(torch::serialize::OutputArchive& archive) const override;
@@ -90,6 +99,7 @@ class Sama : public Hypergradient {
   std::vector<at::Tensor> last_grads_;  // the gradient the update used (Adam/AdamW)
   std::vector<double> last_lrs_;  // the learning rates the latest step used (pre-schedule)
   std::vector<bool> created_buffer_;    // SGD: that step created the momentum buffer
+  ForwardRoute route_;                  // jvp taken, or given up under mode auto
 };
 
 }  // namespace hypergrad
