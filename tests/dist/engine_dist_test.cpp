@@ -122,6 +122,31 @@ TEST_CASE("dist engine: 2 ranks equal 1 process on the global batch (HPO pair)",
   }
 }
 
+TEST_CASE("dist engine: forward-mode products (mode jvp) on 2 ranks equal 1 process", "[dist]") {
+  // Each rank takes its products over its shard of the lower window; the engine averages the
+  // results as it does reverse mode's. Neumann's and CG's Hessian-vector products are the same
+  // numbers in either mode, so jvp's single process also equals double backward's.
+  for (const char* method : {"darts", "sama", "neumann", "cg"}) {
+    SECTION(method) {
+      const std::string jvp = std::string(method) + "_jvp";
+      const auto runs = compare({"hpo", "distributed", jvp}, {"hpo", "default", jvp}, kRounding);
+      if (std::string(method) == "neumann" || std::string(method) == "cg") {
+        const auto reverse = launch(0, {"hpo", "default", method});
+        REQUIRE(reverse[0].code == 0);
+        for (const char* level : {"upper", "lower"}) {
+          const double difference =
+              max_difference(values(runs[0].log, level), values(reverse[0].log, level));
+          INFO(level << ": max |jvp - double backward| = " << difference);
+          CHECK(difference < kRounding);
+        }
+      }
+    }
+  }
+  SECTION("three levels, darts") {
+    compare({"three", "distributed", "darts_jvp"}, {"three", "default", "darts_jvp"}, kRounding);
+  }
+}
+
 TEST_CASE("dist engine: 2 ranks equal 1 process on the global batch (three levels)", "[dist]") {
   // The path [top, mid, low, top] has two hops: the middle one's result must be averaged before
   // the last hop, which is linear in its batch only for the same vector on every rank.

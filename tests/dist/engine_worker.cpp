@@ -6,7 +6,8 @@
 // PAIR: `hpo` (logistic regression with per-feature L2 decays, tuned on a validation loss),
 // `reweight` (an MLP classifier trained on a weighted loss; a weight net learns the weights on a
 // meta batch) or `three` (three scalar levels with per-sample coefficients: a two-hop path).
-// STRATEGY: default | distributed | zero1 | zero2 | zero3. METHOD: darts | neumann | cg | sama.
+// STRATEGY: default | distributed | zero1 | zero2 | zero3. METHOD: darts | neumann | cg | sama,
+// each with `_jvp` for its forward-mode products (mode jvp).
 // The reweighting pair's networks are mlo::nn::Chains (zero3 shards them block by block). Each
 // rank reads
 // its contiguous shard of every global batch; the lower level accumulates 2 micro-batches per
@@ -212,10 +213,19 @@ mlo::ProblemConfig lower_config(const std::string& method) {
     config.checkpointing(
         mlo::CheckpointingOptions(mlo::Checkpointing::kUniform).segments(2));
   }
-  if (method == "neumann") return config.method(mlo::NeumannOptions().iterations(3).alpha(0.5));
-  if (method == "cg") return config.method(mlo::CGOptions().iterations(3));
-  if (method == "sama") return config.method(mlo::SamaOptions());
-  return config.method(mlo::DartsOptions());
+  const std::string suffix = "_jvp";
+  const bool jvp = method.size() > suffix.size() &&
+                   method.compare(method.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string name = jvp ? method.substr(0, method.size() - suffix.size()) : method;
+  const auto hvp = jvp ? mlo::HvpMode::kJvp : mlo::HvpMode::kDoubleBackward;
+  const auto mixed = jvp ? mlo::MixedMode::kJvp : mlo::MixedMode::kFiniteDifference;
+  if (name == "neumann") {
+    return config.method(mlo::NeumannOptions().iterations(3).alpha(0.5).mode(hvp));
+  }
+  if (name == "cg") return config.method(mlo::CGOptions().iterations(3).mode(hvp));
+  if (name == "sama") return config.method(mlo::SamaOptions().mode(mixed));
+  MLO_CHECK(name == "darts", "unknown method '", method, "'");
+  return config.method(mlo::DartsOptions().mode(mixed));
 }
 
 }  // namespace
