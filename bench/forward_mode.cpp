@@ -5,8 +5,11 @@
 // tensor bytes during a global step (the meta step included; on CUDA the caching allocator's
 // allocated bytes), the same measure for both.
 //   darts   finite_difference vs jvp  (the class-aware weight net: the separable route)
-//   cg      double_backward vs jvp    (5 steps; the classifier without batch norm, whose backward
-//   neumann double_backward vs jvp     LibTorch cannot differentiate in forward mode)
+//   cg      double_backward vs jvp    (5 steps; the main job's CNN)
+//   neumann double_backward vs jvp
+// And with the CIFAR ResNet-50 classifier (batch norm, which a Chain runs in elementary
+// operations under forward-over-reverse) on synthetic CIFAR-shaped data, batch 32:
+//   cg_resnet50, neumann_resnet50     (the same pairs, 5 steps)
 // And on the HPO problem (configs/hpo_logreg.yaml: 20 per-feature L2 weights), the hypergradient
 // of an unroll of K inner steps, for K = 10, 100, 1000:
 //   hpo_K   unrolled vs forward       (each round K global steps: one unroll and its
@@ -14,7 +17,8 @@
 // Prints, per pair, each round's milliseconds per global step, then the median time ratio
 // (forward mode / reference) with its range over the rounds and each side's peak MiB.
 //   build/bench/forward_mode [YAML] [--rounds R] [--steps K]
-//                            [--only darts|cg|neumann|hpo_10|hpo_100|hpo_1000]
+//                            [--only darts|cg|neumann|cg_resnet50|neumann_resnet50|
+//                                    hpo_10|hpo_100|hpo_1000]
 //                            [--set key=value]...   (applied to every run of the main job)
 #include <mlo/memory/meter.h>
 #include <mlo/mlo.h>
@@ -98,17 +102,32 @@ int main(int argc, char** argv) {
       path = arg;
     }
   }
-  const std::string no_bn = "problems.classifier.model.batch_norm=false";
+  const std::vector<std::string> cg = {"problems.classifier.method=cg",
+                                       "problems.classifier.cg.iterations=5"};
+  const std::vector<std::string> neumann = {"problems.classifier.method=neumann",
+                                            "problems.classifier.neumann.iterations=5",
+                                            "problems.classifier.neumann.alpha=0.05"};
+  const std::vector<std::string> resnet50 = {
+      "problems.classifier.model.name=resnet50", "data.dataset=synthetic",
+      "data.synthetic_size=2000", "data.synthetic_test_size=100", "data.batch_size=32",
+      "data.meta_batch_size=32"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
   const std::vector<Pair> pairs = {
-      {"darts", {"problems.classifier.method=darts"}, {"problems.classifier.darts.mode=finite_difference"},
-       {"problems.classifier.darts.mode=jvp"}},
-      {"cg", {"problems.classifier.method=cg", "problems.classifier.cg.iterations=5", no_bn},
-       {"problems.classifier.cg.mode=double_backward"}, {"problems.classifier.cg.mode=jvp"}},
-      {"neumann",
-       {"problems.classifier.method=neumann", "problems.classifier.neumann.iterations=5",
-        "problems.classifier.neumann.alpha=0.05", no_bn},
+      {"darts", {"problems.classifier.method=darts"},
+       {"problems.classifier.darts.mode=finite_difference"},
+       {"problems.classifier.darts.mode=jvp"}, "", 0},
+      {"cg", cg, {"problems.classifier.cg.mode=double_backward"},
+       {"problems.classifier.cg.mode=jvp"}, "", 0},
+      {"neumann", neumann, {"problems.classifier.neumann.mode=double_backward"},
+       {"problems.classifier.neumann.mode=jvp"}, "", 0},
+      {"cg_resnet50", with(cg, resnet50), {"problems.classifier.cg.mode=double_backward"},
+       {"problems.classifier.cg.mode=jvp"}, "", 0},
+      {"neumann_resnet50", with(neumann, resnet50),
        {"problems.classifier.neumann.mode=double_backward"},
-       {"problems.classifier.neumann.mode=jvp"}}};
+       {"problems.classifier.neumann.mode=jvp"}, "", 0}};
   std::vector<Pair> all = pairs;
   for (const int64_t k : {10, 100, 1000}) {
     const std::string unroll = "problems.inner.unroll_steps=" + std::to_string(k);

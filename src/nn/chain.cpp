@@ -1,6 +1,7 @@
 #include <mlo/nn/chain.h>
 
 #include <mlo/base/error.h>
+#include <mlo/nn/batch_norm.h>
 
 #include <algorithm>
 
@@ -23,6 +24,15 @@ std::vector<std::string> split_name(const std::string& name) {
 
 bool starts_with(const std::string& text, const std::string& prefix) {
   return text.size() >= prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Block `block` on `x`, a BatchNorm2d through batch_norm_forward (forward-mode products
+// differentiate it twice).
+torch::Tensor run_plainly(torch::nn::AnyModule& block, const torch::Tensor& x) {
+  if (auto* bn = dynamic_cast<torch::nn::BatchNorm2dImpl*>(block.ptr().get())) {
+    return batch_norm_forward(*bn, x);
+  }
+  return block.forward(x);
 }
 
 }  // namespace
@@ -77,7 +87,7 @@ torch::Tensor ChainImpl::forward_range(const torch::Tensor& x, std::size_t begin
             ") is not inside the chain's ", size(), " blocks");
   torch::Tensor out = x;
   for (std::size_t i = begin; i < end; ++i) {
-    out = runner_ ? runner_->run(*this, i, out) : blocks_[i].forward(out);
+    out = runner_ ? runner_->run(*this, i, out) : run_plainly(blocks_[i], out);
   }
   return out;
 }
@@ -88,7 +98,7 @@ torch::Tensor ChainImpl::forward_block(std::size_t i, const torch::Tensor& x) {
               " blocks");
     return runner_->run(*this, i, x);
   }
-  return block(i).forward(x);
+  return run_plainly(block(i), x);
 }
 
 torch::nn::AnyModule& ChainImpl::block(std::size_t i) {

@@ -1,6 +1,7 @@
 #include <mlo/nn/cnn.h>
 
 #include <mlo/base/error.h>
+#include <mlo/nn/batch_norm.h>
 
 namespace mlo {
 namespace nn {
@@ -21,7 +22,7 @@ void ConvPoolImpl::reset() {
 torch::Tensor ConvPoolImpl::forward(const torch::Tensor& x) {
   // NOTE: max-pool commutes with ReLU (both monotone); pooling first halves the ReLU's work
   // and memory.
-  const torch::Tensor y = batch_norm ? bn->forward(conv->forward(x)) : conv->forward(x);
+  const torch::Tensor y = batch_norm ? batch_norm_forward(*bn, conv->forward(x)) : conv->forward(x);
   // NOTE: LibTorch's CPU max_pool2d is slower on NCHW than on channels-last inputs, but its
   // channels-last backward is slower still (docs/reweighting.md, "What it costs"). Without a
   // graph (evaluation, the re-evaluations of DARTS) the pooling therefore runs channels-last:

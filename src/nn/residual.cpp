@@ -1,6 +1,7 @@
 #include <mlo/nn/residual.h>
 
 #include <mlo/base/error.h>
+#include <mlo/nn/batch_norm.h>
 
 #include "init.h"
 
@@ -34,7 +35,7 @@ torch::Tensor shortcut_of(const torch::Tensor& x, int64_t out, int64_t stride, S
                           torch::nn::Conv2d& conv, torch::nn::BatchNorm2d& bn) {
   if (!needs_shortcut(x.size(1), out, stride)) return x;
   if (kind == Shortcut::kZeroPad) return zero_pad_shortcut(x, out, stride);
-  return bn->forward(conv->forward(x));
+  return batch_norm_forward(*bn, conv->forward(x));
 }
 
 // out + shortcut, then the activation; the sum in place on `out` (a batch-norm output nothing
@@ -68,8 +69,8 @@ void BasicBlockImpl::reset() {
 torch::Tensor BasicBlockImpl::forward(const torch::Tensor& x) {
   const Activation act = options.activation();
   const bool efficient = options.efficient_activation();
-  torch::Tensor out = activate(bn1->forward(conv1->forward(x)), act, efficient);
-  out = bn2->forward(conv2->forward(out));
+  torch::Tensor out = activate(batch_norm_forward(*bn1, conv1->forward(x)), act, efficient);
+  out = batch_norm_forward(*bn2, conv2->forward(out));
   return add_activate(out,
                       shortcut_of(x, options.out_channels(), options.stride(), options.shortcut(),
                                   shortcut_conv, shortcut_bn),
@@ -113,9 +114,9 @@ void BottleneckImpl::reset() {
 torch::Tensor BottleneckImpl::forward(const torch::Tensor& x) {
   const Activation act = options.activation();
   const bool efficient = options.efficient_activation();
-  torch::Tensor out = activate(bn1->forward(conv1->forward(x)), act, efficient);
-  out = activate(bn2->forward(conv2->forward(out)), act, efficient);
-  out = bn3->forward(conv3->forward(out));
+  torch::Tensor out = activate(batch_norm_forward(*bn1, conv1->forward(x)), act, efficient);
+  out = activate(batch_norm_forward(*bn2, conv2->forward(out)), act, efficient);
+  out = batch_norm_forward(*bn3, conv3->forward(out));
   return add_activate(out,
                       shortcut_of(x, options.expansion() * options.planes(), options.stride(),
                                   options.shortcut(), shortcut_conv, shortcut_bn),

@@ -1,6 +1,7 @@
 #include <mlo/nn/resnet.h>
 
 #include <mlo/base/error.h>
+#include <mlo/nn/batch_norm.h>
 
 #include "init.h"
 
@@ -28,7 +29,7 @@ void ResNetStemImpl::reset() {
 
 torch::Tensor ResNetStemImpl::forward(const torch::Tensor& x) {
   const torch::Tensor input = channels_last ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
-  return activate(bn->forward(conv->forward(input)), activation, efficient_activation);
+  return activate(batch_norm_forward(*bn, conv->forward(input)), activation, efficient_activation);
 }
 
 void ResNetStemImpl::pretty_print(std::ostream& stream) const {

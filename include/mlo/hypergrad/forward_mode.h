@@ -18,9 +18,10 @@
 /// Forward-over-reverse needs a forward-mode formula for every backward operator the loss
 /// reaches. LibTorch has none for some (`nll_loss_backward`, `_log_softmax_backward_data`,
 /// `native_batch_norm_backward`, in 1.13 and in 2.x alike); the products then throw
-/// `ForwardModeUnsupported`, naming the operator and the LibTorch version. Forward mode alone
-/// (the separable route) needs formulas for the forward operators only, which LibTorch has for
-/// convolutions, batch norm, pooling and the cross-entropy.
+/// `ForwardModeUnsupported`, naming the operator and the LibTorch version (mlo's models and
+/// `Chain`s run batch norm through `nn::batch_norm_forward`, which avoids the last). Forward
+/// mode alone (the separable route) needs formulas for the forward operators only, which
+/// LibTorch has for convolutions, batch norm, pooling and the cross-entropy.
 
 #include <mlo/base/enum_names.h>
 #include <mlo/base/error.h>
