@@ -23,7 +23,8 @@
 #       --no-ablate skips the ablation (a check of the methods alone); --main-set KEY=VALUE
 #       (repeatable) is passed to the main job as --set. The forward-mode benchmark
 #       (bench/forward_mode: darts, cg and neumann, reverse against forward mode) runs on CUDA
-#       after the main job.
+#       after the main job, then mlo against Betty (bench/peers/compare.py --device cuda) when
+#       --prepare also fetched Betty's wheel (installed into .gpu-prefix/python for PYTHON).
 # Environment: CUDA_HOME (default /usr/local/cuda), MLO_JOBS (default: nproc), MLO_ABLATE_RUNS
 # (default 1: each ablation runs that many times in a row, into ablation_<variant>_run<k>, so the
 # report shows whether two runs agree). Without the dataset-fashion-mnist .deb (it is 31 MB, the
@@ -57,6 +58,9 @@ if [ "${1:-}" = "--prepare" ]; then
   mkdir -p "${debs}"
   log "Downloading ${#PACKAGES[@]} packages into ${debs#"${root}/"}/"
   (cd "${debs}" && apt-get download "${PACKAGES[@]}")
+  # Betty for bench/peers (a pure-Python wheel; its imports, torch and numpy, come with PyTorch).
+  python3 -m pip download --quiet --no-deps --ignore-requires-python betty-ml==0.2.1 \
+    -d "${debs}/wheels" || log "no Betty wheel (pip could not fetch it): the GPU check skips bench/peers"
   ls -1 "${debs}"/*.deb | sed "s|^${root}/|  |"
   log "Prepared. Copy this checkout, ${debs#"${root}/"}/ included, to the GPU machine and run there:"
   echo "  scripts/gpu_check.sh REPORT_DIR [--python PYTHON]"
@@ -140,7 +144,7 @@ grep -q "CUDA support: 1" "${report_dir}/configure.log" ||
   die "LibTorch from ${torch_root} was not found with CUDA (${report_dir}/configure.log)"
 
 targets=()
-[ "${gpu_only}" = 1 ] && targets=(--target mlo_tool cuda_test forward_mode)
+[ "${gpu_only}" = 1 ] && targets=(--target mlo_tool cuda_test forward_mode peers_steps)
 log "Building ${targets[*]:-everything} with ${jobs} jobs"
 cmake --build "${build}" -j "${jobs}" ${targets[@]+"${targets[@]}"} > "${report_dir}/build.log" 2>&1 ||
   { tail -30 "${report_dir}/build.log"; die "the build failed (${report_dir}/build.log)"; }
@@ -220,6 +224,20 @@ bench_status=0
   --set device=cuda --set threads=0 "${main_data[@]}" > "${report_dir}/forward_mode.log" 2>&1 ||
   bench_status=$?
 
+# mlo against Betty on CUDA, when its wheel came along (PYTHON has torch; Betty is pure Python).
+peers_status=0
+peers_ran=0
+betty_wheel="$(find "${debs}/wheels" -name 'betty_ml-*.whl' 2>/dev/null | head -1 || true)"
+if [ -n "${betty_wheel}" ]; then
+  peers_ran=1
+  log "mlo against Betty on CUDA (bench/peers/compare.py)"
+  { "${python}" -m pip install --quiet --no-deps --ignore-requires-python \
+      --target "${prefix}/python" "${betty_wheel}" &&
+    PYTHONPATH="${prefix}/python${PYTHONPATH:+:${PYTHONPATH}}" "${python}" bench/peers/compare.py \
+      --device cuda --mlo-build "${build}" --rounds 3; } > "${report_dir}/peers.log" 2>&1 ||
+    peers_status=$?
+fi
+
 # Every row of one GPU (--ranks 0: the two-rank rows need a GPU per rank), ReLU and Swish.
 ablate_status=0
 rm -f "${report_dir}"/ablate_*.status
@@ -272,6 +290,19 @@ done
   fi
   echo '```'
   echo
+  echo "## mlo against Betty 0.2.1 on CUDA (bench/peers/compare.py --rounds 3)"
+  echo
+  echo '```'
+  if [ "${peers_ran}" = 0 ]; then
+    echo "not run: no Betty wheel in ${debs#"${root}/"}/wheels (scripts/gpu_check.sh --prepare)"
+  elif [ "${peers_status}" = 0 ]; then
+    grep -E "^[a-z_0-9]+: mlo" "${report_dir}/peers.log"
+  else
+    echo "FAILED (exit ${peers_status}); the end of peers.log:"
+    tail -15 "${report_dir}/peers.log"
+  fi
+  echo '```'
+  echo
   [ "${no_ablate}" = 1 ] && echo "(the ablation was not run: --no-ablate)"
   for name in ${ablations[@]+"${ablations[@]}"}; do
     echo "## mlo ablate on CUDA, batch 100, ${name} (peak and reserved MiB, time ratios)"
@@ -294,4 +325,4 @@ done
 log "Report: ${report_dir}/report.md"
 cat "${report_dir}/report.md"
 [ "${tests_status}" = 0 ] && [ "${cuda_status}" = 0 ] && [ "${main_status}" = 0 ] &&
-  [ "${bench_status}" = 0 ] && [ "${ablate_status}" = 0 ]
+  [ "${bench_status}" = 0 ] && [ "${peers_status}" = 0 ] && [ "${ablate_status}" = 0 ]

@@ -231,4 +231,32 @@ TEST_CASE("Resume: sama with Adam, saved anywhere in an unroll, resumes bit for 
   }
 }
 
+TEST_CASE("Resume: the jvp modes, saved anywhere in an unroll, resume bit for bit",
+          "[core][resume]") {
+  // Forward-mode products keep nothing between hypergradients; sama's record of the latest
+  // step is saved as in reverse mode.
+  const int which = GENERATE(0, 1, 2, 3);
+  const std::vector<mlo::ProblemConfig> methods = {
+      mlo::ProblemConfig().method(mlo::DartsOptions().mode(mlo::MixedMode::kJvp)),
+      mlo::ProblemConfig().method(mlo::SamaOptions().mode(mlo::MixedMode::kJvp)),
+      mlo::ProblemConfig().method(
+          mlo::NeumannOptions().iterations(3).alpha(0.5).mode(mlo::HvpMode::kJvp)),
+      mlo::ProblemConfig().method(mlo::CGOptions().iterations(2).mode(mlo::HvpMode::kJvp))};
+  CAPTURE(methods[which].method().name());
+  const Builder build = [&](mlo::Engine& engine) {
+    auto outer = std::make_shared<Node>("outer", mlo::ProblemConfig(), 0.3, 1);
+    auto inner = std::make_shared<Node>(
+        "inner", mlo::ProblemConfig(methods[which]).unroll_steps(3), -0.2, 2);
+    inner->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05));
+    engine.add(outer).add(inner);
+    link(engine, outer, inner);
+    return Nodes{outer, inner};
+  };
+  const auto straight = run(build, 7, 0);
+  for (int64_t stop : {1, 2, 3, 4, 5, 6}) {
+    INFO("stopped after global step " << stop);
+    require_identical(run(build, 7, stop), straight);
+  }
+}
+
 }  // namespace engine_resume_test
