@@ -234,7 +234,7 @@ if [ -n "${betty_wheel}" ]; then
   { "${python}" -m pip install --quiet --no-deps --ignore-requires-python \
       --target "${prefix}/python" "${betty_wheel}" &&
     PYTHONPATH="${prefix}/python${PYTHONPATH:+:${PYTHONPATH}}" "${python}" bench/peers/compare.py \
-      --device cuda --mlo-build "${build}" --rounds 3; } > "${report_dir}/peers.log" 2>&1 ||
+      --device cuda --mlo-build "${build}" --rounds 3 --mlo-set "${main_data[1]}"; } > "${report_dir}/peers.log" 2>&1 ||
     peers_status=$?
 fi
 

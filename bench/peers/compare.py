@@ -14,6 +14,12 @@ hypergradient settings; mlo's side is build/bench/peers_steps on a config of con
                       Fashion-MNIST CNN, batches of 100, DARTS, unroll 1) with the
                       Meta-Weight-Net (reweighting.method mwn), one thread, against
                       bench/peers/betty_reweight.py --model cnn.
+                      In both, mlo's mwn is set to Betty's math: the plain mean of the weighted
+                      losses, no weight floor, the weights recomputed from the losses at each
+                      perturbed classifier (normalize_weights, weight_floor,
+                      freeze_weight_inputs). Left different: mlo restores the classifier's
+                      batch-norm statistics after a re-evaluation, and runs the ResNet-50
+                      channels-last on the CPU (its `auto` memory format).
 
 Every round runs each side once, in a fresh process, the order alternating from round to round
 so that other load on the machine falls on both alike; each side times its own steps after a
@@ -29,7 +35,8 @@ are torch and numpy).
                                             [--mlo-build build] [--device cpu|cuda]
 
 --steps sets the timed steps of the HPO scenarios (500); the reweighting ones time
---reweight-steps (3) after 2 warm-up steps.
+--reweight-steps (3) after 2 warm-up steps; --mlo-set KEY=VALUE (repeatable) goes to mlo's side
+of the reweighting scenarios.
 """
 
 import argparse
@@ -87,17 +94,24 @@ def scenarios(args):
                  *common, "--device", args.device]
         out[f"hpo_{method}"] = (mlo, betty, 1)
     reweight = ["--warmup", "2", "--steps", str(args.reweight_steps)]
+    # Betty's weighted loss: mean(w l) with w = net(l.detach()), the losses recomputed at every
+    # perturbed classifier: mlo's mwn without its normalization, floor and frozen inputs.
+    mwn_as_betty = ["--set", "reweighting.mwn.normalize_weights=false",
+                    "--set", "reweighting.mwn.weight_floor=0",
+                    "--set", "reweighting.mwn.freeze_weight_inputs=false"]
+    mlo_set = [arg for kv in args.mlo_set for arg in ("--set", kv)]
     betty_reweight = [sys.executable, os.path.join(HERE, "betty_reweight.py"), *reweight,
                       "--device", args.device]
     out["meta_iteration_resnet50"] = (
         [steps_binary, "configs/ablation/lt_cifar10_resnet50.yaml", *reweight,
          "--set", "data.dataset=synthetic", "--set", "data.augment=false",
          "--set", "data.batch_size=32", "--set", "engine.track_memory=false",
-         "--set", "threads=2", *device],
+         "--set", "threads=2", *mwn_as_betty, *mlo_set, *device],
         [*betty_reweight, "--model", "resnet50", "--batch", "32", "--threads", "2"], 2)
     out["reweight_step"] = (
         [steps_binary, "configs/reweight_lt_fmnist.yaml", *reweight,
-         "--set", "reweighting.method=mwn", "--set", "threads=1", *device],
+         "--set", "reweighting.method=mwn", "--set", "threads=1", *mwn_as_betty, *mlo_set,
+         *device],
         [*betty_reweight, "--model", "cnn", "--batch", "100", "--threads", "1"], 1)
     return out
 
@@ -107,6 +121,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--reweight-steps", type=int, default=3)
+    parser.add_argument("--mlo-set", action="append", default=[],
+                        help="KEY=VALUE for mlo's side of the reweighting scenarios (e.g. the "
+                        "main job's data.root)")
     parser.add_argument("--only", default="")
     parser.add_argument("--mlo-build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--device", default="cpu")

@@ -9,6 +9,7 @@
 #include <mlo/run/yaml.h>
 
 #include <spdlog/spdlog.h>
+#include <torch/cuda.h>
 
 #include <chrono>
 #include <cstdio>
@@ -47,9 +48,15 @@ int main(int argc, char** argv) {
     auto experiment = mlo::run::make_experiment(mlo::run::load_run_config(path, overrides));
     mlo::Engine& engine = experiment->engine();
     engine.initialize();
+    // (on CUDA the clock reads after the queued work is done, as Betty's side does)
+    auto synchronize = [] {
+      if (torch::cuda::is_available()) torch::cuda::synchronize();
+    };
     for (int64_t i = 0; i < warmup; ++i) engine.step();
+    synchronize();
     const auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < steps; ++i) engine.step();
+    synchronize();
     const std::chrono::duration<double, std::milli> elapsed =
         std::chrono::steady_clock::now() - start;
     std::printf("ms_per_step=%.4f steps=%lld\n", elapsed.count() / static_cast<double>(steps),

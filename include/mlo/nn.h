@@ -5,6 +5,7 @@
 /// models by name (the registry).
 
 #include <mlo/nn/activations.h>
+#include <mlo/nn/batch_norm.h>
 #include <mlo/nn/chain.h>
 #include <mlo/nn/cnn.h>
 #include <mlo/nn/mwn.h>

@@ -68,7 +68,7 @@ auto translating(const std::string& who, const Level& curr, const char* route,
   }
 }
 
-// What the JVP routes of darts, neumann and cg are named in errors, and their remedy.
+// What the JVP routes of darts, sama, neumann and cg are named in errors, and their remedy.
 std::string jvp_route(const char* method) { return std::string(method) + " (mode jvp)"; }
 constexpr const char* kJvpRemedy =
     "choose mode: auto (falls back where LibTorch has none) or the reverse-mode route";

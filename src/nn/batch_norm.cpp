@@ -1,5 +1,7 @@
 #include <mlo/nn/batch_norm.h>
 
+#include <mlo/base/error.h>
+
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
@@ -15,17 +17,32 @@ at::Tensor per_channel(const at::Tensor& t) { return t.view({1, -1, 1, 1}); }
 }  // namespace
 
 torch::Tensor batch_norm_forward(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x) {
-  const bool fused =
-      !(x._fw_grad(/*level=*/0).defined() && at::GradMode::is_enabled() && x.requires_grad());
-  if (fused) return bn.forward(x);
   const auto& options = bn.options;
-  TORCH_CHECK(x.dim() == 4, "batch_norm_forward: expected a 4D input, got ", x.dim(), "D");
+  auto has_tangent = [](const at::Tensor& t) {
+    return t.defined() && t._fw_grad(/*level=*/0).defined();
+  };
+  // (a backward pass may follow where grad mode is on and it can reach x or the weight)
+  const bool backward = at::GradMode::is_enabled() &&
+                        (x.requires_grad() || (bn.weight.defined() && bn.weight.requires_grad()));
+  const bool elementary = backward && x.numel() > 0 &&
+                          (has_tangent(x) || has_tangent(bn.weight) || has_tangent(bn.bias));
+  if (!elementary) return bn.forward(x);  // (the kernel also checks the input)
+  MLO_CHECK(x.dim() == 4, "batch_norm_forward: expected a 4D input, got ", x.dim(), "D");
+  MLO_CHECK(x.size(1) == options.num_features(), "batch_norm_forward: the input has ", x.size(1),
+            " channels, the batch norm ", options.num_features());
   const bool batch_statistics = bn.is_training() || !options.track_running_stats();
+  const int64_t per_channel_count = x.numel() / x.size(1);
+  MLO_CHECK(!bn.is_training() || per_channel_count > 1,
+            "batch_norm_forward: expected more than 1 value per channel when training, got an ",
+            "input of size ", x.sizes());
+  // (statistics in at least float32, as the kernel accumulates them; the result in x's dtype)
+  const auto type = x.scalar_type();
+  const at::Tensor input = type == at::kBFloat16 || type == at::kHalf ? x.to(at::kFloat) : x;
   at::Tensor mean, variance, centered;
   if (batch_statistics) {
     const std::vector<int64_t> dims{0, 2, 3};
-    mean = x.mean(dims);
-    centered = x - per_channel(mean);
+    mean = input.mean(dims);
+    centered = input - per_channel(mean);
     variance = centered.pow(2).mean(dims);  // biased, as the kernel normalizes
     if (bn.is_training() && options.track_running_stats()) {
       at::NoGradGuard no_grad;
@@ -34,7 +51,7 @@ torch::Tensor batch_norm_forward(torch::nn::BatchNorm2dImpl& bn, const torch::Te
           options.momentum().has_value()
               ? *options.momentum()
               : 1.0 / bn.num_batches_tracked.item<double>();  // cumulative average
-      const double n = static_cast<double>(x.numel() / x.size(1));
+      const double n = static_cast<double>(per_channel_count);
       const at::Tensor batch_mean = mean.detach().to(bn.running_mean.scalar_type());
       const at::Tensor unbiased =
           (variance.detach() * (n / (n - 1.0))).to(bn.running_var.scalar_type());
@@ -44,14 +61,14 @@ torch::Tensor batch_norm_forward(torch::nn::BatchNorm2dImpl& bn, const torch::Te
   } else {
     mean = bn.running_mean;
     variance = bn.running_var;
-    centered = x - per_channel(mean);
+    centered = input - per_channel(mean);
   }
   // (one scale per channel: the backward pass keeps `centered`, and no normalized copy of x)
   at::Tensor scale = (variance + options.eps()).rsqrt();
   if (options.affine()) scale = scale * bn.weight;
   at::Tensor y = centered * per_channel(scale);
   if (options.affine()) y = y + per_channel(bn.bias);
-  return y.to(x.scalar_type());
+  return y.to(type);
 }
 
 }  // namespace nn

@@ -129,6 +129,7 @@ TEST_CASE("Precision: bf16 on CPU trains the HPO problem to within 5% of fp32",
             << "; frozen weights " << frozen);
   // The learned weights matter (else any two runs would agree), and bf16 learns them as fp32.
   CHECK(frozen - fp32 > 0.1 * fp32);
+  CHECK(bf16 != fp32);  // (bf16 ran: its rounding shows)
   CHECK(std::abs(bf16 - fp32) <= 0.05 * fp32);
 }
 

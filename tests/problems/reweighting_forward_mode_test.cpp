@@ -197,7 +197,6 @@ TEST_CASE("Forward mode: Hessian-vector products of the CNN over an accumulation
     CHECK(hvp_error < 1e-10);
     CHECK(cg_error < 1e-10);
   }
-
 }
 
 }  // namespace reweighting_forward_mode_test
