@@ -71,9 +71,10 @@ class DifferentiableOptimizer;
 ///
 /// Needs a forward-mode formula for every backward operator the lower loss reaches (LibTorch
 /// lacks some: `nll_loss_backward`, `_log_softmax_backward_data`, `native_batch_norm_backward`,
-/// which mlo's models and `Chain`s avoid, see `forward_mode.h`); the first step that meets one throws `ForwardModeUnsupported` naming it. Refuses what `unrolled`
-/// refuses (an optimizer without a differentiable update, gradient clipping, a second parent, a
-/// middle level, data parallelism), more than `max_hyperparameters` scalars of lambda, and
+/// which mlo's models and `Chain`s avoid, see `forward_mode.h`); the first step that meets one
+/// throws `ForwardModeUnsupported` naming it. Refuses what `unrolled` refuses (an optimizer
+/// without a differentiable update, gradient clipping, a second parent, a middle level, data
+/// parallelism), more than `max_hyperparameters` scalars of lambda, and
 /// `carry` with roll-back. Not differentiated: `grad_callback`, `param_callback` and a custom
 /// optimizer step.
 ///
