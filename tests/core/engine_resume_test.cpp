@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <initializer_list>
 #include <sstream>
 
 namespace engine_resume_test {
@@ -87,6 +88,28 @@ void require_identical(const std::vector<double>& resumed, const std::vector<dou
   for (size_t i = 0; i < resumed.size(); ++i) {
     INFO("value " << i << ": resumed " << resumed[i] << ", uninterrupted " << straight[i]);
     CHECK(resumed[i] == straight[i]);  // bit for bit
+  }
+}
+
+// An outer node linked with an inner one that `inner_config` configures (on Adam, lr 0.05, with
+// `adam`; else the node's SGD).
+Builder outer_over_inner(mlo::ProblemConfig inner_config, bool adam) {
+  return [inner_config, adam](mlo::Engine& engine) {
+    auto outer = std::make_shared<Node>("outer", mlo::ProblemConfig(), 0.3, 1);
+    auto inner = std::make_shared<Node>("inner", inner_config, -0.2, 2);
+    if (adam) inner->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05));
+    engine.add(outer).add(inner);
+    link(engine, outer, inner);
+    return Nodes{outer, inner};
+  };
+}
+
+// `build` run to `total` after a save and load at each of `stops` ends where it ends unsaved.
+void require_resumes(const Builder& build, int64_t total, std::initializer_list<int64_t> stops) {
+  const auto straight = run(build, total, 0);
+  for (int64_t stop : stops) {
+    INFO("stopped after global step " << stop);
+    require_identical(run(build, total, stop), straight);
   }
 }
 
@@ -190,20 +213,9 @@ TEST_CASE("Resume: forward saved anywhere in an unroll resumes bit for bit",
   // The tangents d w / d lambda of the unroll so far are part of the saved state (`method.inner`).
   const bool adam = GENERATE(false, true);
   CAPTURE(adam);
-  const Builder build = [adam](mlo::Engine& engine) {
-    auto outer = std::make_shared<Node>("outer", mlo::ProblemConfig(), 0.3, 1);
-    auto inner = std::make_shared<Node>(
-        "inner", mlo::ProblemConfig().unroll_steps(4).method(mlo::ForwardOptions()), -0.2, 2);
-    if (adam) inner->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05));
-    engine.add(outer).add(inner);
-    link(engine, outer, inner);
-    return Nodes{outer, inner};
-  };
-  const auto straight = run(build, 10, 0);
-  for (int64_t stop : {1, 2, 3, 4, 5, 6, 7, 9}) {
-    INFO("stopped after global step " << stop);
-    require_identical(run(build, 10, stop), straight);
-  }
+  require_resumes(
+      outer_over_inner(mlo::ProblemConfig().unroll_steps(4).method(mlo::ForwardOptions()), adam),
+      10, {1, 2, 3, 4, 5, 6, 7, 9});
 }
 
 TEST_CASE("Resume: sama with Adam, saved anywhere in an unroll, resumes bit for bit",
@@ -213,22 +225,11 @@ TEST_CASE("Resume: sama with Adam, saved anywhere in an unroll, resumes bit for 
   // lower problem also steps again before every parent step, which refreshes it.
   const bool roll_back = GENERATE(false, true);
   CAPTURE(roll_back);
-  const Builder build = [roll_back](mlo::Engine& engine) {
-    auto outer = std::make_shared<Node>("outer", mlo::ProblemConfig(), 0.3, 1);
-    auto inner = std::make_shared<Node>(
-        "inner",
-        mlo::ProblemConfig().unroll_steps(3).roll_back(roll_back).method(mlo::SamaOptions()),
-        -0.2, 2);
-    inner->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05));
-    engine.add(outer).add(inner);
-    link(engine, outer, inner);
-    return Nodes{outer, inner};
-  };
-  const auto straight = run(build, 7, 0);
-  for (int64_t stop : {1, 2, 3, 4, 5, 6}) {
-    INFO("stopped after global step " << stop);
-    require_identical(run(build, 7, stop), straight);
-  }
+  require_resumes(
+      outer_over_inner(
+          mlo::ProblemConfig().unroll_steps(3).roll_back(roll_back).method(mlo::SamaOptions()),
+          /*adam=*/true),
+      7, {1, 2, 3, 4, 5, 6});
 }
 
 TEST_CASE("Resume: the jvp modes, saved anywhere in an unroll, resume bit for bit",
@@ -243,20 +244,9 @@ TEST_CASE("Resume: the jvp modes, saved anywhere in an unroll, resume bit for bi
           mlo::NeumannOptions().iterations(3).alpha(0.5).mode(mlo::HvpMode::kJvp)),
       mlo::ProblemConfig().method(mlo::CGOptions().iterations(2).mode(mlo::HvpMode::kJvp))};
   CAPTURE(methods[which].method().name());
-  const Builder build = [&](mlo::Engine& engine) {
-    auto outer = std::make_shared<Node>("outer", mlo::ProblemConfig(), 0.3, 1);
-    auto inner = std::make_shared<Node>(
-        "inner", mlo::ProblemConfig(methods[which]).unroll_steps(3), -0.2, 2);
-    inner->optimizer<torch::optim::Adam>(torch::optim::AdamOptions(0.05));
-    engine.add(outer).add(inner);
-    link(engine, outer, inner);
-    return Nodes{outer, inner};
-  };
-  const auto straight = run(build, 7, 0);
-  for (int64_t stop : {1, 2, 3, 4, 5, 6}) {
-    INFO("stopped after global step " << stop);
-    require_identical(run(build, 7, stop), straight);
-  }
+  require_resumes(
+      outer_over_inner(mlo::ProblemConfig(methods[which]).unroll_steps(3), /*adam=*/true), 7,
+      {1, 2, 3, 4, 5, 6});
 }
 
 }  // namespace engine_resume_test
