@@ -13,7 +13,6 @@ and prints one line: "ms_per_step=<x> steps=<n>".
 
 import argparse
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +20,7 @@ import torch.nn.functional as F
 from betty.configs import Config, EngineConfig
 from betty.engine import Engine
 from betty.problems import ImplicitProblem
+from betty_timing import time_steps
 
 FEATURES = 20
 SAMPLES = 1000
@@ -111,22 +111,7 @@ def main():
         problems=[outer, inner],
         dependencies={"u2l": {outer: [inner]}, "l2u": {inner: [outer]}},
     )
-    engine.train()
-
-    def steps(n):
-        for _ in range(n):
-            engine.global_step += 1
-            engine.train_step()
-
-    steps(args.warmup)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    steps(args.steps)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    elapsed = time.perf_counter() - start
-    print(f"ms_per_step={1000.0 * elapsed / args.steps:.4f} steps={args.steps}")
+    time_steps(engine, args.warmup, args.steps, device)
     return 0
 
 

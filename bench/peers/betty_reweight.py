@@ -25,7 +25,6 @@ not depend on the values). Times `--steps` global steps after `--warmup` and pri
 
 import argparse
 import sys
-import time
 
 import torch
 import torch.nn as nn
@@ -34,6 +33,7 @@ import torch.nn.functional as F
 from betty.configs import Config, EngineConfig
 from betty.engine import Engine
 from betty.problems import ImplicitProblem
+from betty_timing import time_steps
 
 
 class Bottleneck(nn.Module):
@@ -159,22 +159,7 @@ def main():
         problems=[reweighter, classifier],
         dependencies={"u2l": {reweighter: [classifier]}, "l2u": {classifier: [reweighter]}},
     )
-    engine.train()
-
-    def steps(n):
-        for _ in range(n):
-            engine.global_step += 1
-            engine.train_step()
-
-    steps(args.warmup)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    steps(args.steps)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    elapsed = time.perf_counter() - start
-    print(f"ms_per_step={1000.0 * elapsed / args.steps:.4f} steps={args.steps}")
+    time_steps(engine, args.warmup, args.steps, device)
     return 0
 
 
