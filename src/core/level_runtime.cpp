@@ -16,6 +16,7 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace mlo {
 
@@ -254,6 +255,7 @@ std::vector<at::Tensor> LevelRuntime::gradients(const at::Tensor& loss,
     grads[i] = at::zeros_like(inputs[i]);
   }
   std::vector<at::Tensor> total(grads.begin(), grads.begin() + static_cast<long>(own.size()));
+  std::vector<at::Tensor> hyper(total.size());
   auto scope =
       memory::MemoryMeter::scope(meter_, name, memory::to_string(memory::Phase::kHypergradient));
   for (const auto& path : paths) {
@@ -287,7 +289,29 @@ std::vector<at::Tensor> LevelRuntime::gradients(const at::Tensor& loss,
       p.nonfinite_window_ = true;
       break;
     }
-    for (size_t i = 0; i < total.size(); ++i) total[i] = total[i] + v[i];
+    for (const Hop& hop : path.hops()) {
+      for (const auto& [key, value] : hop.method->diagnostics()) {
+        p.metrics_["hypergrad/" + metric_segment(hop.curr->name()) + "/" + key] = value;
+      }
+    }
+    for (size_t i = 0; i < total.size(); ++i) {
+      total[i] = total[i] + v[i];
+      hyper[i] = hyper[i].defined() ? hyper[i] + v[i] : v[i];
+    }
+  }
+  if (!paths.empty() && !p.nonfinite_window_) {
+    // The hypergradient alone (every path's sum, without the direct gradient) of this step's
+    // loss: without the loss scale and the accumulation window's 1/G that `loss` carries.
+    at::Tensor squares;
+    for (const auto& t : hyper) {
+      if (!t.defined()) continue;
+      const at::Tensor s = t.to(at::kDouble).pow(2).sum();
+      squares = squares.defined() ? squares + s : s;
+    }
+    double factor = static_cast<double>(p.config().gradient_accumulation());
+    if (p.scaler_) factor /= p.scaler_->scale();
+    const double local = squares.defined() ? squares.item<double>() : 0.0;
+    p.metrics_["hypergrad/norm"] = factor * std::sqrt(sum_over_shards(local));
   }
   return total;
 }

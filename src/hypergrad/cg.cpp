@@ -31,17 +31,21 @@ std::vector<at::Tensor> CG::apply(const std::vector<at::Tensor>& v_in, Level& cu
   TensorList r = scale(v, alpha);
   TensorList p = clone(r);
   double rr = dot(r, r);
+  const double rr0 = rr;
   // NOTE: stop once the residual is at rounding level relative to b; further steps would divide
   // rounding noise by rounding noise. The bound is far below what K steps reach in float32.
   const double rr_stop = rr * 1e-28;
-  for (int64_t k = 0; k < options_.iterations() && rr > rr_stop; ++k) {
+  int64_t steps = 0;
+  bool negative_curvature = false;
+  for (; steps < options_.iterations() && rr > rr_stop; ++steps) {
     const TensorList ap = scale(lower.hvp(p), alpha);
     const double pap = dot(p, ap);
     if (!(pap > 0.0) || !std::isfinite(pap)) {
       // Non-positive curvature along p (or a non-finite product): CG's step is undefined.
       spdlog::debug("cg: problem '{}': non-positive curvature p.Hp = {} at step {}; stopping",
-                    curr.name(), pap / alpha, k);
-      if (k == 0) {
+                    curr.name(), pap / alpha, steps);
+      negative_curvature = true;
+      if (steps == 0) {
         x = clone(v);  // H^{-1} ~ I, as in DARTS
       }
       break;
@@ -53,6 +57,16 @@ std::vector<at::Tensor> CG::apply(const std::vector<at::Tensor>& v_in, Level& cu
     const double beta = rr_next / rr;
     rr = rr_next;
     p = add_scaled(r, beta, p);  // p <- r + beta p
+  }
+  diagnostics_ = {
+      {"iterations", static_cast<double>(steps)},
+      {"residual", rr0 > 0.0 ? std::sqrt(rr / rr0) : 0.0},
+      {"stopped_early", !negative_curvature && steps < options_.iterations() ? 1.0 : 0.0},
+      {"negative_curvature", negative_curvature ? 1.0 : 0.0},
+      {"fell_back", negative_curvature && steps == 0 ? 1.0 : 0.0},
+  };
+  if (options_.mode() != HvpMode::kDoubleBackward) {
+    diagnostics_["jvp_fell_back"] = route_.fallen_back ? 1.0 : 0.0;
   }
 
   TensorList result = lower.mixed(x, lambda);

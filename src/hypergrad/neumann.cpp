@@ -28,10 +28,22 @@ std::vector<at::Tensor> Neumann::apply(const std::vector<at::Tensor>& v_in, Leve
   // p = alpha * sum_{k=0..K} (I - alpha H)^k v, accumulated term by term.
   TensorList term = clone(v);
   TensorList sum = clone(v);
+  bool negative_curvature = false;
   for (int64_t k = 0; k < options_.iterations(); ++k) {
     const TensorList h_term = lower.hvp(term);
+    const double curvature = dot(term, h_term);
+    if (!(curvature > 0.0) && dot(term, term) > 0.0) negative_curvature = true;
     axpy(-alpha, h_term, term);  // term <- (I - alpha H) term
     axpy(1.0, term, sum);
+  }
+  const double v_norm = norm(v);
+  diagnostics_ = {
+      {"iterations", static_cast<double>(options_.iterations())},
+      {"term_ratio", v_norm > 0.0 ? norm(term) / v_norm : 0.0},
+      {"negative_curvature", negative_curvature ? 1.0 : 0.0},
+  };
+  if (options_.mode() != HvpMode::kDoubleBackward) {
+    diagnostics_["jvp_fell_back"] = route_.fallen_back ? 1.0 : 0.0;
   }
   const TensorList p = scale(sum, alpha);
 

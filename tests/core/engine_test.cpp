@@ -466,3 +466,70 @@ TEST_CASE("Engine: offload cpu on a model that is on the CPU is refused", "[core
 }
 
 }  // namespace engine_test
+
+namespace engine_test {
+
+namespace {
+
+// A Toy that remembers its parameter as it was when its optimizer step began.
+struct Remembering : mlo_test::Toy {
+  using mlo_test::Toy::Toy;
+  void grad_callback(std::vector<torch::Tensor>& grads) override {
+    (void)grads;
+    before_step = value();
+  }
+  double before_step = 0.0;
+};
+
+}  // namespace
+
+TEST_CASE("Engine: every upper problem's metrics hold its hypergradient's norm and its methods' "
+          "diagnostics",
+          "[core][engine][diagnostics]") {
+  // Toy pair: L_lower = (w_l - 1)^2 + w_l w_u, L_upper = (w_u - 1)^2 + w_u w_l. H = 2, the mixed
+  // second derivative is 1 and v = dL_upper/dw_l = w_u, so the implicit hypergradient is
+  // -w_u / 2, exact for CG after one step and for Neumann as K grows.
+  const int64_t accumulation = GENERATE(1, 2);
+  CAPTURE(accumulation);
+  SECTION("cg: one step solves the 1-D system and stops early") {
+    auto upper = std::make_shared<Remembering>(
+        "upper", ProblemConfig().gradient_accumulation(accumulation), nullptr, 0.7, 0.1);
+    auto lower = mlo_test::toy("lower",
+                               ProblemConfig().method(mlo::CGOptions().iterations(3)), nullptr);
+    mlo::Engine engine(mlo::EngineConfig().train_iters(2 * accumulation));
+    engine.add(upper).add(lower);
+    mlo_test::link(engine, upper, lower);
+    engine.run();
+    const mlo::Metrics& m = upper->metrics();
+    // (the metric is of the step's own loss: without the window's 1/G)
+    CHECK(m.at("hypergrad/norm") == Approx(std::abs(upper->before_step) / 2).epsilon(1e-12));
+    CHECK(m.at("hypergrad/lower/iterations") == 1);
+    CHECK(m.at("hypergrad/lower/stopped_early") == 1);
+    CHECK(m.at("hypergrad/lower/residual") < 1e-14);
+    CHECK(m.at("hypergrad/lower/negative_curvature") == 0);
+    CHECK(m.at("hypergrad/lower/fell_back") == 0);
+    CHECK(m.count("hypergrad/lower/jvp_fell_back") == 0);  // (mode double_backward)
+    // A lower problem with no problem below it gets neither.
+    CHECK(lower->metrics().count("hypergrad/norm") == 0);
+  }
+  SECTION("neumann: the last term shrinks by |1 - alpha H| per term") {
+    auto upper = std::make_shared<Remembering>(
+        "upper", ProblemConfig().gradient_accumulation(accumulation), nullptr, 0.7, 0.1);
+    auto lower = mlo_test::toy(
+        "lower", ProblemConfig().method(mlo::NeumannOptions().iterations(3).alpha(0.1)),
+        nullptr);
+    mlo::Engine engine(mlo::EngineConfig().train_iters(2 * accumulation));
+    engine.add(upper).add(lower);
+    mlo_test::link(engine, upper, lower);
+    engine.run();
+    const mlo::Metrics& m = upper->metrics();
+    // p = alpha sum_{k=0..3} (1 - 2 alpha)^k v = 0.1 (1 + 0.8 + 0.64 + 0.512) w_u, and the
+    // mixed term is 1: |hypergradient| = 0.2952 |w_u|; the last term is 0.8^3 v.
+    CHECK(m.at("hypergrad/norm") == Approx(0.2952 * std::abs(upper->before_step)).epsilon(1e-12));
+    CHECK(m.at("hypergrad/lower/iterations") == 3);
+    CHECK(m.at("hypergrad/lower/term_ratio") == Approx(0.512).epsilon(1e-12));
+    CHECK(m.at("hypergrad/lower/negative_curvature") == 0);
+  }
+}
+
+}  // namespace engine_test

@@ -89,4 +89,55 @@ TEST_CASE("CG: rejects bad options", "[hypergrad]") {
                   mlo::Error);
 }
 
+TEST_CASE("CG: diagnostics say whether it stopped early, met negative curvature or fell back",
+          "[hypergrad][diagnostics]") {
+  SECTION("positive definite: exact within dim(w) steps, then it stops") {
+    Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/8);
+    mlo::hypergrad::CG method(mlo::CGOptions().iterations(50));
+    method.apply({q.v}, *q.lower_level, *q.upper_level);
+    const mlo::Metrics m = method.diagnostics();
+    INFO(mlo::format_all(m));
+    CHECK(m.at("stopped_early") == 1);
+    CHECK(m.at("iterations") >= q.n - 1);
+    CHECK(m.at("iterations") <= q.n + 1);  // n in exact arithmetic
+    CHECK(m.at("residual") < 1e-13);
+    CHECK(m.at("negative_curvature") == 0);
+    CHECK(m.at("fell_back") == 0);
+    CHECK(m.count("jvp_fell_back") == 0);
+  }
+  SECTION("ill-conditioned, two steps: all taken, the residual not gone") {
+    Quadratic q = Quadratic::make(mlo::ProblemConfig(), 6, 20, 3, 0.01, 1.0);
+    mlo::hypergrad::CG two(mlo::CGOptions().iterations(2));
+    two.apply({q.v}, *q.lower_level, *q.upper_level);
+    mlo::hypergrad::CG ten(mlo::CGOptions().iterations(10));
+    ten.apply({q.v}, *q.lower_level, *q.upper_level);
+    INFO(mlo::format_all(two.diagnostics()) + " | " + mlo::format_all(ten.diagnostics()));
+    CHECK(two.diagnostics().at("iterations") == 2);
+    CHECK(two.diagnostics().at("stopped_early") == 0);
+    CHECK(two.diagnostics().at("residual") > 1e-3);
+    CHECK(two.diagnostics().at("residual") < 1.0);
+    CHECK(ten.diagnostics().at("residual") < two.diagnostics().at("residual"));
+  }
+  SECTION("negative definite: the first direction stops it and x = v, DARTS's B^T v") {
+    Quadratic q = Quadratic::make(mlo::ProblemConfig(), 9, 5, 3, -2.0, -0.5);
+    mlo::hypergrad::CG method(mlo::CGOptions().iterations(5));
+    const auto out = method.apply({q.v}, *q.lower_level, *q.upper_level);
+    const mlo::Metrics m = method.diagnostics();
+    INFO(mlo::format_all(m));
+    CHECK(m.at("iterations") == 0);
+    CHECK(m.at("negative_curvature") == 1);
+    CHECK(m.at("fell_back") == 1);
+    CHECK(m.at("stopped_early") == 0);
+    CHECK(m.at("residual") == 1);
+    CHECK(relative_error(out[0], q.b.t().mv(q.v)) < 1e-12);
+  }
+  SECTION("mode auto reports whether reverse mode took the products") {
+    Quadratic q = Quadratic::make(mlo::ProblemConfig(), 10);
+    mlo::hypergrad::CG method(mlo::CGOptions().iterations(5).mode(mlo::HvpMode::kAuto));
+    method.apply({q.v}, *q.lower_level, *q.upper_level);
+    // (the quadratic's products have forward-mode formulas on every LibTorch)
+    CHECK(method.diagnostics().at("jvp_fell_back") == 0);
+  }
+}
+
 }  // namespace cg_test

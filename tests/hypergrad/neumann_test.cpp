@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <vector>
 
 namespace neumann_test {
@@ -93,6 +94,37 @@ TEST_CASE("Neumann: rejects bad options", "[hypergrad]") {
       mlo::Error);
   CHECK_THROWS_AS(mlo::hypergrad::Neumann(mlo::NeumannOptions().alpha(0)),
                   mlo::Error);
+}
+
+TEST_CASE("Neumann: diagnostics give the last term's size and negative curvature",
+          "[hypergrad][diagnostics]") {
+  const int64_t k = 4;
+  const double alpha = 0.5;
+  SECTION("positive definite: the last term is (I - alpha A)^K v") {
+    Quadratic q = Quadratic::make(mlo::ProblemConfig(), /*seed=*/11);
+    mlo::hypergrad::Neumann method(mlo::NeumannOptions().iterations(k).alpha(alpha));
+    method.apply({q.v}, *q.lower_level, *q.upper_level);
+    const torch::Tensor step = torch::eye(q.n, q.a.options()) - alpha * q.a;
+    const double expected = torch::linalg_matrix_power(step, k).mv(q.v).norm().item<double>() /
+                            q.v.norm().item<double>();
+    const mlo::Metrics m = method.diagnostics();
+    INFO(mlo::format_all(m));
+    CAPTURE(expected);
+    CHECK(m.at("term_ratio") == Approx(expected).epsilon(1e-12));
+    CHECK(m.at("term_ratio") < 1.0);
+    CHECK(m.at("iterations") == k);
+    CHECK(m.at("negative_curvature") == 0);
+  }
+  SECTION("negative definite: every term grows, and says so") {
+    Quadratic q = Quadratic::make(mlo::ProblemConfig(), 12, 5, 3, -2.0, -0.5);
+    mlo::hypergrad::Neumann method(mlo::NeumannOptions().iterations(k).alpha(alpha));
+    method.apply({q.v}, *q.lower_level, *q.upper_level);
+    const mlo::Metrics m = method.diagnostics();
+    INFO(mlo::format_all(m));
+    CHECK(m.at("negative_curvature") == 1);
+    // |1 - alpha h| >= 1.25 for h in [-2, -0.5]: the series diverges.
+    CHECK(m.at("term_ratio") > std::pow(1.25, k) * 0.999);
+  }
 }
 
 }  // namespace neumann_test

@@ -127,6 +127,8 @@ TEST_CASE("Run: a program's run folder; stopped and resumed it ends as the unint
   CHECK_THAT(config, Contains("engine:\n  train_iters: 40\n  valid_step: 8\n"));
   CHECK_THAT(config, Contains("  inner:\n    unroll_steps: 4\n"));
   CHECK_THAT(config, Contains("dependencies:\n  u2l:\n    outer: [inner]\n"));
+  // Every upper problem's hypergradient norm reaches the metrics files.
+  CHECK_THAT(mlo_test::read_text(full / "metrics.csv"), Contains("hypergrad/norm"));
 
   const mlo::RunResult stopped = Program().run(part, false, /*stop_at=*/23);
   CHECK(stopped.interrupted);

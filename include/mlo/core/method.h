@@ -28,6 +28,7 @@
 
 #include <mlo/base/fields.h>
 #include <mlo/base/registry.h>
+#include <mlo/core/metrics.h>
 #include <mlo/dist/strategy.h>
 
 #include <ATen/core/Tensor.h>
@@ -86,6 +87,11 @@ class Hypergradient {
   /// products of its gradient). The engine refuses such a method where the problem or a parent
   /// shards its parameters (zero3): a unit's all-gather is differentiated once only.
   virtual bool second_order() const { return false; }
+  /// What the latest `apply` reports of itself, under names without a prefix ("iterations",
+  /// "negative_curvature"): the engine records them among the metrics of the upper problem
+  /// whose step called `apply`, as "hypergrad/<curr's name>/<name>" (docs/hypergradients.md,
+  /// "Diagnostics"). The default reports nothing.
+  virtual Metrics diagnostics() const { return {}; }
 
   // ---- What the lower problem `curr` tells its method while it steps (defaults: nothing). ----
 

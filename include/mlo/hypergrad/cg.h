@@ -61,11 +61,19 @@ class CG : public Hypergradient {
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
                                 Level& prev) override;
 
+  /// Of the latest `apply`: "iterations" (CG steps taken), "residual" (|r| / |b| after them),
+  /// "stopped_early" (1: the residual vanished before `iterations` steps), "negative_curvature"
+  /// (1: a direction with p.Hp <= 0 stopped it), "fell_back" (1: that happened at the first
+  /// step, so x = v), and under mode jvp or auto "jvp_fell_back" (1: reverse mode took the
+  /// products).
+  Metrics diagnostics() const override { return diagnostics_; }
+
   /// The options it was built with.
   const CGOptions& options() const { return options_; }
 
  private:
   CGOptions options_;
+  Metrics diagnostics_;
   SecondOrder::Route route_;  // the forward-mode route taken so far (mode jvp, auto)
 };
 

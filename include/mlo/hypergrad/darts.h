@@ -76,6 +76,13 @@ class Darts : public Hypergradient {
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
                                 Level& prev) override;
 
+  /// Under mode jvp or auto, "jvp_fell_back" (1: the finite difference took the mixed
+  /// product); under the finite difference, nothing.
+  Metrics diagnostics() const override {
+    if (options_.mode() == DartsMode::kFiniteDifference) return {};
+    return {{"jvp_fell_back", route_.fallen_back ? 1.0 : 0.0}};
+  }
+
   /// The options it was built with.
   const DartsOptions& options() const { return options_; }
   /// Refuses mode jvp on a level that shards its parameters (zero3).

@@ -59,11 +59,18 @@ class Neumann : public Hypergradient {
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
                                 Level& prev) override;
 
+  /// Of the latest `apply`: "iterations" (terms added), "term_ratio" (|(I - alpha H)^K v| /
+  /// |v|: below 1 and shrinking with K the series converges; 1 or more it does not at this
+  /// alpha), "negative_curvature" (1: some term t had t.Ht <= 0, where the series grows), and
+  /// under mode jvp or auto "jvp_fell_back" (1: reverse mode took the products).
+  Metrics diagnostics() const override { return diagnostics_; }
+
   /// The options it was built with.
   const NeumannOptions& options() const { return options_; }
 
  private:
   NeumannOptions options_;
+  Metrics diagnostics_;
   SecondOrder::Route route_;  // the forward-mode route taken so far (mode jvp, auto)
 };
 

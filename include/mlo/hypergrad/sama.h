@@ -90,6 +90,13 @@ class Sama : public Hypergradient {
   /// J v: `v` preconditioned by the lower optimizer's Jacobian (one tensor per parameter).
   std::vector<at::Tensor> precondition(const std::vector<at::Tensor>& v, Level& curr) const;
 
+  /// Under mode jvp or auto, "jvp_fell_back" (1: the finite difference took the mixed
+  /// product); under the finite difference, nothing.
+  Metrics diagnostics() const override {
+    if (options_.mode() == MixedMode::kFiniteDifference) return {};
+    return {{"jvp_fell_back", route_.fallen_back ? 1.0 : 0.0}};
+  }
+
   /// The options it was built with.
   const SamaOptions& options() const { return options_; }
 
