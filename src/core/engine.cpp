@@ -91,6 +91,15 @@ Engine& Engine::on_step(std::function<bool(int64_t)> hook) {
   return *this;
 }
 
+Engine& Engine::environment(std::shared_ptr<Environment> environment) {
+  MLO_CHECK(!initialized_, "Engine::environment: set the environment before the engine starts");
+  MLO_CHECK(environment, "Engine::environment: the environment is null");
+  MLO_CHECK(!environment_ || environment_ == environment,
+            "Engine::environment: the engine has an environment already (one per engine)");
+  environment_ = std::move(environment);
+  return *this;
+}
+
 void Engine::check_config(const Problem& problem) const {
   const ProblemConfig& c = problem.config();
   const std::string& name = problem.name();
@@ -304,6 +313,7 @@ void Engine::step_problem(const Schedule::Step& step) {
 void Engine::step() {
   if (!initialized_) initialize();
   ++global_step_;
+  if (environment_) environment_->step(global_step_);
   const auto take = [this](const Schedule::Step& step) { step_problem(step); };
   if (!meter_) {
     nodes_->schedule().global_step(take);

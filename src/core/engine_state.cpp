@@ -28,6 +28,11 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
     problem->state_dict(sub);
     archive.write("problem." + problem->name(), sub);
   }
+  if (environment_) {
+    torch::serialize::OutputArchive sub;
+    environment_->save(sub);
+    archive.write("environment", sub);
+  }
   if (nodes_) {
     torch::serialize::OutputArchive sub;
     nodes_->schedule().save(sub, nodes_->names());
@@ -68,6 +73,12 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
     MLO_CHECK(archive.try_read("problem." + problem->name(), sub), "engine state: no state for ",
               "problem '", problem->name(), "' (saved from a different experiment?)");
     problem->load_state_dict(sub);
+  }
+  if (environment_) {
+    torch::serialize::InputArchive sub;
+    MLO_CHECK(archive.try_read("environment", sub),
+              "engine state: no state for the environment (saved by an engine without one?)");
+    environment_->load(sub);
   }
   torch::serialize::InputArchive schedule;
   MLO_CHECK(archive.try_read("schedule", schedule),

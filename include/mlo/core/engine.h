@@ -4,6 +4,7 @@
 /// validation, early stopping and logging.
 
 #include <mlo/core/config.h>
+#include <mlo/core/environment.h>
 #include <mlo/core/graph.h>
 #include <mlo/core/level.h>
 #include <mlo/core/problem.h>
@@ -90,6 +91,13 @@ class Engine {
   Engine& on_step(std::function<bool(int64_t global_step)> hook);
   /// The hook `on_step` set (empty when none was).
   const std::function<bool(int64_t)>& on_step_hook() const { return on_step_; }
+
+  /// An environment that the engine steps once at the start of every global step, before any
+  /// problem (core/environment.h), and saves with its state; one per engine, set before
+  /// `initialize`.
+  Engine& environment(std::shared_ptr<Environment> environment);
+  /// The environment (null when none was set).
+  Environment* environment() const { return environment_.get(); }
 
   /// The process group of a distributed strategy, for a program that connects it itself (tests,
   /// a launcher of its own); otherwise `initialize` connects from the environment variables.
@@ -206,6 +214,7 @@ class Engine {
   std::map<const Problem*, std::shared_ptr<const memory::LazyPlan>> checkpoint_plans_;
   int64_t last_step_peak_ = 0;
   std::shared_ptr<dist::ProcessGroup> group_;
+  std::shared_ptr<Environment> environment_;
 };
 
 }  // namespace mlo
