@@ -127,6 +127,9 @@ void LevelRuntime::check_inputs(const at::Tensor& loss, bool has_paths,
                                 const std::vector<std::pair<const Problem*, bool>>& inputs) const {
   const std::string& name = problem_.name();
   for (const auto& [input, upper] : inputs) {
+    // (an upper problem's parameters reach the loss unless the method links the levels
+    // otherwise: Hypergradient::differentiates_loss)
+    if (upper && method_ && !method_->differentiates_loss()) continue;
     if (detail::reaches(loss, input->parameters())) continue;
     throw Error(
         "problem '" + name + "': its loss does not depend on the parameters of problem '" +

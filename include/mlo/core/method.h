@@ -87,6 +87,12 @@ class Hypergradient {
   /// products of its gradient). The engine refuses such a method where the problem or a parent
   /// shards its parameters (zero3): a unit's all-gather is differentiated once only.
   virtual bool second_order() const { return false; }
+  /// Whether the method differentiates `curr`'s loss with respect to `prev`'s parameters, so
+  /// that they must reach that loss (the engine checks it at the first steps and refuses an edge
+  /// that does not hold). Every built-in method does; one that links the levels otherwise (a
+  /// first-order MAML step, where the lower problem starts from the upper's parameters and v
+  /// passes unchanged) returns false.
+  virtual bool differentiates_loss() const { return true; }
   /// What the latest `apply` reports of itself, under names without a prefix ("iterations",
   /// "negative_curvature"): the engine records them among the metrics of the upper problem
   /// whose step called `apply`, as "hypergrad/<curr's name>/<name>" (docs/hypergradients.md,
