@@ -42,7 +42,11 @@ RunResult run_experiment(const run::RunConfig& config, const RunCommand& command
   // The folder's refusals before the experiment is built (data loaded, a baseline trained).
   Run::check(options);
 
-  const auto owned = run::make_experiment(config);
+  // The experiment is told its run folder (`config.run.dir()`), where it may leave files of its
+  // own beside the run's (the architecture a search derived).
+  run::RunConfig with_folder = config;
+  with_folder.run = options;
+  const auto owned = run::make_experiment(with_folder);
   run::Experiment& experiment = *owned;
   Engine& engine = experiment.engine();
   // Validation (and early stopping) sees only the validation set held out of the training data;

@@ -59,6 +59,8 @@ struct MemoryKeys {
 
 /// One experiment, built from a configuration. Subclasses build everything in their
 /// constructor `(const RunConfig&)` and throw `mlo::Error` naming the key of a bad setting.
+/// Under `mlo run`, `config.run.dir()` is the run folder, where an experiment may write files
+/// of its own (a search's derived architecture); it is empty for a configuration built in code.
 class Experiment {
  public:
   virtual ~Experiment() = default;
