@@ -3,6 +3,7 @@
 #include "problems/fewshot/first_order.h"
 
 #include <mlo/base/error.h>
+#include <mlo/base/rng.h>
 #include <mlo/data/registry.h>
 #include <mlo/dist/strategy.h>
 #include <mlo/run/builders.h>
@@ -126,6 +127,12 @@ void FewshotExperiment::Settings::check(const run::RunConfig& config) const {
     config.fail("problems.inner.roll_back",
                 "must be false: the inner problem restarts from the meta-learner at every task");
   }
+  if (f.reg == 0.0 && inner.method().make()->differentiates_loss()) {
+    config.fail("fewshot.reg",
+                "0 leaves theta out of the inner loss, so the method '" + inner.method().name() +
+                    "' has nothing to differentiate; use reg > 0 (implicit MAML) or "
+                    "problems.inner.method: first_order (first-order MAML)");
+  }
   if (config.engine.strategy() != dist::Strategy::kDefault) {
     config.fail("engine.strategy", "the fewshot experiment runs in one process (tasks are small)");
   }
@@ -149,6 +156,18 @@ FewshotExperiment::FewshotExperiment(const run::RunConfig& config)
     request.seed = seed;
     const data::ImageDataset images = data::load_dataset(settings_.data.dataset, request);
     synthetic_ = images.synthetic;
+    const auto classes = static_cast<int64_t>(images.class_names.size());
+    for (const auto& [key, list] : {std::pair<const char*, const std::vector<int64_t>*>{
+                                        "fewshot.train_classes", &f.train_classes},
+                                    {"fewshot.test_classes", &f.test_classes}}) {
+      for (const int64_t c : *list) {
+        if (c >= classes) {
+          config_.fail(key, "class " + std::to_string(c) + " is not a class of " +
+                                settings_.data.dataset + " (classes 0.." +
+                                std::to_string(classes - 1) + ")");
+        }
+      }
+    }
     const auto [train_x, train_y] = of_classes(images.train_images, images.train_targets,
                                                f.train_classes);
     const auto [valid_x, valid_y] = of_classes(images.train_images, images.train_targets,
@@ -240,9 +259,8 @@ const std::vector<Task>& FewshotExperiment::eval_tasks(run::EvalSet set) {
 Metrics FewshotExperiment::evaluate(run::EvalSet set) {
   const FewshotConfig& f = settings_.fewshot;
   const run::ProblemSection& inner = config_.problems.at("inner");
-  const int64_t adapt_steps =
-      f.adapt_steps > 0 ? f.adapt_steps
-                        : inner.config.unroll_steps() * inner.config.gradient_accumulation();
+  // (the inner problem's optimizer steps per task)
+  const int64_t adapt_steps = f.adapt_steps > 0 ? f.adapt_steps : inner.config.unroll_steps();
   const int64_t baseline_steps = f.baseline_steps > 0 ? f.baseline_steps : adapt_steps;
   const std::vector<Task>& tasks = eval_tasks(set);
   const std::string prefix = set == run::EvalSet::kValid ? "valid/" : "";
@@ -264,7 +282,11 @@ Metrics FewshotExperiment::evaluate(run::EvalSet set) {
     // The baselines do not depend on theta: once per set. (A seed of their own for the
     // scratch models, so that no evaluation moves another's numbers.)
     Metrics baselines;
-    torch::manual_seed(static_cast<uint64_t>(config_.seed) + kScratchSeed);
+    // The fresh models draw from the default generator: seeded here, and put back after, so
+    // that an evaluation changes nothing the training may draw later.
+    at::Generator global = default_cpu_generator();
+    const at::Tensor saved = rng_state(global);
+    global.set_current_seed(static_cast<uint64_t>(config_.seed) + kScratchSeed);
     for (const Task& task : tasks) {
       torch::nn::Sequential fresh = make_model(regression_, test_tasks_->outputs(), f.hidden,
                                                f.channels, image_shape_);
@@ -274,6 +296,7 @@ Metrics FewshotExperiment::evaluate(run::EvalSet set) {
       add(baselines, "finetune_", adapt(pretrained_, task, baseline_steps, inner.optimizer, 0.0,
                                          regression_, regression_ ? 0 : f.ways));
     }
+    set_rng_state(global, saved);
     cached = baselines_.emplace(set, std::move(baselines)).first;
   }
   for (const auto& [name, value] : cached->second) out[name] = value;

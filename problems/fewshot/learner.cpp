@@ -61,6 +61,9 @@ void Learner::on_inner_loop_start() {
   MLO_CHECK(phi.size() == theta.size(), "problem '", name(), "': its model and the ",
             "meta-learner's differ (", phi.size(), " and ", theta.size(), " tensors)");
   for (size_t i = 0; i < phi.size(); ++i) phi[i].copy_(theta[i]);
+  // A new task: no momentum or moments from the last one (evaluation's adaptation, too, starts
+  // with a fresh optimizer).
+  optimizer().state().clear();
 }
 
 at::Tensor MetaLearner::training_step(const Batch& batch) {
@@ -111,7 +114,9 @@ Adapted adapt(const torch::nn::Sequential& start, const Task& task, int64_t step
     const int64_t in = last->options.in_features();
     torch::nn::Sequential rebuilt;
     for (auto it = copy->begin(); it + 1 != copy->end(); ++it) rebuilt->push_back(*it);
-    rebuilt->push_back(torch::nn::Linear(in, new_head));
+    torch::nn::Linear head(in, new_head);
+    head->to(last->weight.device(), last->weight.scalar_type());
+    rebuilt->push_back(head);
     copy = rebuilt.ptr();
     reg = 0.0;  // (no anchor for a new head)
   }

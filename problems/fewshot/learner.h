@@ -7,9 +7,11 @@
 ///   inner (`Learner`, phi):       phi*(theta) = argmin_phi  L_support(phi) + reg/2 |phi - theta|^2
 ///
 /// The learner restarts from theta at every unroll (one task per unroll, read from a
-/// `TaskEnvironment`), so its hypergradient through CG, Neumann or DARTS is iMAML's:
-/// reg (H + reg I)^{-1} v with H the support loss's Hessian. With `reg = 0` and the method
-/// `first_order` it is first-order MAML. Several tasks per meta-batch: the meta-learner's
+/// `TaskEnvironment`), with a fresh optimizer state, so its hypergradient through CG (or
+/// Neumann, as their iterations grow) is iMAML's: reg (H + reg I)^{-1} v with H the support
+/// loss's Hessian; DARTS and SAMA give reg v (H^{-1} ~ I). `unrolled` and `forward` treat the
+/// unroll's start as a constant and so see only the proximal term's path, not MAML's. With
+/// `reg = 0` and the method `first_order` it is first-order MAML. Several tasks per meta-batch: the meta-learner's
 /// `gradient_accumulation`. `adapt` runs the same inner objective on a copy (evaluation and the
 /// baselines). Models: `make_model` (an MLP for the sinusoid, a small CNN for images).
 
@@ -42,7 +44,7 @@ class Learner : public Problem {
   Handle<MetaLearner> meta{this};
   /// task_loss(support) + reg/2 |phi - theta|^2.
   at::Tensor training_step(const Batch& batch) override;
-  /// phi <- theta.
+  /// phi <- theta, and the optimizer's state (momentum, moments) cleared.
   void on_inner_loop_start() override;
   /// The learner's output for `x`.
   at::Tensor forward(const at::Tensor& x) const;

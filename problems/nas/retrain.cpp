@@ -1,5 +1,6 @@
 #include "problems/nas/retrain.h"
 
+#include <mlo/base/archive.h>
 #include <mlo/base/error.h>
 #include <mlo/data/stream.h>
 #include <mlo/run/builders.h>
@@ -10,10 +11,24 @@
 #include <torch/utils.h>
 
 #include <sstream>
+#include <utility>
 
 namespace mlo {
 namespace problems {
 namespace nas {
+
+Retrained::Retrained(std::string name, ProblemConfig config, std::string genotype)
+    : Problem(std::move(name), std::move(config)), genotype_(std::move(genotype)) {}
+
+void Retrained::save_step_state(torch::serialize::OutputArchive& archive) const {
+  archive.write("genotype", c10::IValue(genotype_));
+}
+
+void Retrained::load_step_state(torch::serialize::InputArchive& archive) {
+  const std::string saved = mlo::archive::read_string(archive, "genotype", "problem 'net'");
+  MLO_CHECK(saved == genotype_, "nas.architecture: the run being resumed trained another cell;",
+            " resume with the architecture it started with:\n", saved);
+}
 
 at::Tensor Retrained::logits(const at::Tensor& x) const {
   return module_as<FixedNetworkImpl>()->forward(x);
@@ -65,8 +80,16 @@ NasRetrainExperiment::NasRetrainExperiment(const run::RunConfig& config)
   }
   device_ = run::resolve_device(config_);
   data_ = load_nas_data(settings_.data, seed);
+  const int64_t side = std::min(data_.train.data.size(2), data_.train.data.size(3));
+  if (side < smallest_image_side(genotype_.cells)) {
+    config_.fail(r.architecture == "hand" || r.architecture == "random" ? "nas.cells"
+                                                                        : "nas.architecture",
+                 std::to_string(genotype_.cells) + " cells halve " + std::to_string(side) +
+                     "-pixel images to nothing (the stem and each cell halve them)");
+  }
   torch::manual_seed(seed);
-  net_ = std::make_shared<Retrained>("net", config_.problems.at("net").config);
+  net_ = std::make_shared<Retrained>("net", config_.problems.at("net").config,
+                                     to_yaml(genotype_));
   net_->module(FixedNetwork(data_.in_channels, data_.classes, genotype_));
   run::setup_problem(*net_, config_);
   net_->data(std::make_shared<data::LoaderStream>(

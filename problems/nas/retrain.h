@@ -39,9 +39,16 @@ struct RetrainConfig {
 /// The network being retrained.
 class Retrained : public Problem {
  public:
-  using Problem::Problem;
+  /// `genotype`: its cell as `to_yaml` writes it, saved with the problem's state; a resume
+  /// with another cell is refused.
+  Retrained(std::string name, ProblemConfig config, std::string genotype);
   at::Tensor training_step(const Batch& batch) override;
   at::Tensor logits(const at::Tensor& x) const;
+  void save_step_state(torch::serialize::OutputArchive& archive) const override;
+  void load_step_state(torch::serialize::InputArchive& archive) override;
+
+ private:
+  std::string genotype_;
 };
 
 class NasRetrainExperiment : public run::Experiment {

@@ -14,11 +14,22 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace mlo {
 namespace problems {
 namespace nas {
+namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
 
 ArchitectureImpl::ArchitectureImpl(int64_t edges, double init_scale) {
   alpha = register_parameter(
@@ -71,8 +82,15 @@ NasSearchExperiment::NasSearchExperiment(const run::RunConfig& config)
   const uint64_t seed = static_cast<uint64_t>(config_.seed);
   device_ = run::resolve_device(config_);
   data_ = load_nas_data(settings_.data, seed);
-  torch::manual_seed(seed);
   const SearchSpaceConfig& s = settings_.nas;
+  const int64_t side = std::min(data_.train.data.size(2), data_.train.data.size(3));
+  if (side < smallest_image_side(s.cells)) {
+    config_.fail("nas.cells", std::to_string(s.cells) + " cells halve " + std::to_string(side) +
+                                  "-pixel images to nothing (the stem and each cell halve "
+                                  "them): at most " +
+                                  std::to_string(static_cast<int64_t>(std::log2(side)) - 1));
+  }
+  torch::manual_seed(seed);
   inner_ = std::make_shared<Supernet>("inner", config_.problems.at("inner").config);
   outer_ = std::make_shared<ArchitectureSearch>("outer", config_.problems.at("outer").config);
   inner_->module(SearchNetwork(data_.in_channels, data_.classes, s.nodes, s.cells, s.channels));
@@ -105,13 +123,19 @@ Metrics NasSearchExperiment::evaluate(run::EvalSet set) {
       valid ? data_.held_out : data_.test, device_);
   net->train(was_training);
   if (!valid && !config_.run.dir().empty()) {
-    // The search's result: the derived cell, where retraining reads it.
-    const std::filesystem::path path = std::filesystem::path(config_.run.dir()) / "architecture.yaml";
+    // The search's result: the derived cell, where retraining reads it. A file there that says
+    // something else (edited by hand, or another evaluation's) is kept: the new one goes beside
+    // it.
+    const std::filesystem::path dir(config_.run.dir());
+    std::filesystem::path path = dir / "architecture.yaml";
     const std::string text = to_yaml(
         derived(), {"derived by mlo's nas search (run " + config_.name + ", seed " +
                         std::to_string(config_.seed) + ")",
-                    "retrain: mlo run configs/nas_retrain_fmnist.yaml --set nas.architecture=" +
-                        path.string()});
+                    "retrain: mlo run configs/nas_retrain_fmnist.yaml --set "
+                    "nas.architecture=<this file>"});
+    for (int n = 2; std::filesystem::exists(path) && read_text(path) != text; ++n) {
+      path = dir / ("architecture." + std::to_string(n) + ".yaml");
+    }
     write_file_atomically(path.string(), [&](std::ostream& out) { out << text; });
     spdlog::info("nas: derived architecture written to {}", path.string());
   }

@@ -6,6 +6,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -152,38 +154,69 @@ std::string to_yaml(const Genotype& genotype, const std::vector<std::string>& co
   return out.str();
 }
 
-Genotype read_genotype(const std::string& path) {
-  YAML::Node root;
+namespace {
+
+// Throws unless every key of `node` (a map) is one of `known`.
+void check_keys(const YAML::Node& node, const std::vector<std::string>& known,
+                const std::string& where, const std::string& prefix) {
+  for (const auto& entry : node) {
+    const std::string key = entry.first.as<std::string>();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string valid;
+    for (const auto& k : known) valid += (valid.empty() ? "" : ", ") + k;
+    throw Error(where + ": " + prefix + key + ": unknown key; keys: " + valid);
+  }
+}
+
+}  // namespace
+
+Genotype parse_genotype(const std::string& text, const std::string& where) {
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw Error(path + ": cannot read the architecture file");
-  } catch (const YAML::Exception& e) {
-    throw Error(path + ": not YAML: " + e.what());
-  }
-  const auto integer = [&](const YAML::Node& node, const std::string& key) {
-    MLO_CHECK(node[key], path, ": '", key, "' is missing");
-    try {
-      return node[key].as<int64_t>();
-    } catch (const YAML::Exception&) {
-      throw Error(path + ": " + key + ": expected an integer, got '" +
-                  node[key].as<std::string>("") + "'");
+    const YAML::Node root = YAML::Load(text);
+    MLO_CHECK(root.IsMap(), where, ": expected the keys nodes, cells, channels, edges");
+    check_keys(root, {"nodes", "cells", "channels", "edges"}, where, "");
+    const auto integer = [&](const YAML::Node& node, const std::string& key,
+                             const std::string& name) {
+      MLO_CHECK(node[key], where, ": '", name, "' is missing");
+      MLO_CHECK(node[key].IsScalar(), where, ": ", name, ": expected an integer");
+      try {
+        return node[key].as<int64_t>();
+      } catch (const YAML::Exception&) {
+        throw Error(where + ": " + name + ": expected an integer, got '" +
+                    node[key].Scalar() + "'");
+      }
+    };
+    Genotype g;
+    g.nodes = integer(root, "nodes", "nodes");
+    g.cells = integer(root, "cells", "cells");
+    g.channels = integer(root, "channels", "channels");
+    MLO_CHECK(root["edges"] && root["edges"].IsSequence(), where, ": 'edges' must be a list");
+    for (size_t i = 0; i < root["edges"].size(); ++i) {
+      const YAML::Node e = root["edges"][i];
+      const std::string name = "edges[" + std::to_string(i) + "]";
+      MLO_CHECK(e.IsMap(), where, ": ", name, ": expected {node, input, op}");
+      check_keys(e, {"node", "input", "op"}, where, name + ".");
+      MLO_CHECK(e["op"] && e["op"].IsScalar(), where, ": ", name, ".op: expected an operation");
+      g.edges.push_back(
+          {integer(e, "node", name + ".node"), integer(e, "input", name + ".input"), e["op"].Scalar()});
     }
-  };
-  Genotype g;
-  MLO_CHECK(root.IsMap(), path, ": expected keys nodes, cells, channels, edges");
-  g.nodes = integer(root, "nodes");
-  g.cells = integer(root, "cells");
-  g.channels = integer(root, "channels");
-  MLO_CHECK(root["edges"] && root["edges"].IsSequence(), path, ": 'edges' must be a list");
-  for (size_t i = 0; i < root["edges"].size(); ++i) {
-    const YAML::Node e = root["edges"][i];
-    const std::string key = "edges[" + std::to_string(i) + "]";
-    MLO_CHECK(e.IsMap() && e["op"], path, ": ", key, ": expected {node, input, op}");
-    g.edges.push_back({integer(e, "node"), integer(e, "input"), e["op"].as<std::string>()});
+    g.check(where);
+    return g;
+  } catch (const YAML::Exception& e) {
+    throw Error(where + ": not a valid architecture file: " + e.what());
   }
-  g.check(path);
-  return g;
+}
+
+Genotype read_genotype(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  MLO_CHECK(in, path, ": cannot read the architecture file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_genotype(text.str(), path);
+}
+
+int64_t smallest_image_side(int64_t cells) {
+  return cells >= 40 ? std::numeric_limits<int64_t>::max() : int64_t{1} << (cells + 1);
 }
 
 }  // namespace nas

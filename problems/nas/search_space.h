@@ -61,7 +61,8 @@ struct Genotype {
 
 /// The strongest edges of each node: per edge the operation of largest weight other than
 /// "zero", and per node the `min(2, node)` edges whose kept operation weighs most. `weights`:
-/// [edges, operations], rows as `cell_edges(nodes)` (softmax or not: only the order matters).
+/// [edges, operations], rows as `cell_edges(nodes)`: the softmax of alpha by row (edges are
+/// compared with each other, so the normalization matters).
 Genotype derive(const at::Tensor& weights, int64_t nodes, int64_t cells, int64_t channels);
 /// A cell drawn uniformly: per node `min(2, node)` distinct inputs and an operation other than
 /// "zero" for each.
@@ -74,8 +75,13 @@ Genotype hand_picked_genotype(int64_t nodes, int64_t cells, int64_t channels);
 /// lines first.
 std::string to_yaml(const Genotype& genotype, const std::vector<std::string>& comment = {});
 /// Reads a file `to_yaml` wrote (or a user edited); throws `mlo::Error` naming the file and the
-/// key of anything missing or invalid.
+/// key of anything missing, unknown or invalid.
 Genotype read_genotype(const std::string& path);
+/// As `read_genotype`, from YAML text; `where` names it in errors.
+Genotype parse_genotype(const std::string& text, const std::string& where);
+/// The smallest side an image may have for `cells` cells: the stem and every cell halve it,
+/// so 2^(cells + 1).
+int64_t smallest_image_side(int64_t cells);
 
 }  // namespace nas
 }  // namespace problems

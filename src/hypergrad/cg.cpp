@@ -65,11 +65,12 @@ std::vector<at::Tensor> CG::apply(const std::vector<at::Tensor>& v_in, Level& cu
       {"negative_curvature", negative_curvature ? 1.0 : 0.0},
       {"fell_back", negative_curvature && steps == 0 ? 1.0 : 0.0},
   };
+
+  TensorList result = lower.mixed(x, lambda);
+  // (after the mixed product, which may fall back too)
   if (options_.mode() != HvpMode::kDoubleBackward) {
     diagnostics_["jvp_fell_back"] = route_.fallen_back ? 1.0 : 0.0;
   }
-
-  TensorList result = lower.mixed(x, lambda);
   negate_(result);
   return result;
 }

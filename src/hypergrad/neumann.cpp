@@ -42,12 +42,13 @@ std::vector<at::Tensor> Neumann::apply(const std::vector<at::Tensor>& v_in, Leve
       {"term_ratio", v_norm > 0.0 ? norm(term) / v_norm : 0.0},
       {"negative_curvature", negative_curvature ? 1.0 : 0.0},
   };
-  if (options_.mode() != HvpMode::kDoubleBackward) {
-    diagnostics_["jvp_fell_back"] = route_.fallen_back ? 1.0 : 0.0;
-  }
   const TensorList p = scale(sum, alpha);
 
   TensorList result = lower.mixed(p, lambda);
+  // (after the mixed product, which may fall back too)
+  if (options_.mode() != HvpMode::kDoubleBackward) {
+    diagnostics_["jvp_fell_back"] = route_.fallen_back ? 1.0 : 0.0;
+  }
   negate_(result);
   return result;
 }

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace nas_test {
 
@@ -81,6 +82,10 @@ TEST_CASE("NAS: a genotype reads back from its YAML; a bad file is refused namin
   refused(head + "  - {node: 1, input: 1, op: skip}\n  - {node: 2, input: 1, op: skip}\n",
           "a node reads only earlier nodes");
   refused("cells: 1\nchannels: 4\nedges: []\n", "'nodes' is missing");
+  refused(head + "  - {node: 1, input: 0, opp: skip}\n", "edges[0].opp: unknown key; keys: node");
+  refused(head + "  - {node: 1, input: 0, op: [skip]}\n", "edges[0].op: expected an operation");
+  refused(head + "  - {node: x, input: 0, op: skip}\n", "edges[0].node: expected an integer");
+  refused("nodes: [\n", "not a valid architecture file");
   CHECK_THROWS_WITH(nas::read_genotype((dir / "none.yaml").string()),
                     Contains("cannot read the architecture file"));
 }
@@ -198,6 +203,54 @@ problems:
   CHECK_THROWS_WITH(mlo::run::make_experiment(mlo::run::parse_run_config(
                         retrain_yaml, "retrain.yaml", {"nas.architecture=/nonexistent.yaml"})),
                     Contains("nas.architecture") && Contains("cannot read the architecture file"));
+  // 32-pixel images: the stem and 4 cells halve them to 1; 5 would leave nothing.
+  CHECK_THROWS_WITH(mlo::run::make_experiment(mlo::run::parse_run_config(
+                        retrain_yaml, "retrain.yaml", {"nas.architecture=hand", "nas.cells=5"})),
+                    Contains("nas.cells: 5 cells halve 32-pixel images to nothing"));
+
+  // A derived cell that differs from a file already there (edited by hand) goes beside it.
+  const std::string edited = "# mine\n" + nas::to_yaml(nas::hand_picked_genotype(2, 1, 4));
+  std::ofstream(dir / "architecture.yaml") << edited;
+  ex.evaluate(mlo::run::EvalSet::kTest);
+  CHECK(mlo_test::read_text(dir / "architecture.yaml") == edited);
+  CHECK(nas::read_genotype((dir / "architecture.2.yaml").string()).edges == written.edges);
+  ex.evaluate(mlo::run::EvalSet::kTest);  // the same again: no third file
+  CHECK_FALSE(std::filesystem::exists(dir / "architecture.3.yaml"));
+}
+
+TEST_CASE("NAS: retraining resumes only with the cell it started with", "[problems][nas][resume]") {
+  const std::string yaml = R"(experiment: nas_retrain
+name: tiny_retrain
+seed: 0
+threads: 1
+engine: {train_iters: 4, valid_step: 0, log_step: 0}
+data: {dataset: synthetic, train_size: 32, batch_size: 8}
+nas: {nodes: 2, cells: 1, channels: 4}
+problems:
+  net:
+    optimizer: {name: sgd, lr: 0.05}
+)";
+  std::stringstream saved;
+  {
+    auto first = mlo::run::make_experiment(
+        mlo::run::parse_run_config(yaml, "r.yaml", {"nas.architecture=hand"}));
+    first->engine().run();
+    torch::serialize::OutputArchive archive;
+    first->engine().state_dict(archive);
+    archive.save_to(saved);
+  }
+  // The same operations in the same order (the same parameters), wired otherwise.
+  const auto dir = mlo_test::scratch_dir("nas_rewired");
+  nas::Genotype rewired = nas::hand_picked_genotype(2, 1, 4);
+  std::swap(rewired.edges[1].input, rewired.edges[2].input);
+  std::ofstream(dir / "cell.yaml") << nas::to_yaml(rewired);
+  auto other = mlo::run::make_experiment(mlo::run::parse_run_config(
+      yaml, "r.yaml",
+      {"nas.architecture=" + (dir / "cell.yaml").string(), "engine.train_iters=8"}));
+  torch::serialize::InputArchive archive;
+  archive.load_from(saved);
+  CHECK_THROWS_WITH(other->engine().load_state_dict(archive),
+                    Contains("nas.architecture: the run being resumed trained another cell"));
 }
 
 }  // namespace nas_test

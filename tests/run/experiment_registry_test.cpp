@@ -112,15 +112,16 @@ TEST_CASE("Registry: an unknown or missing experiment names the file, line and t
   REQUIRE_THROWS_WITH(
       parse_run_config("name: x\nexperiment: reweigthing\n", "x.yaml"),
       Contains("x.yaml:2:13: experiment: unknown experiment 'reweigthing'; registered "
-               "experiments: hpo, reweighting, test_chain"));
+               "experiments: fewshot, hpo, nas, nas_retrain, reweighting, test_chain"));
   REQUIRE_THROWS_WITH(parse_run_config("name: x\n", "m.yaml"),
                       Contains("m.yaml: experiment: missing") &&
-                          Contains("registered experiments: hpo, reweighting, test_chain"));
+                          Contains("registered experiments: fewshot, hpo, nas, nas_retrain, "
+                                   "reweighting, test_chain"));
   mlo::run::RunConfig in_code;
   in_code.experiment = "nope";
   REQUIRE_THROWS_WITH(mlo::run::make_experiment(in_code),
-                      Contains("unknown experiment 'nope'; registered experiments: hpo, "
-                               "reweighting, test_chain"));
+                      Contains("unknown experiment 'nope'; registered experiments: fewshot, "
+                               "hpo, nas, nas_retrain, reweighting, test_chain"));
 }
 
 namespace {

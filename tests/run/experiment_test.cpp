@@ -50,7 +50,7 @@ TEST_CASE("Enum name tables: to_string and from_string agree; unknown names list
   // Methods are named by the registry (case-sensitive), which lists them on an unknown name.
   REQUIRE_THROWS_WITH(mlo::ProblemConfig().method("Darts"),
                       Contains("unknown hypergradient method 'Darts'; registered hypergradient methods: cg, "
-                               "darts, forward, neumann, sama, unrolled"));
+                               "darts, first_order, forward, neumann, sama, unrolled"));
 }
 
 TEST_CASE("Experiment: an unknown name in a config built in code is an error, not a default",

@@ -61,7 +61,8 @@ class CG : public Hypergradient {
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
                                 Level& prev) override;
 
-  /// Of the latest `apply`: "iterations" (CG steps taken), "residual" (|r| / |b| after them),
+  /// Of the latest `apply`: "iterations" (CG steps taken), "residual" (|r| / |b| of CG's
+  /// iterate after them; 1 when none was taken),
   /// "stopped_early" (1: the residual vanished before `iterations` steps), "negative_curvature"
   /// (1: a direction with p.Hp <= 0 stopped it), "fell_back" (1: that happened at the first
   /// step, so x = v), and under mode jvp or auto "jvp_fell_back" (1: reverse mode took the

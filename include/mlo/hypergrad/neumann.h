@@ -61,7 +61,7 @@ class Neumann : public Hypergradient {
 
   /// Of the latest `apply`: "iterations" (terms added), "term_ratio" (|(I - alpha H)^K v| /
   /// |v|: below 1 and shrinking with K the series converges; 1 or more it does not at this
-  /// alpha), "negative_curvature" (1: some term t had t.Ht <= 0, where the series grows), and
+  /// alpha; 1 with no terms), "negative_curvature" (1: some term t had t.Ht <= 0, where the series grows), and
   /// under mode jvp or auto "jvp_fell_back" (1: reverse mode took the products).
   Metrics diagnostics() const override { return diagnostics_; }
 
