@@ -17,8 +17,9 @@
 /// are drawn apart: for images, validation from the training split's images of the test
 /// classes, test from the test split's; meta-training sees only the training classes. Beside
 /// them: "scratch_*" (a fresh model trained on the support set alone) and "finetune_*" (a model
-/// pre-trained on all the training classes, or on the training tasks' points, then fine-tuned
-/// on the support set with a new head), each for `fewshot.baseline_steps` steps.
+/// pre-trained on all the training classes, or on one fresh training-distribution task's
+/// points per step, then fine-tuned on the support set, for classes with a new head), each for
+/// `fewshot.baseline_steps` steps.
 
 #include "problems/fewshot/learner.h"
 #include "problems/fewshot/task_environment.h"

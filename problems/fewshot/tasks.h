@@ -39,7 +39,7 @@ class TaskSampler {
   virtual int64_t outputs() const = 0;
   /// Whether the tasks are regression (mean squared error) rather than classification.
   virtual bool regression() const = 0;
-  /// One line for logs ("sinusoid, K = 5 support, 10 query points").
+  /// One line for logs (what the tasks are, their sizes).
   virtual std::string describe() const = 0;
 };
 
