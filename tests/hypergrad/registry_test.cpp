@@ -129,11 +129,12 @@ TEST_CASE("Registry: a user method registers by name and is built from its optio
 TEST_CASE("Registry: an unknown method name is an mlo::Error listing the registered ones",
           "[hypergrad]") {
   CHECK_THROWS_AS(mlo::ProblemConfig().method("fixed_point_typo"), mlo::Error);
-  // (the list holds whatever this program registered, in name order; other cases add names)
+  // (the list holds whatever this program registered, in name order; other cases add names, and
+  // a build that loads libmlo_run adds its methods, first_order)
   CHECK_THROWS_WITH(mlo::ProblemConfig().method("fixed_point_typo"),
                     Catch::Contains("unknown hypergradient method 'fixed_point_typo'; "
-                                    "registered hypergradient methods: cg, darts, forward, "
-                                    "identity_for_test, ") &&
+                                    "registered hypergradient methods: cg, darts, ") &&
+                        Catch::Contains(", forward, identity_for_test, ") &&
                         Catch::Contains(", neumann, sama, unrolled"));
 }
 
