@@ -85,10 +85,7 @@ void FewshotExperiment::Settings::visit(Fields& v) {
 run::DependencyConfig FewshotExperiment::Settings::default_dependencies(
     const run::RunConfig& config) const {
   (void)config;
-  run::DependencyConfig graph;
-  graph.u2l["outer"] = {"inner"};
-  graph.l2u["inner"] = {"outer"};
-  return graph;
+  return run::DependencyConfig::bilevel("outer", "inner");
 }
 
 void FewshotExperiment::Settings::check(const run::RunConfig& config) const {

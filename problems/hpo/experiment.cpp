@@ -117,10 +117,7 @@ void HpoExperiment::Settings::check(const run::RunConfig& config) const {
 run::DependencyConfig HpoExperiment::Settings::default_dependencies(
     const run::RunConfig& config) const {
   (void)config;
-  run::DependencyConfig graph;
-  graph.u2l["outer"] = {"inner"};
-  graph.l2u["inner"] = {"outer"};
-  return graph;
+  return run::DependencyConfig::bilevel("outer", "inner");
 }
 
 HpoExperiment::HpoExperiment(const run::RunConfig& config)

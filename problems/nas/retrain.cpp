@@ -53,12 +53,6 @@ void NasRetrainExperiment::Settings::visit(Fields& v) {
   });
 }
 
-run::DependencyConfig NasRetrainExperiment::Settings::default_dependencies(
-    const run::RunConfig& config) const {
-  (void)config;
-  return {};
-}
-
 NasRetrainExperiment::NasRetrainExperiment(const run::RunConfig& config)
     : config_(config), settings_(config.settings_as<Settings>()) {
   if (config_.threads > 0) torch::set_num_threads(static_cast<int>(config_.threads));

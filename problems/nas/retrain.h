@@ -57,8 +57,8 @@ class NasRetrainExperiment : public run::Experiment {
     NasDataConfig data;
     RetrainConfig nas;
     void visit(Fields& fields) override;
+    /// One problem, no edges (the default graph).
     std::vector<std::string> required_problems() const override { return {"net"}; }
-    run::DependencyConfig default_dependencies(const run::RunConfig& config) const override;
   };
 
   explicit NasRetrainExperiment(const run::RunConfig& config);

@@ -70,10 +70,7 @@ void NasSearchExperiment::Settings::visit(Fields& v) {
 run::DependencyConfig NasSearchExperiment::Settings::default_dependencies(
     const run::RunConfig& config) const {
   (void)config;
-  run::DependencyConfig graph;
-  graph.u2l["outer"] = {"inner"};
-  graph.l2u["inner"] = {"outer"};
-  return graph;
+  return run::DependencyConfig::bilevel("outer", "inner");
 }
 
 NasSearchExperiment::NasSearchExperiment(const run::RunConfig& config)

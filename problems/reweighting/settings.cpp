@@ -72,12 +72,8 @@ void ReweightingExperiment::Settings::defaults(run::RunConfig& config) const {
 
 run::DependencyConfig ReweightingExperiment::Settings::default_dependencies(
     const run::RunConfig& config) const {
-  run::DependencyConfig graph;
-  if (config.problems.count("reweighter")) {
-    graph.u2l["reweighter"] = {"classifier"};
-    graph.l2u["classifier"] = {"reweighter"};
-  }
-  return graph;
+  if (config.problems.count("reweighter") == 0) return {};
+  return run::DependencyConfig::bilevel("reweighter", "classifier");
 }
 
 void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {

@@ -103,6 +103,13 @@ struct DependencyConfig {
   std::map<std::string, std::vector<std::string>> u2l;
   /// Lower -> uppers: the lower's parameters enter the uppers' losses.
   std::map<std::string, std::vector<std::string>> l2u;
+  /// The bilevel pair: `upper` above `lower`, both edges (`u2l` and `l2u`).
+  static DependencyConfig bilevel(const std::string& upper, const std::string& lower) {
+    DependencyConfig graph;
+    graph.u2l[upper] = {lower};
+    graph.l2u[lower] = {upper};
+    return graph;
+  }
 };
 
 struct RunConfig;
