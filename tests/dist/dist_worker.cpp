@@ -89,8 +89,11 @@ int main(int argc, char** argv) {
       std::cout << "all_reduce returned without the hanging rank" << std::endl;
       return 0;
     } else if (mode == "die") {
-      if (group->rank() == 1) std::_Exit(3);  // a crash: no goodbye to the group
+      // One collective first, so both ranks have surely finished joining the group: the death
+      // then falls inside an all_reduce of rank 0 (this one or the next), never inside its join.
       auto a = torch::ones({4});
+      group->all_reduce_mean({a});
+      if (group->rank() == 1) std::_Exit(3);  // a crash: no goodbye to the group
       group->all_reduce_mean({a});
       std::cout << "all_reduce returned without the dead rank" << std::endl;
       return 0;
