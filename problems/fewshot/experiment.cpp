@@ -98,10 +98,13 @@ void FewshotExperiment::Settings::check(const run::RunConfig& config) const {
                         std::to_string(f.ways) + " classes, got [" + list(classes) + "]");
       }
       if (std::set<int64_t>(classes.begin(), classes.end()).size() != classes.size()) {
-        config.fail(std::string("fewshot.") + key, "a class is listed twice: [" + list(classes) + "]");
+        config.fail(std::string("fewshot.") + key,
+                    "a class is listed twice: [" + list(classes) + "]");
       }
       for (const int64_t c : classes) {
-        if (c < 0) config.fail(std::string("fewshot.") + key, "negative class " + std::to_string(c));
+        if (c < 0) {
+          config.fail(std::string("fewshot.") + key, "negative class " + std::to_string(c));
+        }
       }
     };
     check_list("train_classes", f.train_classes);
@@ -124,7 +127,16 @@ void FewshotExperiment::Settings::check(const run::RunConfig& config) const {
     config.fail("problems.inner.roll_back",
                 "must be false: the inner problem restarts from the meta-learner at every task");
   }
-  if (f.reg == 0.0 && inner.method().make()->differentiates_loss()) {
+  const auto method = inner.method().make();
+  if (method->differentiates_unroll()) {
+    config.fail("problems.inner.method",
+                "'" + inner.method().name() +
+                    "' differentiates the inner steps from their start, which the learner " +
+                    "resets to theta outside its graph, so MAML's path through phi <- theta " +
+                    "would be missing; use cg, neumann, darts or sama (implicit MAML) or " +
+                    "first_order (first-order MAML)");
+  }
+  if (f.reg == 0.0 && method->differentiates_loss()) {
     config.fail("fewshot.reg",
                 "0 leaves theta out of the inner loss, so the method '" + inner.method().name() +
                     "' has nothing to differentiate; use reg > 0 (implicit MAML) or "

@@ -35,6 +35,11 @@ at::Tensor task_loss(const at::Tensor& output, const at::Tensor& target, bool re
 Learner::Learner(std::string name, ProblemConfig config, double reg, bool regression)
     : Problem(std::move(name), std::move(config)), reg_(reg), regression_(regression) {
   MLO_CHECK(reg >= 0, "problem '", this->name(), "': reg must be >= 0, got ", reg);
+  MLO_CHECK(!this->config().method().make()->differentiates_unroll(), "problem '", this->name(),
+            "': the method '", this->config().method().name(),
+            "' differentiates the inner steps from their start, which the learner resets to the "
+            "meta-learner's parameters outside its graph; use cg, neumann, darts, sama or "
+            "first_order");
 }
 
 at::Tensor Learner::forward(const at::Tensor& x) const {

@@ -1,12 +1,14 @@
 // The few-shot application (problems/fewshot): iMAML's hypergradient through the engine equals
 // its closed form reg (H + reg I)^{-1} v on linear-regression tasks; first-order MAML's equals v;
 // the learner restarts from the meta-learner at every task; N-way K-shot tasks are what they
-// say; the experiment runs from YAML and refuses bad class lists.
+// say; the experiment runs from YAML and refuses bad class lists, and methods that would miss
+// the path through the reset.
 #include "problems/fewshot/experiment.h"
 #include "problems/fewshot/first_order.h"
 #include "problems/fewshot/learner.h"
 #include "problems/fewshot/task_environment.h"
 #include "problems/fewshot/tasks.h"
+#include "support/in_memory_state.h"
 
 #include <mlo/mlo.h>
 #include <mlo/run/experiment.h>
@@ -17,7 +19,6 @@
 #include <torch/torch.h>
 
 #include <set>
-#include <sstream>
 
 namespace fewshot_test {
 
@@ -149,6 +150,15 @@ TEST_CASE("Fewshot: the learner restarts from the meta-learner at every task",
   const at::Tensor phi = torch::cat({phi_list[0].flatten(), phi_list[1].flatten()}).detach();
   CHECK((phi - (theta - 0.05 * grad)).abs().max().item<double>() < 1e-14);
   CHECK(s.environment->tasks_drawn() == 2);
+  // Methods that would hold that reset constant are refused, in C++ as in YAML.
+  const auto learner = [](mlo::ProblemConfig config) {
+    return std::make_shared<fs::Learner>("inner", std::move(config), 1.0, true);
+  };
+  CHECK_THROWS_WITH(learner(mlo::ProblemConfig().method(mlo::UnrolledOptions())),
+                    Contains("the method 'unrolled' differentiates the inner steps from their"));
+  CHECK_THROWS_WITH(learner(mlo::ProblemConfig().method(mlo::ForwardOptions())),
+                    Contains("the method 'forward' differentiates the inner steps from their"));
+  CHECK_NOTHROW(learner(mlo::ProblemConfig().method(mlo::NeumannOptions())));
 }
 
 TEST_CASE("Fewshot: N-way K-shot tasks draw N of the given classes, K + Q disjoint images each",
@@ -244,7 +254,7 @@ TEST_CASE("Fewshot: the experiment from YAML; sinusoid and synthetic image class
       CHECK(valid.at(name) <= 1.0);
     }
   }
-  SECTION("bad class lists and schedules are refused, naming the key") {
+  SECTION("bad class lists, schedules and methods are refused, naming the key") {
     const auto refused = [](std::vector<std::string> overrides, const std::string& what) {
       CHECK_THROWS_WITH(
           mlo::run::make_experiment(mlo::run::parse_run_config(kTinySinusoid, "tiny.yaml",
@@ -257,6 +267,16 @@ TEST_CASE("Fewshot: the experiment from YAML; sinusoid and synthetic image class
             "fewshot.train_classes: 6-way tasks need at least 6 classes");
     refused({"problems.inner.warmup_steps=2"}, "problems.inner.warmup_steps: must be 0");
     refused({"fewshot.reg=0"}, "fewshot.reg: 0 leaves theta out of the inner loss");
+    for (const char* method : {"unrolled", "forward"}) {
+      refused({std::string("problems.inner.method=") + method},
+              std::string("problems.inner.method: '") + method +
+                  "' differentiates the inner steps from their start");
+    }
+    for (const char* method : {"cg", "neumann", "darts", "sama"}) {  // the implicit ones pass
+      INFO(method);
+      CHECK_NOTHROW(mlo::run::make_experiment(mlo::run::parse_run_config(
+          kTinySinusoid, "tiny.yaml", {std::string("problems.inner.method=") + method})));
+    }
     refused({"fewshot.tasks=classes", "data.dataset=synthetic", "fewshot.ways=3",
              "fewshot.train_classes=[0, 1, 12]", "fewshot.test_classes=[5, 6, 7]"},
             "fewshot.train_classes: class 12 is not a class of synthetic (classes 0..9)");
@@ -275,7 +295,8 @@ std::vector<at::Tensor> parameters_of(mlo::run::Experiment& experiment, const ch
 
 }  // namespace
 
-TEST_CASE("Fewshot: a run saved anywhere in a task resumes bit for bit", "[problems][fewshot][resume]") {
+TEST_CASE("Fewshot: a run saved anywhere in a task resumes bit for bit",
+          "[problems][fewshot][resume]") {
   const auto build = [](int64_t iters) {
     return mlo::run::make_experiment(mlo::run::parse_run_config(
         kTinySinusoid, "tiny.yaml", {"engine.train_iters=" + std::to_string(iters),
@@ -287,18 +308,14 @@ TEST_CASE("Fewshot: a run saved anywhere in a task resumes bit for bit", "[probl
   // inside a task after two meta-batches
   const int64_t stop = GENERATE(7, 9, 13);
   CAPTURE(stop);
-  std::stringstream saved;
+  std::string saved;
   {
     auto first = build(stop);
     first->engine().run();
-    torch::serialize::OutputArchive archive;
-    first->engine().state_dict(archive);
-    archive.save_to(saved);
+    saved = mlo_test::saved_state(first->engine());
   }
   auto resumed = build(24);
-  torch::serialize::InputArchive archive;
-  archive.load_from(saved);
-  resumed->engine().load_state_dict(archive);
+  mlo_test::load_state(resumed->engine(), saved);
   resumed->engine().run();
   for (const char* name : {"outer", "inner"}) {
     const auto a = parameters_of(*resumed, name);

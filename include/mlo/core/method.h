@@ -93,6 +93,13 @@ class Hypergradient {
   /// first-order MAML step, where the lower problem starts from the upper's parameters and v
   /// passes unchanged) returns false.
   virtual bool differentiates_loss() const { return true; }
+  /// Whether the result differentiates the lower problem's steps from where its unroll started
+  /// (`unrolled`, `forward`), without following how that start depends on the upper problems'
+  /// parameters. That is exact where it does not; a lower problem that restarts from them (the
+  /// few-shot `Learner`'s phi <- theta) would lose the path through its start, and refuses such
+  /// a method. Methods that assume a fixed point (cg, neumann, darts, sama) do not depend on the
+  /// start: false, the default.
+  virtual bool differentiates_unroll() const { return false; }
   /// What the latest `apply` reports of itself, under names without a prefix ("iterations",
   /// "negative_curvature"): the engine records them among the metrics of the upper problem
   /// whose step called `apply`, as "hypergrad/<curr's name>/<name>" (docs/hypergradients.md,

@@ -90,6 +90,8 @@ class ForwardUnrolled : public Hypergradient {
 
   /// Jacobian-vector products of the lower loss's gradient: true.
   bool second_order() const override { return true; }
+  /// Carries tangents through the unroll from its start: true.
+  bool differentiates_unroll() const override { return true; }
   /// Z^T v over `prev`'s trainable parameters (`prev` must be `curr`'s parent); `v` over
   /// `curr`'s.
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,

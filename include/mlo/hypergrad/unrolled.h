@@ -78,7 +78,9 @@ class DifferentiableOptimizer;
 ///   (d w_K / d lambda)^T v = sum_t (d Phi_t / d lambda)^T a_t,   a_{t-1} = (d Phi_t / d s)^T a_t,
 ///
 /// a_K = v, exact up to rounding (no fixed-point assumption: few-shot learning, short
-/// horizons). The state s includes the optimizer's momentum / moments.
+/// horizons), with w_0 held constant: a start that depends on lambda (MAML's w_0 = lambda) is
+/// not followed (`differentiates_unroll`). The state s includes the optimizer's momentum /
+/// moments.
 ///
 /// The lower problem tells the method where an unroll starts (`on_unroll_start`: its parameters
 /// and optimizer state are copied) and what each step used (`before_optimizer_step`: the
@@ -104,6 +106,8 @@ class Unrolled : public Hypergradient {
 
   /// Hessian-vector products of the lower loss: true.
   bool second_order() const override { return true; }
+  /// Differentiates the unroll from its start: true.
+  bool differentiates_unroll() const override { return true; }
   /// See the class comment; `v` over `curr`'s trainable parameters, result over `prev`'s.
   std::vector<at::Tensor> apply(const std::vector<at::Tensor>& v, Level& curr,
                                 Level& prev) override;
