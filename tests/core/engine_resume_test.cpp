@@ -1,13 +1,15 @@
 // Saving and resuming an engine mid-run gives, bit for bit, the run that was never interrupted:
 // with roll-back (whose pre-unroll snapshot must survive the save), and when a parent's next
 // step re-evaluates the loss of a non-leaf child on the batch that child saw before the save.
+#include "support/in_memory_state.h"
+
 #include <mlo/mlo.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 
 #include <initializer_list>
-#include <sstream>
+#include <string>
 
 namespace engine_resume_test {
 
@@ -57,21 +59,17 @@ void link(mlo::Engine& engine, const std::shared_ptr<Node>& upper,
 using Builder = std::function<Nodes(mlo::Engine&)>;
 
 std::vector<double> run(const Builder& build, int64_t total, int64_t stop) {
-  std::stringstream saved;
+  std::string saved;
   if (stop > 0) {
     mlo::Engine engine(mlo::EngineConfig().train_iters(stop));
     build(engine);
     engine.run();
-    torch::serialize::OutputArchive archive;
-    engine.state_dict(archive);
-    archive.save_to(saved);
+    saved = mlo_test::saved_state(engine);
   }
   mlo::Engine engine(mlo::EngineConfig().train_iters(total));
   const Nodes nodes = build(engine);
   if (stop > 0) {
-    torch::serialize::InputArchive archive;
-    archive.load_from(saved);
-    engine.load_state_dict(archive);
+    mlo_test::load_state(engine, saved);
     REQUIRE(engine.global_step() == stop);
   }
   engine.run();

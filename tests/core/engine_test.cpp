@@ -1,6 +1,7 @@
 // Engine: configuration errors at start, validation hook, early stopping, log lines.
 #include "core/level_runtime.h"
 #include "support/chain_fit.h"
+#include "support/in_memory_state.h"
 #include "support/toy.h"
 
 #include <mlo/nn/chain.h>
@@ -197,20 +198,13 @@ TEST_CASE("Engine: a ZeRO state resumes only on the same split, a complete one n
     mlo::Engine engine(mlo::EngineConfig().train_iters(2).strategy(strategy));
     engine.add(p);
     engine.run();
-    torch::serialize::OutputArchive archive;
-    engine.state_dict(archive);
-    std::ostringstream bytes;
-    archive.save_to(bytes);
-    return bytes.str();
+    return mlo_test::saved_state(engine);
   };
   auto load = [](Strategy strategy, const std::string& bytes) {
     auto p = mlo_test::toy("inner", ProblemConfig(), nullptr);
     mlo::Engine engine(mlo::EngineConfig().train_iters(4).strategy(strategy));
     engine.add(p);
-    std::istringstream in(bytes);
-    torch::serialize::InputArchive archive;
-    archive.load_from(in);
-    engine.load_state_dict(archive);
+    mlo_test::load_state(engine, bytes);
     return engine.global_step();
   };
   const std::string zero1 = saved(Strategy::kZero1), complete = saved(Strategy::kDistributed);
@@ -315,10 +309,7 @@ TEST_CASE("Engine: restore_best puts back the best validation's parameters, also
   REQUIRE(at_step.size() == 5);
   REQUIRE_FALSE(equal(at_step[2], at_step[4]));  // training moved on after the best
   const auto last = params_of(*p);
-  torch::serialize::OutputArchive archive;
-  engine.state_dict(archive);
-  std::ostringstream bytes;
-  archive.save_to(bytes);
+  const std::string saved = mlo_test::saved_state(engine);
 
   CHECK(engine.restore_best() == 2);
   CHECK(equal(params_of(*p), at_step[2]));
@@ -334,10 +325,7 @@ TEST_CASE("Engine: restore_best puts back the best validation's parameters, also
               std::make_unique<mlo::Engine>(
                   mlo::EngineConfig().train_iters(4).valid_step(1).early_stopping(rule(restore)))};
     r.engine->add(r.problem).validation([] { return mlo::Metrics{{"acc", 0.0}}; });
-    std::istringstream in(bytes.str());
-    torch::serialize::InputArchive loaded;
-    loaded.load_from(in);
-    r.engine->load_state_dict(loaded);
+    mlo_test::load_state(*r.engine, saved);
     return r;
   };
   // The saved state (taken after training, before the restore) resumes at step 4 with the last

@@ -1,6 +1,7 @@
 // mlo::Environment (core/environment.h): the engine steps it once per global step, before any
 // problem, so a lower and an upper problem read the same task; it is saved and restored with the
 // engine's state, so a resumed run sees the tasks the uninterrupted run saw.
+#include "support/in_memory_state.h"
 #include "support/toy.h"
 
 #include <mlo/core/environment.h>
@@ -11,7 +12,6 @@
 #include <torch/torch.h>
 
 #include <memory>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,20 +120,16 @@ TEST_CASE("Environment: saved with the engine, a resumed run reads the same task
 
   const int64_t stop = GENERATE(2, 3, 7);  // inside an unroll, at its end, inside the next
   CAPTURE(stop);
-  std::stringstream saved;
+  std::string saved;
   {
     mlo::Engine engine(mlo::EngineConfig().train_iters(stop));
     build(engine);
     engine.run();
-    torch::serialize::OutputArchive archive;
-    engine.state_dict(archive);
-    archive.save_to(saved);
+    saved = mlo_test::saved_state(engine);
   }
   mlo::Engine engine(mlo::EngineConfig().train_iters(total));
   const Pair resumed = build(engine);
-  torch::serialize::InputArchive archive;
-  archive.load_from(saved);
-  engine.load_state_dict(archive);
+  mlo_test::load_state(engine, saved);
   engine.run();
   // The steps after the resume: the same tasks, the same parameters.
   const std::vector<double> tail(straight.inner->seen.begin() + stop, straight.inner->seen.end());
@@ -167,7 +163,7 @@ TEST_CASE("Environment: misuse is an error that says what to do", "[core][enviro
                       Contains("before the engine starts"));
   }
   SECTION("a state saved without the environment") {
-    std::stringstream saved;
+    std::string saved;
     {
       mlo::Engine engine(mlo::EngineConfig().train_iters(1));
       auto outer = std::make_shared<Reader>("outer", mlo::ProblemConfig(), nullptr, 0.3, 0.1);
@@ -175,15 +171,12 @@ TEST_CASE("Environment: misuse is an error that says what to do", "[core][enviro
       engine.add(outer).add(inner);
       mlo_test::link(engine, outer, inner);
       engine.run();
-      torch::serialize::OutputArchive archive;
-      engine.state_dict(archive);
-      archive.save_to(saved);
+      saved = mlo_test::saved_state(engine);
     }
     mlo::Engine engine(mlo::EngineConfig().train_iters(2));
     build(engine);
-    torch::serialize::InputArchive archive;
-    archive.load_from(saved);
-    CHECK_THROWS_WITH(engine.load_state_dict(archive), Contains("no state for the environment"));
+    CHECK_THROWS_WITH(mlo_test::load_state(engine, saved),
+                      Contains("no state for the environment"));
   }
 }
 

@@ -1,11 +1,10 @@
 // Problem: the user's optimizer and schedule are used as given, hooks fire in order, state
 // round-trips, gradient clipping bounds the step.
+#include "support/in_memory_state.h"
 #include "support/levels.h"
 #include "support/toy.h"
 
 #include <catch2/catch.hpp>
-
-#include <sstream>
 
 namespace problem_test {
 
@@ -102,17 +101,10 @@ TEST_CASE("Problem: state_dict round-trips module, optimizer and counters", "[co
   auto a = mlo_test::toy("a", ProblemConfig(), nullptr);
   a->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9));
   run_alone(a, 3);
-  std::stringstream stream;
-  {
-    torch::serialize::OutputArchive archive;
-    a->state_dict(archive);
-    archive.save_to(stream);
-  }
+  const std::string saved = mlo_test::saved_state(*a);
   auto b = mlo_test::toy("a", ProblemConfig(), nullptr);
   b->optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9));
-  torch::serialize::InputArchive archive;
-  archive.load_from(stream);
-  b->load_state_dict(archive);
+  mlo_test::load_state(*b, saved);
   CHECK(b->value() == a->value());
   CHECK(b->step_count() == 3);
   CHECK(b->optimizer_steps() == 3);

@@ -6,6 +6,7 @@
 #include <mlo/core/engine.h>
 #include <mlo/hypergrad.h>
 #include <support/double_logreg.h>
+#include <support/in_memory_state.h>
 #include <support/inner_steps.h>
 #include <support/method_options.h>
 #include <support/quadratic.h>
@@ -17,7 +18,6 @@
 
 #include <functional>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -198,18 +198,14 @@ TEST_CASE("Forward: over accumulation windows, and carried where the weights res
     // Saved at the unroll boundary and resumed: the resumed method restarts its tangents too.
     start.restore();
     inner.optimizer().state().clear();
-    std::stringstream saved;
+    std::string saved;
     {
       mlo::hypergrad::ForwardUnrolled first{mlo::ForwardOptions().carry(true)};
       run_unroll(*inner_level, &first, 10);
-      torch::serialize::OutputArchive archive;
-      first.save(archive);
-      archive.save_to(saved);
+      saved = mlo_test::archive_bytes([&](auto& archive) { first.save(archive); });
     }
     mlo::hypergrad::ForwardUnrolled resumed{mlo::ForwardOptions().carry(true)};
-    torch::serialize::InputArchive archive;
-    archive.load_from(saved);
-    resumed.load(archive);
+    mlo_test::from_archive_bytes(saved, [&](auto& archive) { resumed.load(archive); });
     run_unroll(*inner_level, &resumed, 10);
     CHECK(resumed.steps() == 10);
     CHECK(torch::equal(resumed.apply(v, *inner_level, *outer_level)[0], a[0]));
@@ -233,18 +229,14 @@ TEST_CASE("Forward: saved tangents continue an unroll bit for bit", "[hypergrad]
       INFO("saved after step " << stop);
       start.restore();
       inner.optimizer().state().clear();
-      std::stringstream saved;
+      std::string saved;
       {
         mlo::hypergrad::ForwardUnrolled first{mlo::ForwardOptions()};
         run_unroll(*inner_level, &first, stop);
-        torch::serialize::OutputArchive archive;
-        first.save(archive);
-        archive.save_to(saved);
+        saved = mlo_test::archive_bytes([&](auto& archive) { first.save(archive); });
       }
       mlo::hypergrad::ForwardUnrolled resumed{mlo::ForwardOptions()};
-      torch::serialize::InputArchive archive;
-      archive.load_from(saved);
-      resumed.load(archive);
+      mlo_test::from_archive_bytes(saved, [&](auto& archive) { resumed.load(archive); });
       for (int64_t t = stop; t < 20; ++t) {
         mlo::detail::StepContext context;  // (no unroll start: the unroll goes on)
         context.method = &resumed;

@@ -7,6 +7,7 @@
 #include "problems/nas/search.h"
 #include "problems/nas/search_space.h"
 
+#include "support/in_memory_state.h"
 #include "support/scratch.h"
 #include "support/text_files.h"
 
@@ -21,7 +22,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace nas_test {
 
@@ -230,14 +230,12 @@ problems:
   net:
     optimizer: {name: sgd, lr: 0.05}
 )";
-  std::stringstream saved;
+  std::string saved;
   {
     auto first = mlo::run::make_experiment(
         mlo::run::parse_run_config(yaml, "r.yaml", {"nas.architecture=hand"}));
     first->engine().run();
-    torch::serialize::OutputArchive archive;
-    first->engine().state_dict(archive);
-    archive.save_to(saved);
+    saved = mlo_test::saved_state(first->engine());
   }
   // The same operations in the same order (the same parameters), wired otherwise.
   const auto dir = mlo_test::scratch_dir("nas_rewired");
@@ -247,9 +245,7 @@ problems:
   auto other = mlo::run::make_experiment(mlo::run::parse_run_config(
       yaml, "r.yaml",
       {"nas.architecture=" + (dir / "cell.yaml").string(), "engine.train_iters=8"}));
-  torch::serialize::InputArchive archive;
-  archive.load_from(saved);
-  CHECK_THROWS_WITH(other->engine().load_state_dict(archive),
+  CHECK_THROWS_WITH(mlo_test::load_state(other->engine(), saved),
                     Contains("nas.architecture: the run being resumed trained another cell"));
 }
 

@@ -8,13 +8,13 @@
 #include <mlo/nn/mwn.h>
 #include <torch/torch.h>
 
+#include "support/in_memory_state.h"
 #include "support/levels.h"
 #include "support/three_samples.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <sstream>
 #include <vector>
 
 namespace weighting_test {
@@ -222,16 +222,9 @@ TEST_CASE("Classifier: a weight floor after the first steps, the same in the ste
     CHECK(q.classifier_level->loss().item<double>() == Approx(window).epsilon(1e-14));
     CHECK(q.classifier_level->loss(0).item<double>() ==
           Approx(normalized(0.0) / 2).epsilon(1e-14));
-    std::stringstream stream;
-    {
-      torch::serialize::OutputArchive archive;
-      q.classifier->state_dict(archive);
-      archive.save_to(stream);
-    }
+    const std::string saved = mlo_test::saved_state(*q.classifier);
     auto r = floored_after_one(mlo::ProblemConfig().gradient_accumulation(2));
-    torch::serialize::InputArchive archive;
-    archive.load_from(stream);
-    r.classifier->load_state_dict(archive);
+    mlo_test::load_state(*r.classifier, saved);
     REQUIRE(r.classifier->current_batches().size() == 2);
     CHECK(r.classifier_level->loss().item<double>() == Approx(window).epsilon(1e-14));
   }
