@@ -5,8 +5,8 @@
 #include "restart.h"
 #include "run_folder.h"
 #include "run_metadata.h"
+#include "run_record.h"
 
-#include <mlo/base/atomic_file.h>
 #include <mlo/base/device.h>
 #include <mlo/base/error.h>
 #include <mlo/base/stop_request.h>
@@ -16,7 +16,6 @@
 #include <mlo/dist/process_group.h>
 #include <mlo/io/metrics.h>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -25,11 +24,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace mlo {
 namespace {
@@ -102,38 +98,12 @@ class Signals {
   void (*term_)(int) = nullptr;
 };
 
-void write_file(const fs::path& path, const std::string& text) {
-  write_file_atomically(path.string(), [&](std::ostream& out) { out << text; });
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A metric value as JSON: a number, or a string for NaN and the infinities (which JSON lacks).
-nlohmann::json json_value(double value) {
-  if (std::isfinite(value)) return value;
-  return std::isnan(value) ? "NaN" : (value > 0 ? "Infinity" : "-Infinity");
-}
-
 // `text` as a Markdown code block (every line indented by four spaces).
 std::string markdown_code(const std::string& text) {
   std::string out = "    ";
   for (size_t i = 0; i < text.size(); ++i) {
     out += text[i];
     if (text[i] == '\n' && i + 1 < text.size()) out += "    ";
-  }
-  return out;
-}
-
-Metrics metrics_of(const nlohmann::json& section) {
-  Metrics out;
-  if (!section.is_object()) return out;
-  for (const auto& [name, value] : section.items()) {
-    if (value.is_number()) out[name] = value.get<double>();
   }
   return out;
 }
@@ -299,25 +269,13 @@ RunResult Run::start() {
   // resume: nothing runs, nothing is written. Every rank reads the same folder's results (a
   // resumed launch shares the folder: the ranks load rank 0's state from it), so all agree.
   // A run resumed with a larger train_iters goes on.
-  if (options.resume() && fs::exists(out / "results.json")) {
-    nlohmann::json finished;
-    int64_t steps = 0, evaluated_step = 0;
-    bool stopped_early = false;
-    try {
-      finished = nlohmann::json::parse(read_file(out / "results.json"));
-      steps = finished.value("steps", int64_t{0});
-      evaluated_step = finished.value("evaluated_step", steps);
-      stopped_early = finished.value("stopped_early", false);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error("'" + (out / "results.json").string() + "' is not results.json as mlo writes " +
-                  "it (" + e.what() + "); the run there finished, but its results are damaged");
-    }
-    if (steps >= config.train_iters() || stopped_early) {
+  if (options.resume()) {
+    if (auto finished = io::finished_results(options.dir(), config.train_iters())) {
       result.already_finished = true;
-      result.steps = steps;
-      result.evaluated_step = evaluated_step;
-      result.final = metrics_of(finished.value("test", nlohmann::json::object()));
-      result.valid = metrics_of(finished.value("valid", nlohmann::json::object()));
+      result.steps = finished->steps;
+      result.evaluated_step = finished->evaluated_step;
+      result.final = std::move(finished->test);
+      result.valid = std::move(finished->valid);
       if (main) {
         spdlog::warn("the run in {} has finished (results.json, global step {}); nothing to "
                      "resume (resume with a larger engine.train_iters to train on)",
@@ -397,30 +355,7 @@ RunResult Run::start() {
   // What the run is: recorded once, when it starts; a resumed run keeps its record and says
   // where the configuration it resumes with differs.
   const std::string resolved = s.config ? *s.config : engine_yaml(engine);
-  if (main) {
-    const fs::path record = out / "config.yaml";
-    if (options.resume() && fs::exists(record)) {
-      const std::string saved = read_file(record);
-      if (saved != resolved && !(s.same_config && s.same_config(saved))) {
-        // The first configuration resumed with goes to config.resumed.yaml; another one later
-        // never replaces it, but goes beside it, named by the step it resumed at.
-        fs::path now = out / "config.resumed.yaml";
-        const auto recorded = [&](const fs::path& path) {
-          return fs::exists(path) && read_file(path) == resolved;
-        };
-        for (int i = 1; fs::exists(now) && !recorded(now); ++i) {
-          now = out / ("config.resumed.step" + std::to_string(start) +
-                       (i == 1 ? std::string() : "-" + std::to_string(i)) + ".yaml");
-        }
-        if (!recorded(now)) write_file(now, resolved);
-        spdlog::warn("resuming with a configuration that differs from {} (kept as it was); the "
-                     "run continues with the new one, recorded in {}",
-                     record.string(), now.string());
-      }
-    } else {
-      write_file(record, resolved);
-    }
-  }
+  if (main) io::record_config(options.dir(), resolved, options.resume(), start, s.same_config);
   if (!s.description.empty()) {
     for (const auto& line : console_lines(s.description)) spdlog::info("{}", line);
   }
@@ -553,19 +488,16 @@ RunResult Run::start() {
   if (!result.final.empty()) metrics->write(result.steps, "test", result.final);
   meta.finished = io::utc_now();
   metrics->text(result.steps, "run/metadata", io::to_markdown(meta));
-  nlohmann::json json;
-  json["experiment"] = s.name;
-  json["meta"] = io::to_json(meta);
-  json["steps"] = result.steps;
-  json["evaluated_step"] = result.evaluated_step;
-  json["stopped_early"] = engine.stopped_early();
-  json["synthetic"] = s.synthetic;
-  json["test"] = nlohmann::json::object();
-  json["valid"] = nlohmann::json::object();
-  for (const auto& [name, value] : result.final) json["test"][name] = json_value(value);
-  for (const auto& [name, value] : result.valid) json["valid"][name] = json_value(value);
-  write_file(out / "results.json",
-             json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  io::RunResults record;
+  record.experiment = s.name;
+  record.meta = meta;
+  record.steps = result.steps;
+  record.evaluated_step = result.evaluated_step;
+  record.stopped_early = engine.stopped_early();
+  record.synthetic = s.synthetic;
+  record.test = result.final;
+  record.valid = result.valid;
+  io::write_results(options.dir(), record);
   std::vector<std::string> valid_headline = user_headline;
   if (valid_headline.empty()) {
     for (const auto& item : result.valid) valid_headline.push_back(item.first);
