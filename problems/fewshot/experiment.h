@@ -7,9 +7,9 @@
 /// `TaskEnvironment` draws one task per unroll of the inner problem and both read it. Several
 /// tasks per meta-batch: `problems.outer.gradient_accumulation`.
 ///
-///   mlo run configs/fewshot_sinusoid.yaml                      # iMAML, CG
-///   mlo run configs/fewshot_fmnist.yaml --set problems.inner.method=first_order \
-///       --set fewshot.reg=0                                    # first-order MAML
+///   mlo run configs/fewshot_sinusoid.yaml                                    # iMAML, CG
+///   mlo run configs/fewshot_fmnist.yaml --set fewshot.reg=0
+///           --set problems.inner.method=first_order                          # first-order MAML
 ///
 /// Evaluation adapts theta to `fewshot.eval_tasks` tasks (the same tasks at every validation)
 /// with the inner objective and optimizer for `fewshot.adapt_steps` steps and reports the query
