@@ -11,8 +11,8 @@
 /// Neumann, as their iterations grow) is iMAML's: reg (H + reg I)^{-1} v with H the support
 /// loss's Hessian; DARTS gives reg v ((H + reg I)^{-1} ~ I), SAMA reg J v (J the inner
 /// optimizer's Jacobian). `unrolled` and `forward` would treat the unroll's start as a constant
-/// and see only the proximal term's path, not MAML's: the experiment refuses them
-/// (`Hypergradient::differentiates_unroll`). With `reg = 0` and the method `first_order` it is
+/// and see only the proximal term's path, not MAML's: the learner refuses them
+/// (`Hypergradient::differentiates_unroll`; the experiment, naming the YAML key). With `reg = 0` and the method `first_order` it is
 /// first-order MAML. Several tasks per meta-batch: the meta-learner's
 /// `gradient_accumulation`. `adapt` runs the same inner objective on a copy (evaluation and the
 /// baselines). Models: `make_model` (an MLP for the sinusoid, a small CNN for images).
