@@ -163,6 +163,19 @@ problems:
     optimizer: {name: adam, lr: 0.01}
 )";
 
+// Retraining in the same space (the search's nodes, cells and channels).
+const char* const kTinyRetrain = R"(experiment: nas_retrain
+name: tiny_retrain
+seed: 0
+threads: 1
+engine: {train_iters: 4, valid_step: 0, log_step: 0}
+data: {dataset: synthetic, train_size: 32, batch_size: 8}
+nas: {nodes: 2, cells: 1, channels: 4}
+problems:
+  net:
+    optimizer: {name: sgd, lr: 0.05}
+)";
+
 }  // namespace
 
 TEST_CASE("NAS: search from YAML writes the derived cell, which retraining reads",
@@ -182,18 +195,10 @@ TEST_CASE("NAS: search from YAML writes the derived cell, which retraining reads
   CHECK(written.edges == ex.derived().edges);
   CHECK_THAT(ex.report(test, {}), Contains("derived cell"));
 
-  const std::string retrain_yaml = R"(experiment: nas_retrain
-name: tiny_retrain
-seed: 0
-threads: 1
-engine: {train_iters: 6, valid_step: 0, log_step: 0}
-data: {dataset: synthetic, train_size: 64, batch_size: 8}
-problems:
-  net:
-    optimizer: {name: sgd, lr: 0.05}
-)";
   auto retrain = mlo::run::make_experiment(mlo::run::parse_run_config(
-      retrain_yaml, "retrain.yaml", {"nas.architecture=" + (dir / "architecture.yaml").string()}));
+      kTinyRetrain, "retrain.yaml",
+      {"nas.architecture=" + (dir / "architecture.yaml").string(), "engine.train_iters=6",
+       "data.train_size=64"}));
   auto& r = dynamic_cast<nas::NasRetrainExperiment&>(*retrain);
   CHECK(r.genotype().edges == written.edges);
   r.engine().run();
@@ -201,11 +206,11 @@ problems:
   CHECK(m.at("acc") >= 0.0);
   CHECK(m.at("acc") <= 1.0);
   CHECK_THROWS_WITH(mlo::run::make_experiment(mlo::run::parse_run_config(
-                        retrain_yaml, "retrain.yaml", {"nas.architecture=/nonexistent.yaml"})),
+                        kTinyRetrain, "retrain.yaml", {"nas.architecture=/nonexistent.yaml"})),
                     Contains("nas.architecture") && Contains("cannot read the architecture file"));
   // 32-pixel images: the stem and 4 cells halve them to 1; 5 would leave nothing.
   CHECK_THROWS_WITH(mlo::run::make_experiment(mlo::run::parse_run_config(
-                        retrain_yaml, "retrain.yaml", {"nas.architecture=hand", "nas.cells=5"})),
+                        kTinyRetrain, "retrain.yaml", {"nas.architecture=hand", "nas.cells=5"})),
                     Contains("nas.cells: 5 cells halve 32-pixel images to nothing"));
 
   // A derived cell that differs from a file already there (edited by hand) goes beside it.
@@ -219,21 +224,10 @@ problems:
 }
 
 TEST_CASE("NAS: retraining resumes only with the cell it started with", "[problems][nas][resume]") {
-  const std::string yaml = R"(experiment: nas_retrain
-name: tiny_retrain
-seed: 0
-threads: 1
-engine: {train_iters: 4, valid_step: 0, log_step: 0}
-data: {dataset: synthetic, train_size: 32, batch_size: 8}
-nas: {nodes: 2, cells: 1, channels: 4}
-problems:
-  net:
-    optimizer: {name: sgd, lr: 0.05}
-)";
   std::string saved;
   {
     auto first = mlo::run::make_experiment(
-        mlo::run::parse_run_config(yaml, "r.yaml", {"nas.architecture=hand"}));
+        mlo::run::parse_run_config(kTinyRetrain, "r.yaml", {"nas.architecture=hand"}));
     first->engine().run();
     saved = mlo_test::saved_state(first->engine());
   }
@@ -243,7 +237,7 @@ problems:
   std::swap(rewired.edges[1].input, rewired.edges[2].input);
   std::ofstream(dir / "cell.yaml") << nas::to_yaml(rewired);
   auto other = mlo::run::make_experiment(mlo::run::parse_run_config(
-      yaml, "r.yaml",
+      kTinyRetrain, "r.yaml",
       {"nas.architecture=" + (dir / "cell.yaml").string(), "engine.train_iters=8"}));
   CHECK_THROWS_WITH(mlo_test::load_state(other->engine(), saved),
                     Contains("nas.architecture: the run being resumed trained another cell"));
