@@ -1,6 +1,6 @@
 // The noise floor of `mlo ablate`'s time ratios on this machine: one row of an ablation
 // configuration (its baseline) built as several identical copies, all alive, timed in the
-// ablation's own interleaved rounds (src/run/ablation_timing.cpp), one meta-iteration per copy
+// ablation's own interleaved rounds (tools/ablate/ablation_timing.cpp), one meta-iteration per copy
 // per round (as `mlo ablate` does wherever a meta-iteration takes longer than --round-seconds).
 // The copies compute the same thing, so on a quiet machine every ratio between them is 1.00;
 // what they print instead is how far two rows of equal cost can differ here. Prints each copy's
@@ -13,9 +13,9 @@
 //   build/bench/ablation_noise CONFIG.yaml [--copies N] [--rounds R] [--set key=value]...
 // Progress goes to stderr; the experiments' log lines and the figures to stdout.
 // ablation_detail.h names AblationOptions without declaring it: the public header first.
-#include "ablation.h"
+#include "ablate/ablation.h"
 
-#include "ablation_detail.h"
+#include "ablate/ablation_detail.h"
 
 #include <algorithm>
 #include <cmath>

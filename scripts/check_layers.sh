@@ -10,11 +10,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Layer of each area: lower numbers are included by higher ones, never the other way.
 declare -A layer=([base]=0 [detail]=0 [dist]=1 [nn]=1 [memory]=2 [core]=3 [data]=4
-                  [hypergrad]=4 [io]=4 [run]=5 [problems]=6 [cli]=7)
+                  [hypergrad]=4 [io]=4 [run]=5 [problems]=6 [cli]=7 [tools]=8)
 
 files_of() {  # the source and header files of an area
   case "$1" in
     problems) find problems -name '*.h' -o -name '*.cpp' ;;
+    tools) find tools -name '*.h' -o -name '*.cpp' ;;
     *) find "include/mlo/$1" "src/$1" \( -name '*.h' -o -name '*.cpp' \) 2>/dev/null ;;
   esac
 }
@@ -24,8 +25,12 @@ report=""
 for from in "${!layer[@]}"; do
   for to in "${!layer[@]}"; do
     [ "${from}" = "${to}" ] && continue
-    if [ "${to}" = problems ]; then pattern='#include "problems/'; else pattern="#include <mlo/${to}/"; fi
-    users=$(files_of "${from}" | xargs -r grep -l -F "${pattern}" || true)
+    case "${to}" in
+      problems) pattern='#include "problems/' ;;
+      tools) pattern='#include "ablate/\|#include "launch/\|#include "plan/' ;;
+      *) pattern="#include <mlo/${to}/" ;;
+    esac
+    users=$(files_of "${from}" | xargs -r grep -l "${pattern}" || true)
     [ -z "${users}" ] && continue
     count=$(echo "${users}" | wc -l)
     if [ "${layer[${to}]}" -lt "${layer[${from}]}" ]; then

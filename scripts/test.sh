@@ -60,7 +60,7 @@ if [ "${sanitize}" = "1" ]; then
     # the installed-style package without sanitizer flags: linking the instrumented libmlo there
     # fails for want of the ASan runtime, which says nothing about mlo.
     # cli/fault_matrix too: its ~70 runs of the mlo program run in the plain
-    # build, which checks its outcomes; cli/resume_test and cli/launch_test take the same
+    # build, which checks its outcomes; cli/resume_test and tools/launch_test take the same
     # save/resume paths under the sanitizers.
     ctest_args=(-E '^consumer/|^cli/fault_matrix$')
   fi

@@ -1,18 +1,13 @@
 // The `mlo` command line, as a library entry point (mlo/cli/main.h):
 //   mlo run CONFIG [--set key=value]... [--out DIR] [--resume] [--stop-at STEP] [--seeds 0-4]
 //           [--raise-at STEP:SIGNAL[:RANK]]
-//   mlo launch --nproc N [--master-port P] CONFIG [mlo run options...]
 //   mlo compare RUN_A RUN_B [--metric M]... [--plot FILE.png]
 //   mlo plot RUN [RUN...] [--metric M]... [--out FILE.png] [--band minmax|std]
-//   mlo plan CONFIG [--budget 40%] [--strategy optimal|min_memory|...] [--problem NAME]
-//   mlo ablate CONFIG [--set key=value]... [--out DIR] [--rows ...] [--iterations N]
 //   mlo experiments
+// plus the program's own commands (the mlo tool's launch, plan, ablate: tools/).
 #include <mlo/cli/main.h>
 
-#include "ablate.h"
 #include "compare.h"
-#include "launch.h"
-#include "plan.h"
 #include "plot.h"
 #include "run_arguments.h"
 #include "runner.h"
@@ -33,7 +28,7 @@
 namespace mlo {
 namespace cli {
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv, const std::vector<std::shared_ptr<Command>>& commands) {
   CLI::App app{"mlo: multilevel optimization on LibTorch"};
   app.require_subcommand(1);
 
@@ -41,30 +36,12 @@ int main(int argc, char** argv) {
   auto* run_cmd = add_run_command(app, run_args);
   RunCommand& options = run_args.options;
 
-  auto* plan = app.add_subcommand(
-      "plan", "Print the activation-checkpointing plan of an experiment's model");
-  std::string plan_config;
-  std::vector<std::string> plan_overrides;
-  PlanOptions plan_options;
-  plan->add_option("config", plan_config, "experiment YAML")->required();
-  plan->add_option("--set", plan_overrides, "override a key (repeatable)");
-  plan->add_option("--problem", plan_options.problem,
-                   "which problem's model (default: the experiment's default problem)");
-  plan->add_option("--strategy", plan_options.strategy,
-                   "none, uniform, sqrt, optimal or min_memory (default: as configured)");
-  plan->add_option("--budget", plan_options.budget,
-                   "memory budget: 40% of the no-checkpoint peak, or bytes (512M, 2G)");
-  plan->add_option("--max-overhead", plan_options.max_overhead,
-                   "min_memory: largest time overhead, e.g. 0.3");
-
-  auto ablate = add_ablate_command(app);
-  auto ablate_rank = add_ablate_rank_command(app);
-
   auto* experiments =
       app.add_subcommand("experiments", "List the experiments this program can run");
   CompareCommand compare(app);
   PlotCommand plot_command(app);
-  LaunchCommand launch(app);
+  std::vector<std::pair<CLI::App*, Command*>> added;
+  for (const auto& command : commands) added.emplace_back(command->add_to(app), command.get());
 
   try {
     app.parse(argc, argv);
@@ -112,16 +89,12 @@ int main(int argc, char** argv) {
     }
     if (compare.parsed()) return compare.run();
     if (plot_command.parsed()) return plot_command.run();
-    if (launch.parsed()) return launch.run();
     if (experiments->parsed()) {
       for (const auto& name : run::experiment_names()) std::cout << name << "\n";
       return 0;
     }
-    if (ablate->parsed()) return ablate->run();
-    if (ablate_rank->parsed()) return ablate_rank->run();
-    if (plan->parsed()) {
-      plan_command(run::load_run_config(plan_config, plan_overrides), plan_options);
-      return 0;
+    for (const auto& [subcommand, command] : added) {
+      if (subcommand->parsed()) return command->run();
     }
   } catch (const Interrupted& e) {
     std::cerr << "mlo: interrupted: " << e.what() << "\n";

@@ -3,7 +3,7 @@
 // uninterrupted run, and `mlo ablate` with the caching allocator's columns.
 #include "support/scratch.h"
 #include "support/text_files.h"
-#include "ablate.h"
+#include "ablate/ablate.h"
 #include "runner.h"
 
 #include <mlo/run/device.h>

@@ -3,7 +3,7 @@
 // the command line, and batches placed on the problem's device.
 #include "support/scratch.h"
 #include "support/tiny_reweighting.h"
-#include "ablate.h"
+#include "ablate/ablate.h"
 #include "run_arguments.h"
 #include "runner.h"
 
@@ -100,9 +100,10 @@ TEST_CASE("Device: --device on mlo run and mlo ablate is --set device=...", "[ru
   CLI::App app2;
   mlo::cli::RunArguments unused;
   mlo::cli::add_run_command(app2, unused);
-  auto ablate2 = mlo::cli::add_ablate_command(app2);
+  mlo::cli::AblateCommand ablate2;
+  ablate2.add_to(app2);
   app2.parse(std::vector<std::string>{"cuda:1", "--device", "x.yaml", "ablate"});
-  CHECK(ablate2->overrides == std::vector<std::string>{"device=cuda:1"});
+  CHECK(ablate2.overrides == std::vector<std::string>{"device=cuda:1"});
 }
 
 TEST_CASE("Device: engine.cudnn_benchmark and engine.deterministic reach LibTorch",

@@ -1,7 +1,7 @@
 #include "ablate.h"
 
-#include "launch.h"
-#include "run_arguments.h"
+#include "launch/launch.h"
+#include "cli/run_arguments.h"
 
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
@@ -201,8 +201,6 @@ run::AblationResult ablate_command(const std::string& config_path,
   return result;
 }
 
-bool AblateCommand::parsed() const { return command && command->parsed(); }
-
 int AblateCommand::run() {
   options.ablation.rows(rows);
   if (quick) {
@@ -230,8 +228,8 @@ int AblateCommand::run() {
   return 0;
 }
 
-std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
-  auto c = std::make_unique<AblateCommand>();
+CLI::App* AblateCommand::add_to(CLI::App& app) {
+  AblateCommand* c = this;
   c->command = app.add_subcommand(
       "ablate",
       "Memory ablation: peak, RSS, time and floor per memory feature (docs/memory-ablation.md)");
@@ -295,10 +293,8 @@ std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app) {
   a->add_option_function<int64_t>(
       "--ranks", [o = &c->options](int64_t n) { o->ablation.ranks(n); },
       "processes of the data-parallel and ZeRO rows (default 2; 0 or 1 leaves them out)");
-  return c;
+  return c->command;
 }
-
-bool AblateRankCommand::parsed() const { return command && command->parsed(); }
 
 int AblateRankCommand::run() {
   const auto where = dist::Rendezvous::from_env();
@@ -310,8 +306,8 @@ int AblateRankCommand::run() {
   return 0;
 }
 
-std::unique_ptr<AblateRankCommand> add_ablate_rank_command(CLI::App& app) {
-  auto c = std::make_unique<AblateRankCommand>();
+CLI::App* AblateRankCommand::add_to(CLI::App& app) {
+  AblateRankCommand* c = this;
   // An empty group hides it from --help: `mlo ablate` starts it, users do not.
   c->command = app.add_subcommand("ablate-rank", "one rank of a data-parallel ablation row");
   c->command->group("");
@@ -321,7 +317,7 @@ std::unique_ptr<AblateRankCommand> add_ablate_rank_command(CLI::App& app) {
   a->add_option("--problem", c->problem, "the problem whose memory features vary");
   a->add_option("--iterations", c->iterations, "measured meta-iterations");
   a->add_option("--result", c->result_dir, "folder of the rank<r>.json files")->required();
-  return c;
+  return c->command;
 }
 
 }  // namespace cli

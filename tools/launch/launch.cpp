@@ -1,7 +1,7 @@
 #include "launch.h"
 
-#include "ablate.h"
-#include "run_arguments.h"
+#include "ablate/ablate.h"
+#include "cli/run_arguments.h"
 
 #include <mlo/base/error.h>
 #include <mlo/run/yaml.h>
@@ -169,7 +169,8 @@ run::RunConfig rank_config(const LaunchOptions& o) {
   CLI::App app;
   RunArguments run;
   add_run_command(app, run);
-  const auto ablate_rank = add_ablate_rank_command(app);
+  AblateRankCommand ablate_rank;
+  ablate_rank.add_to(app);
   MLO_CHECK(o.subcommand == "run" || o.subcommand == "ablate-rank",
             "mlo launch: cannot start ranks of subcommand '", o.subcommand,
             "' (run or ablate-rank)");
@@ -183,7 +184,7 @@ run::RunConfig rank_config(const LaunchOptions& o) {
                 ": " + e.what());
   }
   return run::load_run_config(o.config,
-                             ablate_rank->parsed() ? ablate_rank->overrides : run.overrides);
+                             ablate_rank.command->parsed() ? ablate_rank.overrides : run.overrides);
 }
 
 std::string describe(int status) {
@@ -381,7 +382,7 @@ int launch(const LaunchOptions& options) {
   return attempt.worst;
 }
 
-LaunchCommand::LaunchCommand(CLI::App& app) {
+CLI::App* LaunchCommand::add_to(CLI::App& app) {
   command_ = app.add_subcommand(
       "launch",
       "Run an experiment on N local ranks (data parallel; engine.strategy must not be default)");
@@ -413,9 +414,8 @@ LaunchCommand::LaunchCommand(CLI::App& app) {
   // ...); `launch` reads them with mlo run's own definitions (rank_config).
   command_->prefix_command();
   command_->footer("Usage: mlo launch --nproc N [--master-port P] CONFIG [mlo run options...]");
+  return command_;
 }
-
-bool LaunchCommand::parsed() const { return command_->parsed(); }
 
 int LaunchCommand::run() {
   std::vector<std::string> rest = command_->remaining();

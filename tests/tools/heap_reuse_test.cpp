@@ -1,6 +1,6 @@
 // HeapReuse: inside the scope a large block freed and allocated again is the same memory, with
 // no mapping and no page faults; after it, glibc maps large blocks again.
-#include "heap_reuse.h"
+#include "ablate/heap_reuse.h"
 
 #include "support/sanitizer.h"
 

@@ -1,9 +1,11 @@
 #pragma once
-// Part of the mlo tool (src/cli): `mlo plan`, the checkpointing plan of an experiment's model.
+// Part of the mlo tool (tools/): `mlo plan`, the checkpointing plan of an experiment's model.
 
+#include <mlo/cli/main.h>
 #include <mlo/run/config.h>
 
 #include <string>
+#include <vector>
 
 namespace mlo {
 namespace cli {
@@ -22,6 +24,19 @@ struct PlanOptions {
 /// Profiles the problem's model on one training batch and prints the per-block decisions, the
 /// predicted peak and the predicted time. Returns the text it printed.
 std::string plan_command(const run::RunConfig& config, const PlanOptions& options);
+
+/// The `plan` subcommand: `mlo plan CONFIG [--set k=v]... [--problem P] [--strategy S]
+/// [--budget B] [--max-overhead X]`.
+class PlanCommand : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override;
+  int run() override;
+
+ private:
+  std::string config_;
+  std::vector<std::string> overrides_;
+  PlanOptions options_;
+};
 
 }  // namespace cli
 }  // namespace mlo

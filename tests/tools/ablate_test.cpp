@@ -6,14 +6,14 @@
 #include "support/text_files.h"
 #include "support/sanitizer.h"
 #include "support/scratch.h"
-#include "ablate.h"
-#include "ablation_detail.h"
+#include "ablate/ablate.h"
+#include "ablate/ablation_detail.h"
 #include "support/tiny_reweighting.h"
 
 #include <mlo/build_config.h>
 #include <mlo/run/yaml.h>
 #include <mlo/memory/meter.h>
-#include "ablation_report.h"
+#include "ablate/ablation_report.h"
 #include <mlo/run/experiment.h>
 
 #include <nlohmann/json.hpp>

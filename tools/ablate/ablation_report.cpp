@@ -2,7 +2,7 @@
 
 #include <mlo/base/atomic_file.h>
 #include <mlo/base/error.h>
-#include "gnuplot.h"
+#include "cli/gnuplot.h"
 #include <mlo/memory/meter.h>
 
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 #pragma once
-// Part of the mlo tool (src/cli): `mlo launch --nproc N [--master-port P] [--master-addr A]
+// Part of the mlo tool (tools/): `mlo launch --nproc N [--master-port P] [--master-addr A]
 // [--max-restarts R] CONFIG [mlo run args...]`, a local launcher in the manner of torchrun: it
 // starts N copies of this program's `run` subcommand with RANK, WORLD_SIZE, LOCAL_RANK,
 // MASTER_ADDR, MASTER_PORT and MLO_RESTART_COUNT set, prefixes each line of each rank's output
@@ -8,6 +8,8 @@
 // grace period (engine.timeout_s, or --grace) to exit on their own; any still running then is
 // killed (SIGKILL, which also ends a stopped rank) and the attempt fails; after a failure (not
 // a signal) it starts them all again, at most R times.
+
+#include <mlo/cli/main.h>
 
 #include <string>
 #include <vector>
@@ -50,17 +52,14 @@ struct LaunchOptions {
 /// config, or arguments the ranks' subcommand would refuse (before any rank starts).
 int launch(const LaunchOptions& options);
 
-/// Registers `launch` on `app`; after parsing, `run()` launches if it was chosen.
-class LaunchCommand {
+/// The `launch` subcommand: `run()` launches the ranks and returns the exit status.
+class LaunchCommand : public Command {
  public:
-  explicit LaunchCommand(CLI::App& app);
-  /// Whether the command line chose `launch`.
-  bool parsed() const;
-  /// Launches the ranks; returns the exit status.
-  int run();
+  CLI::App* add_to(CLI::App& app) override;
+  int run() override;
 
  private:
-  CLI::App* command_;
+  CLI::App* command_ = nullptr;
   LaunchOptions options_;
   std::vector<std::string> device_;  // `--device D` before CONFIG, as "device=D"
 };

@@ -1,8 +1,10 @@
 #pragma once
-// Part of the mlo tool (src/cli): `mlo ablate`, the memory ablation table of an experiment
-// (the measuring is run::run_ablation, the outputs run/ablation_report.h).
+// Part of the mlo tool (tools/): `mlo ablate`, the memory ablation table of an experiment
+// (the measuring is run::run_ablation, the outputs ablation_report.h).
 
 #include "ablation.h"
+
+#include <mlo/cli/main.h>
 
 #include <memory>
 #include <string>
@@ -36,9 +38,11 @@ run::AblationResult ablate_command(const std::string& config_path,
                                    const std::vector<std::string>& overrides,
                                    const AblateOptions& options);
 
-/// The `ablate` subcommand's arguments, added to `app` by `add_ablate_command`; main() asks
-/// `parsed()` and then calls `run()` inside its error handling.
-struct AblateCommand {
+/// The `ablate` subcommand: its arguments, and `run` calls `ablate_command`.
+struct AblateCommand : Command {
+  CLI::App* add_to(CLI::App& app) override;
+  int run() override;
+
   CLI::App* command = nullptr;
   std::string config_path;
   std::vector<std::string> overrides;
@@ -46,26 +50,22 @@ struct AblateCommand {
   std::vector<std::string> rows;
   /// The preset of `--quick` (the options the user did not give).
   bool quick = false;
-  bool parsed() const;
-  /// Runs `ablate_command`; returns the exit status.
-  int run();
 };
-std::unique_ptr<AblateCommand> add_ablate_command(CLI::App& app);
 
 /// `mlo ablate-rank` (not for users: `mlo ablate` starts one per rank of a data-parallel row
 /// under `mlo launch`'s supervision): measures the row in this process and writes
 /// `<result>/rank<r>.json`.
-struct AblateRankCommand {
+struct AblateRankCommand : Command {
+  CLI::App* add_to(CLI::App& app) override;
+  int run() override;
+
   CLI::App* command = nullptr;
   std::string config_path;
   std::vector<std::string> overrides;
   std::string problem;
   int64_t iterations = 2;
   std::string result_dir;
-  bool parsed() const;
-  int run();
 };
-std::unique_ptr<AblateRankCommand> add_ablate_rank_command(CLI::App& app);
 
 }  // namespace cli
 }  // namespace mlo

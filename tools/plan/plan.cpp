@@ -6,6 +6,9 @@
 #include <mlo/memory/planner.h>
 #include <mlo/nn/chain.h>
 #include <mlo/run/experiment.h>
+#include <mlo/run/yaml.h>
+
+#include <CLI/CLI.hpp>
 
 #include <cctype>
 #include <iostream>
@@ -108,6 +111,27 @@ std::string plan_command(const run::RunConfig& config, const PlanOptions& option
                      (experiment->synthetic() ? ", SYNTHETIC data" : "") + ")\n" + plan.to_string();
   std::cout << text;
   return text;
+}
+
+CLI::App* PlanCommand::add_to(CLI::App& app) {
+  auto* plan =
+      app.add_subcommand("plan", "Print the activation-checkpointing plan of an experiment's model");
+  plan->add_option("config", config_, "experiment YAML")->required();
+  plan->add_option("--set", overrides_, "override a key (repeatable)");
+  plan->add_option("--problem", options_.problem,
+                   "which problem's model (default: the experiment's default problem)");
+  plan->add_option("--strategy", options_.strategy,
+                   "none, uniform, sqrt, optimal or min_memory (default: as configured)");
+  plan->add_option("--budget", options_.budget,
+                   "memory budget: 40% of the no-checkpoint peak, or bytes (512M, 2G)");
+  plan->add_option("--max-overhead", options_.max_overhead,
+                   "min_memory: largest time overhead, e.g. 0.3");
+  return plan;
+}
+
+int PlanCommand::run() {
+  plan_command(run::load_run_config(config_, overrides_), options_);
+  return 0;
 }
 
 }  // namespace cli
