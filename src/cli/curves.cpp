@@ -4,6 +4,7 @@
 
 #include <mlo/base/error.h>
 #include <mlo/io/metrics.h>
+#include <mlo/io/tensorboard.h>
 
 #include <algorithm>
 #include <cmath>

@@ -67,7 +67,7 @@ RaiseAt RaiseAt::parse(const std::string& text) {
 void RaiseAt::maybe_raise(int64_t at, int this_rank) const {
   if (signal == 0 || at != step || (rank >= 0 && rank != this_rank)) return;
   // NOTE: raise() delivers to this thread before it returns, so a handled signal (TERM, INT)
-  // has set the runner's flag by the time the step's stop check reads it.
+  // has set the run's flag by the time the step's stop check reads it.
   ::raise(signal);
 }
 

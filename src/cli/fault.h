@@ -1,12 +1,15 @@
 #pragma once
-// Part of the mlo tool (src/cli): `mlo run --raise-at STEP:SIGNAL[:RANK]`, a fault-injection aid
-// for tests. The process raises SIGNAL on itself at the end of global step STEP (after the step's
-// metrics, before its periodic save), so an interruption lands at a chosen step on every run:
+// Part of the command line (src/cli): `mlo run --raise-at STEP:SIGNAL[:RANK]`, a fault-injection
+// aid for tests. The process raises SIGNAL on itself at the end of global step STEP (an engine
+// callback added before the run's own: before the step's metrics records, its stop check and
+// its periodic save), so an interruption lands at a chosen step on every run:
 // TERM and INT go through the runner's real handler (save and stop), KILL dies at once as in a
 // crash, STOP freezes the process as a hanging rank does. With RANK, only that rank of a launch
 // raises it. A launcher's restart of the workers (torchrun --max-restarts, mlo launch
 // --max-restarts) raises nothing: the crash is injected once. tests/cli/fault_matrix.cpp drives
 // resume through it.
+
+#include <mlo/core/callback.h>
 
 #include <cstdint>
 #include <string>
@@ -26,6 +29,21 @@ struct RaiseAt {
 
   /// Raises the signal when `step` is `this->step` and `rank` is the chosen rank (or any).
   void maybe_raise(int64_t step, int rank) const;
+};
+
+/// `RaiseAt` as the engine callback that raises it on rank `rank`.
+class RaiseAtStep : public Callback {
+ public:
+  RaiseAtStep(RaiseAt raise_at, int rank) : raise_at_(raise_at), rank_(rank) {}
+  StepDecision on_step_end(Engine& engine, const StepEnd& step) override {
+    (void)engine;
+    raise_at_.maybe_raise(step.step, rank_);
+    return StepDecision::kContinue;
+  }
+
+ private:
+  RaiseAt raise_at_;
+  int rank_;
 };
 
 }  // namespace cli

@@ -34,7 +34,7 @@ int main(int argc, char** argv, const std::vector<std::shared_ptr<Command>>& com
 
   RunArguments run_args;
   auto* run_cmd = add_run_command(app, run_args);
-  RunCommand& options = run_args.options;
+  RunOptions& options = run_args.options;
 
   auto* experiments =
       app.add_subcommand("experiments", "List the experiments this program can run");
@@ -67,24 +67,25 @@ int main(int argc, char** argv, const std::vector<std::shared_ptr<Command>>& com
     dist::write_error_file(line);
     return 2;
   }
-  options.command_line.assign(argv, argv + argc);
+  options.command_line(std::vector<std::string>(argv, argv + argc));
   try {
     if (run_cmd->parsed()) {
       const auto config = run::load_run_config(run_args.config_path, run_args.overrides);
       const std::string& seeds = run_args.seeds;
-      if (!run_args.raise_at.empty()) options.raise_at = RaiseAt::parse(run_args.raise_at);
+      const RaiseAt raise_at =
+          run_args.raise_at.empty() ? RaiseAt() : RaiseAt::parse(run_args.raise_at);
       if (!seeds.empty()) {
         const auto where = dist::Rendezvous::from_env();
         MLO_CHECK(where.world_size == 1 || where.from_scheduler,
                   "--seeds runs one process only; under mlo launch (WORLD_SIZE > 1) launch once "
                   "per seed with --set seed=S --out DIR/seed_S");
         bool interrupted = false;
-        run_seeds(config, options, parse_seeds(seeds), &interrupted);
+        run_seeds(config, options, parse_seeds(seeds), &interrupted, raise_at);
         return interrupted ? 130 : 0;
       }
-      const auto result = run_experiment(config, options);
+      const auto result = run_experiment(config, options, raise_at);
       // (a --stop-at inside an accumulation window stops at the window's end, a little later)
-      const bool stopped_as_asked = options.stop_at > 0 && result.steps >= options.stop_at;
+      const bool stopped_as_asked = options.stop_at() > 0 && result.steps >= options.stop_at();
       return result.interrupted && !stopped_as_asked ? 130 : 0;
     }
     if (compare.parsed()) return compare.run();

@@ -11,19 +11,23 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
   run->add_option("--set", args.overrides,
                   "override keys: --set engine.train_iters=100 seed=1 (repeatable)");
   add_device_option(*run, args.overrides);
-  run->add_option("--out", args.options.out_dir, "output folder (default runs/<name>)")
+  RunOptions& o = args.options;
+  run->add_option_function<std::string>(
+         "--out", [&o](const std::string& dir) { o.dir(dir); },
+         "output folder (default runs/<name>)")
       ->check([](const std::string& dir) {
         return dir.empty() ? std::string("an empty folder name") : std::string();
       });
-  run->add_flag("--resume", args.options.resume, "continue the run saved in the output folder");
-  run->add_flag("--overwrite", args.options.overwrite,
-                "start a new run in an output folder that holds one: its files are moved into "
-                "<out>/replaced-<time>/ first");
+  run->add_flag_callback("--resume", [&o] { o.resume(true); },
+                         "continue the run saved in the output folder");
+  run->add_flag_callback("--overwrite", [&o] { o.overwrite(true); },
+                         "start a new run in an output folder that holds one: its files are "
+                         "moved into <out>/replaced-<time>/ first");
   run->add_flag_callback(
-      "--no-progress", [&args] { args.options.progress = false; },
-      "plain progress lines even on a terminal");
-  run->add_option("--stop-at", args.options.stop_at,
-                  "save the state and stop after this global step (continue with --resume)")
+      "--no-progress", [&o] { o.progress(false); }, "plain progress lines even on a terminal");
+  run->add_option_function<int64_t>(
+         "--stop-at", [&o](int64_t step) { o.stop_at(step); },
+         "save the state and stop after this global step (continue with --resume)")
       ->check([](const std::string& text) {
         long long step = 0;
         size_t used = 0;
@@ -35,8 +39,9 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
                    ? std::string()
                    : "must be a global step >= 1 (the run stops after it), got '" + text + "'";
       });
-  run->add_flag("--log-all-ranks", args.options.log_all_ranks,
-                "under a launch, ranks other than 0 log at info too (else warnings only)");
+  run->add_flag_callback("--log-all-ranks", [&o] { o.log_all_ranks(true); },
+                         "under a launch, ranks other than 0 log at info too (else warnings "
+                         "only)");
   run->add_option("--raise-at", args.raise_at,
                   "fault injection for tests: at the end of global step STEP raise SIGNAL (TERM, "
                   "INT, KILL, STOP) on this process (with RANK: on that rank of a launch only; "

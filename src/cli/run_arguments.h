@@ -1,5 +1,5 @@
 #pragma once
-// Part of the mlo tool (src/cli): the arguments of `mlo run`, described once. `mlo run` parses
+// Part of the command line (src/cli): the arguments of `mlo run`, described once. `mlo run` parses
 // its command line with them, and `mlo launch` parses what it hands each rank's `mlo run` with
 // the same description, so both read every argument (e.g. `--set a=1 b=2`) the same way.
 
@@ -21,8 +21,9 @@ struct RunArguments {
   std::string config_path;
   /// `--set key=value ...`: several values per `--set`, and `--set` repeatable.
   std::vector<std::string> overrides;
-  /// `--out`, `--resume`, `--stop-at`, `--log-all-ranks`; `--no-progress` sets `progress`.
-  RunCommand options;
+  /// `--out` (the folder; "" = runs/<name>), `--resume`, `--overwrite`, `--stop-at`,
+  /// `--log-all-ranks`; `--no-progress` sets `progress`.
+  RunOptions options;
   /// `--seeds 0-4` ("" = one run).
   std::string seeds;
   /// `--raise-at STEP:SIGNAL[:RANK]` ("" = none), read by `RaiseAt::parse` (fault.h).

@@ -25,20 +25,14 @@ std::vector<std::string> headline_names(const run::Experiment& experiment,
 
 }  // namespace
 
-RunResult run_experiment(const run::RunConfig& config, const RunCommand& command) {
-  RunResult result;
-  result.out_dir = command.out_dir.empty() ? "runs/" + config.name : command.out_dir;
+RunResult run_experiment(const run::RunConfig& config, const RunOptions& command,
+                         const RaiseAt& raise_at) {
   // A GPU asked for and not there: an error, before anything is written.
   run::resolve_device(config);
 
-  RunOptions options = config.run;
-  options.dir(result.out_dir)
-      .resume(command.resume)
-      .overwrite(command.overwrite)
-      .stop_at(command.stop_at)
-      .progress(command.progress)
-      .log_all_ranks(command.log_all_ranks)
-      .command_line(command.command_line);
+  RunOptions options = command;
+  if (options.dir().empty()) options.dir("runs/" + config.name);
+  options.save_step(config.run.save_step()).tensorboard(config.run.tensorboard());
   // The folder's refusals before the experiment is built (data loaded, a baseline trained).
   Run::check(options);
 
@@ -66,7 +60,7 @@ RunResult run_experiment(const run::RunConfig& config, const RunCommand& command
   // A saved record that reads back to the same configuration is the same one (an earlier
   // writer may have written other forms of the same numbers).
   run.config(resolved,
-             [resolved, source = result.out_dir + "/config.yaml"](const std::string& saved) {
+             [resolved, source = options.dir() + "/config.yaml"](const std::string& saved) {
                try {
                  return run::to_yaml(run::parse_run_config(saved, source)) == resolved;
                } catch (const std::exception&) {
@@ -81,28 +75,20 @@ RunResult run_experiment(const run::RunConfig& config, const RunCommand& command
                         headline_names(experiment, ""));
   if (no_validation) run.without_validation(*no_validation);
   // (a crash injected once: a launcher's restart of the workers passes the step)
-  if (command.raise_at.step > 0 && dist::Rendezvous::from_env().restart_count == 0) {
-    const RaiseAt raise_at = command.raise_at;
+  std::shared_ptr<Callback> fault;
+  if (raise_at.step > 0 && dist::Rendezvous::from_env().restart_count == 0) {
     const int rank = engine.config().strategy() == dist::Strategy::kDefault
                          ? 0
                          : dist::Rendezvous::from_env().rank;
-    run.on_step([raise_at, rank](int64_t step) { raise_at.maybe_raise(step, rank); });
+    fault = std::make_shared<RaiseAtStep>(raise_at, rank);
+    engine.add_callback(fault);
   }
-  const RunResult finished = [&] {
-    const mlo::RunResult r = run.start();
-    RunResult out;
-    out.test = r.final;
-    out.valid = r.valid;
-    out.steps = r.steps;
-    out.interrupted = r.interrupted;
-    out.evaluated_step = r.evaluated_step;
-    out.out_dir = r.dir;
-    if (!r.interrupted && !r.already_finished && !r.final.empty()) {
-      std::cout << experiment.report(r.final, r.valid);
-    }
-    return out;
-  }();
-  return finished;
+  const RunResult result = run.start();
+  if (fault) engine.remove_callback(*fault);
+  if (!result.interrupted && !result.already_finished && !result.final.empty()) {
+    std::cout << experiment.report(result.final, result.valid);
+  }
+  return result;
 }
 
 }  // namespace cli

@@ -133,27 +133,29 @@ std::string write_summary(const std::string& dir, const std::vector<int64_t>& on
   return md;
 }
 
-std::string run_seeds(const run::RunConfig& config, const RunCommand& options,
-                      const std::vector<int64_t>& seeds, bool* interrupted) {
+std::string run_seeds(const run::RunConfig& config, const RunOptions& options,
+                      const std::vector<int64_t>& seeds, bool* interrupted,
+                      const RaiseAt& raise_at) {
   if (interrupted != nullptr) *interrupted = false;
-  const std::string dir = options.out_dir.empty() ? "runs/" + config.name : options.out_dir;
+  const std::string dir = options.dir().empty() ? "runs/" + config.name : options.dir();
   for (int64_t seed : seeds) {
-    RunCommand one = options;
-    one.out_dir = (fs::path(dir) / ("seed_" + std::to_string(seed))).string();
-    if (options.resume && fs::exists(fs::path(one.out_dir) / "results.json")) {
-      std::cout << "seed " << seed << ": kept " << one.out_dir << "/results.json\n";
+    RunOptions one = options;
+    one.dir((fs::path(dir) / ("seed_" + std::to_string(seed))).string());
+    const fs::path out(one.dir());
+    if (options.resume() && fs::exists(out / "results.json")) {
+      std::cout << "seed " << seed << ": kept " << one.dir() << "/results.json\n";
       continue;
     }
     // A seed that saved no state starts over on --resume: whatever it left (a log, metrics of
     // its first steps) is moved aside, not deleted.
     // (state.pt, or under zero1/zero2/zero3 each rank's state.rank<r>.pt: rank 0's is there)
-    one.resume = options.resume && (fs::exists(fs::path(one.out_dir) / "state.pt") ||
-                                    fs::exists(fs::path(one.out_dir) / "state.rank0.pt"));
-    one.overwrite = options.overwrite || (options.resume && !one.resume);
+    one.resume(options.resume() &&
+               (fs::exists(out / "state.pt") || fs::exists(out / "state.rank0.pt")));
+    one.overwrite(options.overwrite() || (options.resume() && !one.resume()));
     run::RunConfig seeded = config;
     seeded.seed = seed;
-    std::cout << "seed " << seed << " -> " << one.out_dir << "\n";
-    const RunResult result = run_experiment(seeded, one);
+    std::cout << "seed " << seed << " -> " << one.dir() << "\n";
+    const RunResult result = run_experiment(seeded, one, raise_at);
     if (result.interrupted) {
       std::cout << "stopped at seed " << seed << "; continue with --resume\n";
       if (interrupted != nullptr) *interrupted = true;

@@ -1,5 +1,5 @@
 #pragma once
-// Part of the mlo tool (src/cli): multi-seed runs (`mlo run CONFIG --seeds 0-4`) and their
+// Part of the command line (src/cli): multi-seed runs (`mlo run CONFIG --seeds 0-4`) and their
 // summary, and the paired comparison of two such runs (`mlo compare RUN_A RUN_B`).
 
 #include "runner.h"
@@ -39,8 +39,9 @@ std::string write_summary(const std::string& dir, const std::vector<int64_t>& on
 /// results.json exists is kept and not run again; a seed that is run again starts by removing
 /// its old results.json. The summary covers exactly `seeds`. Returns the folder; `interrupted`
 /// (when given) tells whether a signal stopped the runs (the summary is then not written).
-std::string run_seeds(const run::RunConfig& config, const RunCommand& options,
-                      const std::vector<int64_t>& seeds, bool* interrupted = nullptr);
+std::string run_seeds(const run::RunConfig& config, const RunOptions& options,
+                      const std::vector<int64_t>& seeds, bool* interrupted = nullptr,
+                      const RaiseAt& raise_at = {});
 
 /// The paired per-seed differences B - A of `metrics` (default: the test metrics), with their
 /// mean, standard error and mean / se; returns the text (Markdown tables).

@@ -8,6 +8,7 @@
 
 #include <mlo/dist/process_group.h>
 
+#include <spdlog/spdlog.h>
 #include <torch/serialize/archive.h>
 
 #include <algorithm>
@@ -27,7 +28,7 @@ int Engine::rank() const { return group_ ? group_->rank() : 0; }
 
 int Engine::world_size() const { return group_ ? group_->size() : 1; }
 
-bool Engine::validates_here() const {
+bool Engine::validating_rank() const {
   return is_main() || std::any_of(problems_.begin(), problems_.end(),
                                   [](const ProblemPtr& p) {
                                     const detail::LevelRuntime* level = detail::runtime_of(*p);
@@ -53,20 +54,27 @@ void Engine::connect() {
   }
 }
 
-bool Engine::agree_to_go_on(bool go_on) {
-  if (!group_) return go_on;
-  // One collective per global step: [rank 0 stopped early, ranks whose hook asked to stop].
+bool Engine::agree_to_go_on(bool finish, bool pause) {
+  if (finish && !stopped_early_) {
+    spdlog::info("mlo: a callback ended training at global step {}", global_step_);
+  }
+  if (!group_) {
+    stopped_early_ = stopped_early_ || finish;
+    return !stopped_early_ && !pause;
+  }
+  // One collective per global step: [ranks that finish (rank 0's early stopping, a callback's
+  // kFinish), ranks whose callbacks asked to pause].
   at::Tensor flags = at::empty({2}, at::kDouble);
   double* f = flags.data_ptr<double>();
-  f[0] = is_main() && stopped_early_ ? 1.0 : 0.0;
-  f[1] = go_on ? 0.0 : 1.0;
+  f[0] = (is_main() && stopped_early_) || finish ? 1.0 : 0.0;
+  f[1] = pause ? 1.0 : 0.0;
   // (on the model's device: NCCL reduces device tensors only; zero3's offloaded shards are not)
   const c10::Device device = problems_.front()->device();
   if (!device.is_cpu()) flags = flags.to(device);
   group_->all_reduce_sum({flags});
   flags = flags.cpu();
   stopped_early_ = flags.data_ptr<double>()[0] > 0;
-  return flags.data_ptr<double>()[1] == 0;
+  return !stopped_early_ && flags.data_ptr<double>()[1] == 0;
 }
 
 // NOTE: a state saved under zero1/zero2/zero3 holds one rank's shard of the optimizer state (and
@@ -83,7 +91,7 @@ bool Engine::partial_window() const {
   });
 }
 
-bool Engine::state_resumable() const {
+bool Engine::resumable_now() const {
   // (zero1/zero2/zero3: every rank saves its own window and shard, resumed on the same split)
   return config_.strategy() != dist::Strategy::kDistributed || !partial_window();
 }

@@ -33,6 +33,13 @@ void Engine::state_dict(torch::serialize::OutputArchive& archive) const {
     environment_->save(sub);
     archive.write("environment", sub);
   }
+  for (const auto& callback : callbacks_) {
+    const std::string name = callback->state_name();
+    if (name.empty()) continue;
+    torch::serialize::OutputArchive sub;
+    callback->save(sub);
+    archive.write("callback." + name, sub);
+  }
   if (nodes_) {
     torch::serialize::OutputArchive sub;
     nodes_->schedule().save(sub, nodes_->names());
@@ -63,7 +70,8 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
   best_state_.reset();
   torch::serialize::InputArchive best_state;
   const bool wanted =
-      config_.early_stopping().enabled() && config_.early_stopping().restore_best() && validates_here();
+      config_.early_stopping().enabled() && config_.early_stopping().restore_best() &&
+      validating_rank();
   if (wanted && archive.try_read("best_state", best_state)) {
     best_state_ = std::make_unique<detail::BestState>();
     best_state_->load(best_state, problems_);
@@ -79,6 +87,17 @@ void Engine::load_state_dict(torch::serialize::InputArchive& archive) {
     MLO_CHECK(archive.try_read("environment", sub),
               "engine state: no state for the environment (saved by an engine without one?)");
     environment_->load(sub);
+  }
+  for (const auto& callback : callbacks_) {
+    const std::string name = callback->state_name();
+    torch::serialize::InputArchive sub;
+    // (a callback added after the state was saved keeps its initial state)
+    if (name.empty() || !archive.try_read("callback." + name, sub)) continue;
+    try {
+      callback->load(sub);
+    } catch (const Error& e) {
+      throw Error("engine state: callback '" + name + "': " + e.what());
+    }
   }
   torch::serialize::InputArchive schedule;
   MLO_CHECK(archive.try_read("schedule", schedule),

@@ -16,8 +16,35 @@ namespace io {
 
 namespace fs = std::filesystem;
 
-Checkpoints::Checkpoints(std::string out_dir, dist::Strategy strategy, int rank)
-    : out_dir_(std::move(out_dir)), strategy_(strategy), rank_(rank) {}
+Checkpoints::Checkpoints(std::string out_dir, dist::Strategy strategy, int rank,
+                         int64_t save_step)
+    : out_dir_(std::move(out_dir)), strategy_(strategy), rank_(rank), save_step_(save_step) {}
+
+StepDecision Checkpoints::on_step_end(Engine& engine, const StepEnd& step) {
+  if (save_step_ > 0 && step.step % save_step_ == 0) save_due_ = true;
+  if (save_due_ && step.resumable) {
+    save(engine);
+    save_due_ = false;
+  }
+  return StepDecision::kContinue;
+}
+
+void Checkpoints::on_end(Engine& engine, const StepEnd& last) {
+  // NOTE: saved again even when a periodic save just took this step: under a distributed
+  // strategy the ranks learn rank 0's early-stopping decision after the step's callbacks.
+  if (last.resumable) {
+    save(engine);
+    return;
+  }
+  if (rank_ != 0) return;
+  // (an early stop, or train_iters, inside a window: the previous state stays)
+  const bool kept = fs::exists(path());
+  spdlog::warn("the run ended at global step {}, inside an accumulation window; its state "
+               "cannot be resumed exactly and is not saved ({})",
+               last.step,
+               kept ? path() + " keeps the previous one"
+                    : "no earlier state was saved, so --resume is not possible");
+}
 
 bool Checkpoints::sharded() const {
   return dist::shards_optimizer_state(strategy_);

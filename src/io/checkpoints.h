@@ -1,6 +1,10 @@
 #pragma once
-// Part of src/io (internal): where and by whom a run's resumable state is saved and loaded
-// under each engine strategy.
+// Part of src/io (internal): a run's resumable state, a callback of mlo::Run: where and by whom
+// it is saved and loaded under each engine strategy, and when. It saves every `save_step`
+// global steps and when the engine's loop ends, but never a state that cannot be resumed
+// exactly (StepEnd::resumable): a periodic save inside a distributed run's accumulation window
+// waits for the window's end, and a run that ends inside one keeps its previous state and says
+// so.
 //
 //   default, distributed: one file, <out>/state.pt, written by rank 0 only (the ranks hold the
 //     same parameters and optimizer state); on --resume every rank loads it (a run may resume on
@@ -10,6 +14,7 @@
 //     each rank loads its own, and the ranks agree on a step every rank has (a crash between
 //     two ranks' saves leaves some a save ahead: those fall back to their previous file).
 
+#include <mlo/core/callback.h>
 #include <mlo/dist/strategy.h>
 
 #include <cstdint>
@@ -21,10 +26,14 @@ class Engine;
 
 namespace io {
 
-class Checkpoints {
+class Checkpoints : public Callback {
  public:
-  /// The state of a run in `out_dir`, for rank `rank` of a launch under `strategy`.
-  Checkpoints(std::string out_dir, dist::Strategy strategy, int rank);
+  /// The state of a run in `out_dir`, for rank `rank` of a launch under `strategy`, saved
+  /// every `save_step` global steps (0: at the end only).
+  Checkpoints(std::string out_dir, dist::Strategy strategy, int rank, int64_t save_step = 0);
+
+  StepDecision on_step_end(Engine& engine, const StepEnd& step) override;
+  void on_end(Engine& engine, const StepEnd& last) override;
 
   /// Whether this rank writes state: rank 0, or every rank under zero1/zero2/zero3.
   bool saves() const;
@@ -45,6 +54,8 @@ class Checkpoints {
   std::string out_dir_;
   dist::Strategy strategy_;
   int rank_;
+  int64_t save_step_;
+  bool save_due_ = false;  // a periodic save that waits for an accumulation window's end
 };
 
 }  // namespace io

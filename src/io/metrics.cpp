@@ -180,14 +180,8 @@ std::string number(double value) {
 
 }  // namespace
 
-std::string tensorboard_tag(const std::string& source, const std::string& name) {
-  if (source == "validation" && name.rfind("valid/", 0) == 0) return name;
-  return source + "/" + name;
-}
-
-MetricsWriter::MetricsWriter(const std::string& dir, int64_t resume_step, bool tensorboard)
+MetricsWriter::MetricsWriter(const std::string& dir, int64_t resume_step)
     : csv_path_(dir + "/metrics.csv"), jsonl_path_(dir + "/metrics.jsonl") {
-  if (tensorboard) tensorboard_.emplace(dir + "/tb", resume_step);
   const bool resume = resume_step >= 0;
   if (resume) {
     for (const auto& repair :
@@ -226,18 +220,6 @@ void MetricsWriter::write(int64_t step, const std::string& source, const Metrics
   jsonl_ << json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
   csv_.flush();
   jsonl_.flush();
-  if (tensorboard_) {
-    std::vector<std::pair<std::string, double>> scalars;
-    scalars.reserve(metrics.size());
-    for (const auto& [name, value] : metrics) {
-      scalars.emplace_back(tensorboard_tag(source, name), value);
-    }
-    tensorboard_->scalars(step, scalars);
-  }
-}
-
-void MetricsWriter::text(int64_t step, const std::string& tag, const std::string& markdown) {
-  if (tensorboard_) tensorboard_->text(step, tag, markdown);
 }
 
 }  // namespace io

@@ -1,5 +1,8 @@
 #include "progress.h"
 
+#include <mlo/core/engine.h>
+#include <mlo/core/metrics.h>
+
 #include <unistd.h>
 #include <cstdio>
 
@@ -23,14 +26,33 @@ std::string clock_text(double seconds) {
 
 }  // namespace
 
-Progress::Progress(int64_t total, int64_t start, bool terminal, int64_t every)
-    : total_(total),
-      start_(start),
-      step_(start),
-      terminal_(terminal),
-      every_(every > 0 ? every : 100),
-      begin_(std::chrono::steady_clock::now()),
-      last_draw_(begin_) {}
+void Progress::on_start(Engine& engine) {
+  total_ = engine.config().train_iters();
+  start_ = step_ = engine.global_step();
+  every_ = engine.config().log_step() > 0 ? engine.config().log_step() : 100;
+  begin_ = last_draw_ = std::chrono::steady_clock::now();
+}
+
+StepDecision Progress::on_step_end(Engine& engine, const StepEnd& step) {
+  update(step.step, "loss " + format_metric(engine.problems().front()->last_loss()));
+  return StepDecision::kContinue;
+}
+
+void Progress::on_validation(Engine& engine, const Validation& validation) {
+  (void)engine;
+  if (!terminal_) return;
+  for (const auto& line :
+       console_lines("[validation] step " + std::to_string(validation.step) + "  " +
+                     format_headline(validation.metrics, validation.headline))) {
+    println(line);
+  }
+}
+
+void Progress::on_end(Engine& engine, const StepEnd& last) {
+  (void)engine;
+  (void)last;
+  finish();
+}
 
 bool Progress::stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
@@ -84,6 +106,7 @@ void Progress::finish() {
     std::fprintf(stderr, "\n");
     std::fflush(stderr);
   }
+  drawn_ = false;
 }
 
 }  // namespace io

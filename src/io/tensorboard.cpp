@@ -93,6 +93,18 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, int64_t resume_step
   MLO_CHECK(out_.good(), "cannot write the TensorBoard event file '", path_, "'");
 }
 
+std::string tensorboard_tag(const std::string& source, const std::string& name) {
+  if (source == "validation" && name.rfind("valid/", 0) == 0) return name;
+  return source + "/" + name;
+}
+
+void TensorBoardWriter::write(int64_t step, const std::string& source, const Metrics& metrics) {
+  std::vector<std::pair<std::string, double>> values;
+  values.reserve(metrics.size());
+  for (const auto& [name, value] : metrics) values.emplace_back(tensorboard_tag(source, name), value);
+  scalars(step, values);
+}
+
 void TensorBoardWriter::scalars(int64_t step,
                                 const std::vector<std::pair<std::string, double>>& values) {
   std::vector<std::pair<std::string, float>> entries;

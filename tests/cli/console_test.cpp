@@ -118,9 +118,9 @@ TEST_CASE("Console: the main job's log lines hold the headline metrics within 12
     return;
   }
   const fs::path out = scratch("main");
-  mlo::cli::RunCommand options;
-  options.progress = false;
-  options.out_dir = out.string();
+  mlo::RunOptions options;
+  options.progress(false);
+  options.dir(out.string());
   const auto config = mlo::run::load_run_config(
       MLO_SOURCE_DIR "/configs/reweight_lt_fmnist.yaml",
       {"engine.train_iters=4", "engine.log_step=2", "engine.valid_step=2", "engine.save_step=0"});
@@ -172,21 +172,21 @@ TEST_CASE("Console: the main job's log lines hold the headline metrics within 12
     INFO("metric '" << name << "'");
     CHECK(names.count(name) == 1);
   }
-  CHECK(result.test.count("acc/ankle_boot") == 1);
+  CHECK(result.final.count("acc/ankle_boot") == 1);
   fs::remove_all(out);
 }
 
 TEST_CASE("Console: a run without a validation split says so instead of printing zeros",
           "[cli][console]") {
   const fs::path out = scratch("no_valid");
-  mlo::cli::RunCommand options;
-  options.progress = false;
-  options.out_dir = out.string();
+  mlo::RunOptions options;
+  options.progress(false);
+  options.dir(out.string());
   const auto result =
       mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml"), options);
   REQUIRE(result.steps == 4);
   CHECK(result.valid.empty());
-  CHECK(result.test.count("acc") == 1);
+  CHECK(result.final.count("acc") == 1);
 
   const std::string log = read(out / "log.txt");
   INFO(log);

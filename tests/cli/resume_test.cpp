@@ -62,31 +62,31 @@ fs::path scratch(const std::string& name) {
 TEST_CASE("Resume: interrupted + resumed equals uninterrupted", "[cli][resume]") {
   const auto full_dir = scratch("full");
   const auto part_dir = scratch("part");
-  mlo::cli::RunCommand options;
-  options.progress = false;
+  mlo::RunOptions options;
+  options.progress(false);
 
-  options.out_dir = full_dir.string();
+  options.dir(full_dir.string());
   const auto full =
       mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml"), options);
   REQUIRE(full.steps == 12);
 
   // The same run interrupted after step 5 (in the middle of an unroll, between saves at 4 and 8),
   // then resumed to 12.
-  options.out_dir = part_dir.string();
-  options.stop_at = 5;
+  options.dir(part_dir.string());
+  options.stop_at(5);
   const auto part =
       mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml"), options);
   REQUIRE(part.interrupted);
   REQUIRE(part.steps == 5);
-  options.stop_at = 0;
-  options.resume = true;
+  options.stop_at(0);
+  options.resume(true);
   const auto resumed =
       mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml"), options);
   REQUIRE(resumed.steps == 12);
 
-  for (const auto& [name, value] : full.test) {
+  for (const auto& [name, value] : full.final) {
     INFO("test metric " << name);
-    CHECK(resumed.test.at(name) == value);  // bitwise
+    CHECK(resumed.final.at(name) == value);  // bitwise
   }
   for (const auto& [name, value] : full.valid) {
     INFO("validation metric " << name);
@@ -99,22 +99,22 @@ TEST_CASE("Resume: interrupted + resumed equals uninterrupted", "[cli][resume]")
 
 TEST_CASE("Resume: a damaged or missing state file is refused", "[cli][resume]") {
   const auto dir = scratch("damaged");
-  mlo::cli::RunCommand options;
-  options.progress = false;
-  options.out_dir = dir.string();
-  options.resume = true;
+  mlo::RunOptions options;
+  options.progress(false);
+  options.dir(dir.string());
+  options.resume(true);
   const auto config = mlo::run::parse_run_config(kTiny, "tiny.yaml", {"engine.train_iters=4"});
   REQUIRE_THROWS_WITH(mlo::cli::run_experiment(config, options),
                       Catch::Matchers::Contains("holds no run to resume"));
 
-  options.resume = false;
-  options.stop_at = 2;  // (a run that has not finished: a finished one is not resumed)
+  options.resume(false);
+  options.stop_at(2);  // (a run that has not finished: a finished one is not resumed)
   REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
-  options.stop_at = 0;
+  options.stop_at(0);
   const fs::path state = dir / "state.pt";
   const auto size = fs::file_size(state);
   fs::resize_file(state, size / 2);  // as if the machine died mid-write without the rename
-  options.resume = true;
+  options.resume(true);
   REQUIRE_THROWS_WITH(mlo::cli::run_experiment(config, options),
                       Catch::Matchers::Contains("is damaged or incomplete"));
 }
@@ -127,26 +127,26 @@ void check_resume_exact(const std::string& name, const std::vector<std::string>&
                         int64_t stop_at, int64_t steps) {
   const auto full_dir = scratch(name + "_full");
   const auto part_dir = scratch(name + "_part");
-  mlo::cli::RunCommand options;
-  options.progress = false;
-  options.out_dir = full_dir.string();
+  mlo::RunOptions options;
+  options.progress(false);
+  options.dir(full_dir.string());
   const auto full =
       mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides), options);
   REQUIRE(full.steps == steps);
 
-  options.out_dir = part_dir.string();
-  options.stop_at = stop_at;
+  options.dir(part_dir.string());
+  options.stop_at(stop_at);
   const auto part =
       mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides), options);
   REQUIRE(part.interrupted);
-  options.stop_at = 0;
-  options.resume = true;
+  options.stop_at(0);
+  options.resume(true);
   const auto resumed =
       mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides), options);
   REQUIRE(resumed.steps == steps);
-  for (const auto& [metric, value] : full.test) {
+  for (const auto& [metric, value] : full.final) {
     INFO("test metric " << metric);
-    CHECK(resumed.test.at(metric) == value);  // bitwise
+    CHECK(resumed.final.at(metric) == value);  // bitwise
   }
   CHECK(read(part_dir / "metrics.csv") == read(full_dir / "metrics.csv"));
 }
@@ -179,9 +179,9 @@ TEST_CASE("Resume: inside an accumulation window, frozen weight inputs and DARTS
 TEST_CASE("Run: validation rows come from the validation split; the test set only at the end",
           "[cli][valid]") {
   const auto dir = scratch("splits");
-  mlo::cli::RunCommand options;
-  options.progress = false;
-  options.out_dir = dir.string();
+  mlo::RunOptions options;
+  options.progress(false);
+  options.dir(dir.string());
   const auto config = mlo::run::parse_run_config(
       kTiny, "tiny.yaml",
       {"engine.early_stopping.enabled=true", "engine.early_stopping.tolerance=100"});
@@ -218,7 +218,7 @@ TEST_CASE("Run: validation rows come from the validation split; the test set onl
   const std::string results = read(dir / "results.json");
   CHECK_THAT(results, Catch::Matchers::Contains("\"test\":{\"acc\":"));
   CHECK_THAT(results, Catch::Matchers::Contains("\"valid\":{\"valid/acc\":"));
-  CHECK(result.test.count("balanced_acc") == 1);
+  CHECK(result.final.count("balanced_acc") == 1);
   CHECK(result.valid.count("valid/balanced_acc") == 1);
 }
 
@@ -244,10 +244,10 @@ TEST_CASE("Run: restore_best evaluates the best validation's parameters, also af
     }
     return out;
   };
-  mlo::cli::RunCommand options;
-  options.progress = false;
+  mlo::RunOptions options;
+  options.progress(false);
   const auto dir = scratch("best");
-  options.out_dir = dir.string();
+  options.dir(dir.string());
   const auto config = mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides);
   const auto result = mlo::cli::run_experiment(config, options);
   REQUIRE(result.steps == 12);
@@ -270,16 +270,16 @@ TEST_CASE("Run: restore_best evaluates the best validation's parameters, also af
   // before the stop, else the resumed run would capture it itself).
   REQUIRE(best < 7);
   const auto part_dir = scratch("best_part");
-  options.out_dir = part_dir.string();
-  options.stop_at = 7;
+  options.dir(part_dir.string());
+  options.stop_at(7);
   REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
-  options.stop_at = 0;
-  options.resume = true;
+  options.stop_at(0);
+  options.resume(true);
   const auto resumed = mlo::cli::run_experiment(config, options);
   CHECK(resumed.evaluated_step == best);
-  for (const auto& [name, value] : result.test) {
+  for (const auto& [name, value] : result.final) {
     INFO("test metric " << name);
-    CHECK(resumed.test.at(name) == value);
+    CHECK(resumed.final.at(name) == value);
   }
 }
 
@@ -299,16 +299,16 @@ TEST_CASE("Experiment: its problems are freed with it", "[cli][run]") {
 
 TEST_CASE("Run: results.json records what produced it, also after a resume", "[cli][resume]") {
   const auto dir = scratch("meta");
-  mlo::cli::RunCommand options;
-  options.progress = false;
-  options.out_dir = dir.string();
-  options.command_line = {"mlo", "run", "tiny.yaml", "--set", "a=it's"};
-  options.stop_at = 5;
+  mlo::RunOptions options;
+  options.progress(false);
+  options.dir(dir.string());
+  options.command_line(std::vector<std::string>{"mlo", "run", "tiny.yaml", "--set", "a=it's"});
+  options.stop_at(5);
   const auto config = mlo::run::parse_run_config(kTiny, "tiny.yaml");
   REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
   CHECK_FALSE(fs::exists(dir / "results.json"));
-  options.stop_at = 0;
-  options.resume = true;
+  options.stop_at(0);
+  options.resume(true);
   mlo::cli::run_experiment(config, options);
   const auto meta = nlohmann::json::parse(read(dir / "results.json")).at("meta");
   INFO(meta.dump(1));
@@ -328,17 +328,17 @@ TEST_CASE("Run: results.json records what produced it, also after a resume", "[c
   CHECK(std::regex_match(meta.at("started").get<std::string>(), iso));
   CHECK(std::regex_match(meta.at("finished").get<std::string>(), iso));
   CHECK(meta.at("started").get<std::string>() <= meta.at("finished").get<std::string>());
-  CHECK(meta.at("command") == options.command_line);
+  CHECK(meta.at("command") == options.command_line());
   CHECK_FALSE(meta.at("hostname").get<std::string>().empty());
 }
 
 TEST_CASE("Resume: a saved config in other number forms is the same config; a changed one is not",
           "[cli][resume]") {
   const auto dir = scratch("config_forms");
-  mlo::cli::RunCommand options;
-  options.progress = false;
-  options.out_dir = dir.string();
-  options.stop_at = 3;
+  mlo::RunOptions options;
+  options.progress(false);
+  options.dir(dir.string());
+  options.stop_at(3);
   const auto config = mlo::run::parse_run_config(kTiny, "tiny.yaml");
   REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
   // As an earlier writer saved it: 17 significant digits.
@@ -347,8 +347,8 @@ TEST_CASE("Resume: a saved config in other number forms is the same config; a ch
   REQUIRE(at != std::string::npos);
   saved.replace(at, 9, "lr: 0.050000000000000003\n");
   std::ofstream(dir / "config.yaml") << saved;
-  options.resume = true;
-  options.stop_at = 6;
+  options.resume(true);
+  options.stop_at(6);
   REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
   const std::string warning = "resuming with a configuration that differs";
   CHECK(read(dir / "log.txt").find(warning) == std::string::npos);
@@ -360,7 +360,7 @@ TEST_CASE("Resume: a saved config in other number forms is the same config; a ch
   REQUIRE(lr != std::string::npos);
   saved.replace(lr, 25, "lr: 0.06\n");
   std::ofstream(dir / "config.yaml") << saved;
-  options.stop_at = 8;
+  options.stop_at(8);
   REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
   CHECK(read(dir / "log.txt").find(warning) != std::string::npos);
   CHECK(read(dir / "config.yaml") == saved);
@@ -370,7 +370,7 @@ TEST_CASE("Resume: a saved config in other number forms is the same config; a ch
   const std::string first = read(dir / "config.resumed.yaml");
   auto changed = mlo::run::parse_run_config(kTiny, "tiny.yaml");
   changed.seed = 4;
-  options.stop_at = 0;
+  options.stop_at(0);
   mlo::cli::run_experiment(changed, options);
   CHECK(read(dir / "config.resumed.yaml") == first);
   CHECK(read(dir / "config.resumed.step8.yaml") == mlo::run::to_yaml(changed));

@@ -1,4 +1,5 @@
 // Engine: configuration errors at start, validation hook, early stopping, log lines.
+#include "support/step_callback.h"
 #include "core/level_runtime.h"
 #include "support/chain_fit.h"
 #include "support/in_memory_state.h"
@@ -301,7 +302,7 @@ TEST_CASE("Engine: restore_best puts back the best validation's parameters, also
   std::vector<std::vector<torch::Tensor>> at_step{{}};
   mlo::Engine engine(mlo::EngineConfig().train_iters(4).valid_step(1).early_stopping(rule(true)));
   engine.add(p).validation([&] { return mlo::Metrics{{"acc", values.at(calls++)}}; });
-  engine.on_step([&](int64_t) {
+  mlo_test::on_step(engine, [&](int64_t) {
     at_step.push_back(params_of(*p));
     return true;
   });

@@ -59,20 +59,20 @@ TEST_CASE("CUDA: the main job trains 50 steps on cuda:0, as it does on the CPU",
       for (const auto& p : problem->module().parameters()) CHECK(p.is_cuda());
     }
   }
-  mlo::cli::RunCommand options;
-  options.progress = false;
-  options.out_dir = mlo_test::scratch_path("cuda_main_job").string();
+  mlo::RunOptions options;
+  options.progress(false);
+  options.dir(mlo_test::scratch_path("cuda_main_job").string());
   const auto gpu = mlo::cli::run_experiment(
       mlo::run::load_run_config(kMainJob, short_main_job("cuda")), options);
-  options.out_dir = mlo_test::scratch_path("cpu_main_job").string();
+  options.dir(mlo_test::scratch_path("cpu_main_job").string());
   const auto cpu = mlo::cli::run_experiment(
       mlo::run::load_run_config(kMainJob, short_main_job("cpu")), options);
   REQUIRE(gpu.steps == 50);
   REQUIRE(cpu.steps == 50);
-  const double gpu_balanced = gpu.test.at("balanced_acc");
-  const double cpu_balanced = cpu.test.at("balanced_acc");
+  const double gpu_balanced = gpu.final.at("balanced_acc");
+  const double cpu_balanced = cpu.final.at("balanced_acc");
   WARN("balanced test accuracy after 50 steps: cuda " << gpu_balanced << ", cpu " << cpu_balanced);
-  CHECK(std::isfinite(gpu.test.at("loss")));
+  CHECK(std::isfinite(gpu.final.at("loss")));
   // The same data, batches and initial weights; the devices round differently (cuDNN's
   // convolutions against the CPU's), and 50 steps of SGD with momentum carry that apart a little.
   CHECK(std::abs(gpu_balanced - cpu_balanced) < 0.08);
@@ -88,23 +88,23 @@ TEST_CASE("CUDA: a run interrupted and resumed on the GPU equals the uninterrupt
   const auto config = [&] {
     return mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides);
   };
-  mlo::cli::RunCommand options;
-  options.progress = false;
+  mlo::RunOptions options;
+  options.progress(false);
   const fs::path full_dir = mlo_test::scratch_path("cuda_resume_full");
   const fs::path part_dir = mlo_test::scratch_path("cuda_resume_part");
-  options.out_dir = full_dir.string();
+  options.dir(full_dir.string());
   const auto full = mlo::cli::run_experiment(config(), options);
   REQUIRE(full.steps == 12);
-  options.out_dir = part_dir.string();
-  options.stop_at = 5;
+  options.dir(part_dir.string());
+  options.stop_at(5);
   REQUIRE(mlo::cli::run_experiment(config(), options).interrupted);
-  options.stop_at = 0;
-  options.resume = true;
+  options.stop_at(0);
+  options.resume(true);
   const auto resumed = mlo::cli::run_experiment(config(), options);
   REQUIRE(resumed.steps == 12);
-  for (const auto& [name, value] : full.test) {
+  for (const auto& [name, value] : full.final) {
     INFO("test metric " << name);
-    CHECK(resumed.test.at(name) == value);  // bitwise
+    CHECK(resumed.final.at(name) == value);  // bitwise
   }
   CHECK(mlo_test::state_file_difference((full_dir / "state.pt").string(),
                                         (part_dir / "state.pt").string()) == "");
@@ -118,21 +118,21 @@ TEST_CASE("CUDA: a state saved on the CPU resumes on the GPU, and the other way 
     INFO("saved on " << from << ", resumed on " << to);
     auto overrides = base;
     overrides.push_back("device=" + from);
-    mlo::cli::RunCommand options;
-    options.progress = false;
-    options.out_dir = mlo_test::scratch_path("cuda_cross_resume_" + from).string();
-    options.stop_at = 4;
+    mlo::RunOptions options;
+    options.progress(false);
+    options.dir(mlo_test::scratch_path("cuda_cross_resume_" + from).string());
+    options.stop_at(4);
     REQUIRE(mlo::cli::run_experiment(
                 mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides),
                 options)
                 .interrupted);
     overrides.back() = "device=" + to;
-    options.stop_at = 0;
-    options.resume = true;
+    options.stop_at(0);
+    options.resume(true);
     const auto resumed = mlo::cli::run_experiment(
         mlo::run::parse_run_config(mlo_test::kTinyReweighting, "tiny.yaml", overrides), options);
     CHECK(resumed.steps == 8);
-    CHECK(std::isfinite(resumed.test.at("loss")));
+    CHECK(std::isfinite(resumed.final.at("loss")));
   }
 }
 

@@ -28,6 +28,7 @@
 #include <mlo/nn/chain.h>
 
 #include <support/quadratic.h>
+#include <support/step_callback.h>
 
 #include <torch/torch.h>
 
@@ -329,7 +330,7 @@ int main(int argc, char** argv) {
     if (pair != "three") engine.add(upper).add(lower).link(upper, lower);
     if (die_at != nullptr) {
       const int64_t at = std::atoll(die_at);
-      engine.on_step([rank, at](int64_t step) {
+      mlo_test::on_step(engine, [rank, at](int64_t step) {
         if (rank == 1 && step == at) std::_Exit(3);  // a crash: no goodbye to the group
         return true;
       });
@@ -341,7 +342,8 @@ int main(int argc, char** argv) {
     if (save_to != nullptr) {
       const char* at_text = std::getenv("MLO_TEST_SAVE_AT");
       const int64_t at = at_text != nullptr ? std::atoll(at_text) : 3;
-      engine.on_step([&engine, rank, per_rank, at, file = rank_file(save_to)](int64_t step) {
+      mlo_test::on_step(engine, [&engine, rank, per_rank, at,
+                                 file = rank_file(save_to)](int64_t step) {
         if ((rank == 0 || per_rank) && step == at) mlo::io::save_state(file, engine);
         return true;
       });

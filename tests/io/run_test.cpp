@@ -5,6 +5,7 @@
 #include <mlo/io/run.h>
 #include <mlo/core/problem.h>
 
+#include "support/step_callback.h"
 #include "support/scratch.h"
 #include "support/text_files.h"
 
@@ -234,7 +235,7 @@ TEST_CASE("Run: a folder in use by another run, and a user's config.yaml, are re
   bool checked = false;
   // While the first run lives (inside its steps), a second one on the same folder fails at once,
   // and Run::check says so before a Run is made.
-  first.engine->on_step([&](int64_t step) {
+  mlo_test::on_step(*first.engine, [&](int64_t step) {
     if (step == 3) {
       try {
         Program(5).run(dir);

@@ -172,19 +172,20 @@ def main():
         check("| finished | " in finished and "| from step | 6 |" in finished,
               f"the last run/metadata lacks the end time or the start step: {finished}")
 
-        # Killed after step 7 (a crash: the last state is step 4's), resumed: the events of
-        # steps 5 to 7 written before the crash are dropped, then written again once.
+        # Killed at the end of step 7, before the run recorded it (a crash: the last state is
+        # step 4's), resumed: the events of steps 5 and 6 written before the crash are dropped,
+        # then written again once.
         crashed = os.path.join(work, "crashed")
         run(args.mlo, config, crashed, "--raise-at", "7:KILL", killed=True)
         before = load(crashed)
-        check(max(event.step for event in before.Scalars("classifier/loss")) == 7,
-              "the killed run did not log step 7")
+        check(max(event.step for event in before.Scalars("classifier/loss")) == 6,
+              "the killed run did not log steps up to 6, or logged step 7")
         run(args.mlo, config, crashed, "--resume")
         after = load(crashed)
         tags, values = compare(after, expected, "killed and resumed run")
         steps = [step for step, _ in texts(after, "run/metadata")]
         check(steps == [0, 4, 12], f"killed and resumed run/metadata steps: {steps}")
-        print(f"killed after step 7 (state of step 4) and resumed: {tags} scalar tags, {values} "
+        print(f"killed at step 7 (state of step 4) and resumed: {tags} scalar tags, {values} "
               f"values, each step once, equal to the uninterrupted run's")
 
     finally:

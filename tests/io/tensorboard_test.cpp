@@ -192,23 +192,28 @@ TEST_CASE("TensorBoardWriter: a resumed writer keeps the events up to the saved 
   CHECK(event.summary().value(0).simple_value() == 1.0f);
 }
 
-TEST_CASE("MetricsWriter: TensorBoard tags", "[io][tensorboard]") {
+TEST_CASE("TensorBoardWriter: a run's records under their tags", "[io][tensorboard]") {
   CHECK(mlo::io::tensorboard_tag("classifier", "loss") == "classifier/loss");
   CHECK(mlo::io::tensorboard_tag("validation", "valid/acc") == "valid/acc");
   CHECK(mlo::io::tensorboard_tag("validation", "memory/peak") == "validation/memory/peak");
   CHECK(mlo::io::tensorboard_tag("test", "balanced_acc") == "test/balanced_acc");
   mlo_test::TempDir dir("tensorboard_sink");
   {
-    mlo::io::MetricsWriter writer(dir.path.string(), -1, /*tensorboard=*/true);
+    mlo::io::TensorBoardWriter writer((dir.path / "tb").string());
     writer.write(1, "classifier", {{"loss", 0.5}, {"lr", 0.1}});
     writer.text(0, "run/config", "x");
   }
-  CHECK(mlo::io::read_records((dir.path / "tb" / "events.out.tfevents.mlo").string()).size() ==
-        3);
-  mlo_test::TempDir off("tensorboard_off");
-  mlo::io::MetricsWriter writer(off.path.string());
-  writer.write(1, "classifier", {{"loss", 0.5}});
-  CHECK_FALSE(fs::exists(off.path / "tb"));
+  // (the file version, one event of two scalars, one text)
+  const auto records =
+      mlo::io::read_records((dir.path / "tb" / "events.out.tfevents.mlo").string());
+  REQUIRE(records.size() == 3);
+  mlo::io::tensorboard::Event event;
+  REQUIRE(event.ParseFromString(records[1]));
+  REQUIRE(event.summary().value_size() == 2);
+  CHECK(event.step() == 1);
+  CHECK(event.summary().value(0).tag() == "classifier/loss");
+  CHECK(event.summary().value(0).simple_value() == 0.5f);
+  CHECK(event.summary().value(1).tag() == "classifier/lr");
 }
 
 }  // namespace tensorboard_test

@@ -83,9 +83,9 @@ TEST_CASE("Device: a GPU asked for where none is visible is an error naming the 
   }
   // `mlo run` writes nothing: no output folder, no log.
   const auto out = mlo_test::scratch_path("device_test_run");
-  mlo::cli::RunCommand options;
-  options.progress = false;
-  options.out_dir = out.string();
+  mlo::RunOptions options;
+  options.progress(false);
+  options.dir(out.string());
   REQUIRE_THROWS_WITH(mlo::cli::run_experiment(config, options), Contains(key) && Contains(why));
   CHECK_FALSE(std::filesystem::exists(out));
 }

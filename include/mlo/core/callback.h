@@ -16,13 +16,14 @@
 /// parameters under zero3). An exception from a callback ends `run` (`on_end` is not called).
 ///
 /// ```
-/// struct StopOnLoss : mlo::Callback {       // stops once the classifier's loss is below 0.1
+/// struct FinishOnLoss : mlo::Callback {     // training is done once the loss is below 0.1
 ///   std::shared_ptr<mlo::Problem> classifier;
-///   bool on_step_end(mlo::Engine&, const mlo::StepEnd&) override {
-///     return classifier->last_loss() >= 0.1;
+///   mlo::StepDecision on_step_end(mlo::Engine&, const mlo::StepEnd&) override {
+///     return classifier->last_loss() < 0.1 ? mlo::StepDecision::kFinish
+///                                           : mlo::StepDecision::kContinue;
 ///   }
 /// };
-/// engine.add_callback(std::make_shared<StopOnLoss>(...));
+/// engine.add_callback(std::make_shared<FinishOnLoss>(...));
 /// ```
 
 #include <mlo/core/metrics.h>
@@ -53,6 +54,17 @@ struct StepEnd {
   bool resumable = true;
 };
 
+/// What a callback asks of the engine after a global step (`Callback::on_step_end`).
+enum class StepDecision {
+  kContinue,  ///< go on
+  /// End training here, finished, as early stopping does (`Engine::stopped_early`): a run then
+  /// evaluates and writes its results, and resuming it has nothing left to do.
+  kFinish,
+  /// Stop here to go on later, as Ctrl-C does: a run saves its state and `--resume` continues
+  /// from this step. (When one callback asks to pause and another to finish, the engine pauses.)
+  kPause,
+};
+
 /// One validation (`Engine::validation`'s hook, run every `valid_step` global steps).
 struct Validation {
   /// The global step it follows.
@@ -72,13 +84,13 @@ class Callback {
 
   /// Once, when `Engine::run` starts, after initialization, on every rank.
   virtual void on_start(Engine& engine) { (void)engine; }
-  /// After every global step (and after its validation), on every rank. Returning false asks
-  /// the engine to stop after this step; under a distributed strategy every rank then stops at
-  /// the same step. Every callback is called even when an earlier one asked to stop.
-  virtual bool on_step_end(Engine& engine, const StepEnd& step) {
+  /// After every global step (and after its validation), on every rank: whether to go on,
+  /// finish or pause (`StepDecision`). Under a distributed strategy every rank then stops at the
+  /// same step. Every callback is called even when an earlier one asked to stop.
+  virtual StepDecision on_step_end(Engine& engine, const StepEnd& step) {
     (void)engine;
     (void)step;
-    return true;
+    return StepDecision::kContinue;
   }
   /// After each validation, on the ranks that validate.
   virtual void on_validation(Engine& engine, const Validation& validation) {

@@ -3,6 +3,7 @@
 /// `mlo::Engine`: validates the dependency graph, schedules the problems' steps and runs
 /// validation, early stopping and logging.
 
+#include <mlo/core/callback.h>
 #include <mlo/core/config.h>
 #include <mlo/core/environment.h>
 #include <mlo/core/graph.h>
@@ -77,20 +78,20 @@ class Engine {
   Engine& l2u(const ProblemPtr& lower, const ProblemPtr& upper);
   /// Both edges between a bilevel pair: `u2l(upper, lower)` and `l2u(lower, upper)`.
   Engine& link(const ProblemPtr& upper, const ProblemPtr& lower);
-  /// Called every `valid_step` global steps (problems in eval mode); returns named metrics.
-  /// The validation log line shows `headline` (those present, in that order) and the
-  /// early-stopping metric; an empty `headline` shows every metric:
-  /// `engine.validation(hook, {"valid/acc", "valid/loss"})`.
+  /// The program's way to compute metrics: called every `valid_step` global steps (problems
+  /// in eval mode) on the ranks that validate (rank 0; every rank when a level shards its
+  /// parameters under zero3); returns named metrics, which early stopping watches and every
+  /// callback receives (`Callback::on_validation`). The validation log line shows `headline`
+  /// (those present, in that order) and the early-stopping metric; an empty `headline` shows
+  /// every metric: `engine.validation(hook, {"valid/acc", "valid/loss"})`.
   Engine& validation(std::function<Metrics()> hook, std::vector<std::string> headline = {});
-  /// The validation hook (empty when none was set).
-  const std::function<Metrics()>& validation_hook() const { return validation_; }
-  /// The validation log line's metrics, as given with the hook.
-  const std::vector<std::string>& validation_headline() const { return validation_headline_; }
-  /// Called after every global step of `run` (after validation); returning false stops the run
-  /// (e.g. on Ctrl-C, after saving state).
-  Engine& on_step(std::function<bool(int64_t global_step)> hook);
-  /// The hook `on_step` set (empty when none was).
-  const std::function<bool(int64_t)>& on_step_hook() const { return on_step_; }
+  /// Adds a callback: code that reacts to the engine's progress (core/callback.h, which says
+  /// in which order and on which ranks the engine calls them), in the order callbacks were
+  /// added; the engine shares its ownership. Not while `run` runs.
+  Engine& add_callback(std::shared_ptr<Callback> callback);
+  /// Removes a callback `add_callback` added (nothing when it is not one of them). Not while
+  /// `run` runs.
+  Engine& remove_callback(const Callback& callback);
 
   /// An environment that the engine steps once at the start of every global step, before any
   /// problem (core/environment.h), and saves with its state; one per engine, set before
@@ -107,21 +108,31 @@ class Engine {
   /// methods. Called by `run` if not called before; throws `mlo::Error` on a bad setup.
   void initialize();
   /// Runs global steps until `train_iters` (continuing from `global_step()`, e.g. after
-  /// `load_state_dict`), early stopping, or an `on_step` hook returning false. Under a
-  /// distributed strategy only rank 0 runs the validation hook and decides early stopping, and
-  /// a hook returning false on any rank stops every rank at the same step.
+  /// `load_state_dict`), early stopping, or a callback asking to stop, calling the callbacks
+  /// as core/callback.h says. Under a distributed strategy rank 0 decides early stopping, and a
+  /// callback asking to stop on any rank stops every rank at the same step.
   void run();
   /// One global step: steps every leaf once (and whatever becomes ready above them).
   void step();
 
   /// Global steps taken so far (restored by `load_state_dict`).
   int64_t global_step() const { return global_step_; }
-  /// Whether early stopping ended the run (restored by `load_state_dict`).
+  /// Whether training ended before `train_iters`, finished: by early stopping, or by a callback
+  /// (`StepDecision::kFinish`). Restored by `load_state_dict`.
   bool stopped_early() const { return stopped_early_; }
   /// The latest validation metrics (empty before the first validation).
   const Metrics& last_validation() const { return last_validation_; }
   /// The best value of the early-stopping metric seen so far.
   std::optional<double> best_metric() const { return best_metric_; }
+  /// Runs the validation hook once now, outside the schedule (after training, after
+  /// `restore_best`), as `run` does: problems in eval mode, on the ranks that validate. Its
+  /// metrics (without the memory meter's); empty metrics on a rank that does not validate;
+  /// nullopt when there is no hook. Logs "<title>: <headline>" (nothing when `title` is empty).
+  std::optional<Metrics> validate(const std::string& title = "");
+  /// Runs `hook` (a final test evaluation, say) as the validation hook runs: problems in eval
+  /// mode, on the ranks that validate (every rank under zero3, whose forward gathers the
+  /// parameters from all). Its metrics; empty on the other ranks.
+  Metrics evaluate(const std::function<Metrics()>& hook);
   /// With `EarlyStopping::restore_best`: puts back every problem's parameters and buffers of
   /// the best validation and returns its global step; -1 (and nothing changes) when there is
   /// none (no validation yet, or restore_best off). Call it after training and after saving
@@ -154,10 +165,6 @@ class Engine {
   int world_size() const;
   /// Rank 0: the rank that validates, decides, logs and saves (true in one process).
   bool is_main() const { return rank() == 0; }
-  /// Whether this rank runs the validation hook and keeps a best state: rank 0, and every rank
-  /// when a level shards its parameters (zero3: a forward gathers them with collectives, which
-  /// every rank must join; each rank then keeps its own shards of the best state).
-  bool validates_here() const;
   /// The process group (after initialization, under a distributed strategy), else null.
   dist::ProcessGroup* group() const { return group_.get(); }
   /// The problems, in the order they were added.
@@ -165,11 +172,6 @@ class Engine {
   /// `problem` as this engine runs it (after initialization): what hypergradient methods
   /// receive (core/level.h), e.g. to apply a method by hand.
   Level& level(const Problem& problem);
-  /// Whether a state saved now can be resumed exactly. False only for a `distributed` run on
-  /// several ranks while a data-parallel level is inside an accumulation window: rank 0 saves
-  /// for every rank, and its partial gradients and micro-batches are its own shard's. A saver
-  /// then waits for the window's end instead of replacing a resumable state.
-  bool state_resumable() const;
 
  private:
   // Performs one step the schedule decided (Schedule::global_step).
@@ -189,10 +191,20 @@ class Engine {
   void check_resumable(torch::serialize::InputArchive& archive) const;
   // Joins the process group of a distributed strategy (after the config checks).
   void connect();
+  // Whether this rank runs the validation hook and keeps a best state: rank 0, and every rank
+  // when a level shards its parameters (zero3: a forward gathers them with collectives, which
+  // every rank must join; each rank then keeps its own shards of the best state).
+  bool validating_rank() const;
+  // Whether a state saved now resumes exactly (StepEnd::resumable).
+  bool resumable_now() const;
+  // The validation of a global step: the hook, the log line, the callbacks, early stopping.
   void validate_and_maybe_stop();
-  // Under a distributed strategy, every rank learns rank 0's early-stopping decision and whether
-  // any rank's `on_step` hook asked to stop; returns whether to go on.
-  bool agree_to_go_on(bool go_on);
+  // Runs `body` with every problem in eval mode (back to train mode after, also on an error).
+  Metrics in_eval_mode(const std::function<Metrics()>& body);
+  // Whether to go on after a global step: not when early stopping (rank 0's decision) or a
+  // callback on any rank asked to finish (`stopped_early` then holds), nor when a callback on
+  // any rank asked to pause. Under a distributed strategy every rank learns the same.
+  bool agree_to_go_on(bool finish, bool pause);
   void log_problem(const Problem& problem) const;
 
   EngineConfig config_;
@@ -202,7 +214,8 @@ class Engine {
   std::vector<std::unique_ptr<detail::LevelRuntime>> levels_;  // one per problem, in order
   std::function<Metrics()> validation_;
   std::vector<std::string> validation_headline_;  // the validation log line's metrics
-  std::function<bool(int64_t)> on_step_;
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+  bool running_ = false;  // inside run(): callbacks are not added or removed then
   bool initialized_ = false;
   int64_t global_step_ = 0;
   bool stopped_early_ = false;

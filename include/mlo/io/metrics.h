@@ -1,13 +1,12 @@
 #pragma once
 /// \file
-/// Metrics sinks: every record goes to `metrics.csv` (long format: step,source,metric,value) and
+/// Metrics files: every record goes to `metrics.csv` (long format: step,source,metric,value) and
 /// `metrics.jsonl` (one JSON object per record) in a run's output folder, every value at full
-/// precision (the shortest text that reads back exactly), and optionally to TensorBoard event
-/// files in `<dir>/tb/` (io/tensorboard.h); flushed as written so a crash loses nothing already
-/// logged.
+/// precision (the shortest text that reads back exactly), flushed as written so a crash loses
+/// nothing already logged. (A run also writes them as TensorBoard event files:
+/// io/tensorboard.h.)
 
-#include <mlo/core/problem.h>
-#include <mlo/io/tensorboard.h>
+#include <mlo/core/metrics.h>
 
 #include <cstdint>
 #include <fstream>
@@ -31,18 +30,11 @@ class MetricsWriter {
   /// way a new file is started (the CSV with its header) and a warning, kept in `warnings()`,
   /// names the file, what was wrong and which records it lacks. Throws `mlo::Error` naming the
   /// file when it cannot be read, moved or written.
-  /// With `tensorboard`, every record also goes to `<dir>/tb/` as scalars, tagged
-  /// `tensorboard_tag(source, name)`, kept up to `resume_step` the same way.
-  explicit MetricsWriter(const std::string& dir, int64_t resume_step = -1,
-                         bool tensorboard = false);
+  explicit MetricsWriter(const std::string& dir, int64_t resume_step = -1);
 
   /// Writes one record: `source` is a problem name or "validation", "test", ... Throws
   /// `mlo::Error` for a metric name that `is_metric_name` refuses (before writing anything).
   void write(int64_t step, const std::string& source, const Metrics& metrics);
-
-  /// A text for TensorBoard's Text tab (the resolved config, the run's metadata) at `step`;
-  /// nothing without TensorBoard.
-  void text(int64_t step, const std::string& tag, const std::string& markdown);
 
   /// The CSV file being written: `<dir>/metrics.csv`.
   const std::string& csv_path() const { return csv_path_; }
@@ -57,14 +49,8 @@ class MetricsWriter {
   std::string jsonl_path_;
   std::ofstream csv_;
   std::ofstream jsonl_;
-  std::optional<TensorBoardWriter> tensorboard_;
   std::vector<std::string> warnings_;
 };
-
-/// A record's TensorBoard tag: `<source>/<name>` ("classifier/loss", "test/balanced_acc"),
-/// except that names which already carry their source's prefix stay as they are (validation
-/// records hold "valid/acc": its tag is "valid/acc").
-std::string tensorboard_tag(const std::string& source, const std::string& name);
 
 }  // namespace io
 }  // namespace mlo

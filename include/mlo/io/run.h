@@ -105,6 +105,12 @@ struct RunResult {
 /// makes one; rank 0 writes the folder (config, log, metrics, results), validates and evaluates,
 /// and the state is saved by rank 0 (default, distributed) or by every rank into its own file
 /// (zero1/2/3, which shard it).
+///
+/// A run is a set of engine callbacks (core/callback.h), added for the duration of `start` after
+/// the program's own: the metrics files and TensorBoard's (rank 0), the progress (rank 0), the
+/// stops on request (SIGINT, SIGTERM, `stop_at`) and the checkpoints; the folder's claim and
+/// lock, the log file and the config record live as long as `start`. A program's own logger or
+/// stop rule is one more callback, added to the engine before `start`.
 class Run {
  public:
   /// A run of `engine` (whose problems, edges and validation hook are set) in `options.dir`.
@@ -134,10 +140,6 @@ class Run {
   Run& describe(std::string text);
   /// Marks the run's data synthetic: the log warns and `results.json` says so.
   Run& synthetic(bool synthetic = true);
-  /// Called at the end of every global step, before a save is considered (fault injection in
-  /// tests).
-  Run& on_step(std::function<void(int64_t global_step)> hook);
-
   /// Runs the engine to `train_iters` (or early stopping, Ctrl-C, SIGTERM, `stop_at`), writing
   /// the folder as it goes. Throws `mlo::Error` for a folder it may not use (another run there,
   /// locked by another process, nothing to resume) before it writes anything.

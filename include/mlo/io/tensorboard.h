@@ -5,6 +5,8 @@
 /// `metrics.jsonl` (io/metrics.h). Records are TFRecord-framed `Event` protobuf messages with
 /// masked CRC-32C checksums, flushed as written.
 
+#include <mlo/core/metrics.h>
+
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -32,6 +34,10 @@ class TensorBoardWriter {
   /// UTF-8 becomes U+FFFD, as in metrics.jsonl.
   void scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values);
 
+  /// One record of a run's metrics (`source`: a problem's name, "validation", "test") as
+  /// `scalars`, each tagged `tensorboard_tag(source, name)`.
+  void write(int64_t step, const std::string& source, const Metrics& metrics);
+
   /// A text at `step` under `tag` (TensorBoard's Text tab renders it as Markdown).
   void text(int64_t step, const std::string& tag, const std::string& markdown);
 
@@ -44,6 +50,11 @@ class TensorBoardWriter {
   std::string path_;
   std::ofstream out_;
 };
+
+/// A record's TensorBoard tag: `<source>/<name>` ("classifier/loss", "test/balanced_acc"),
+/// except that names which already carry their source's prefix stay as they are (validation
+/// records hold "valid/acc": its tag is "valid/acc").
+std::string tensorboard_tag(const std::string& source, const std::string& name);
 
 }  // namespace io
 }  // namespace mlo
