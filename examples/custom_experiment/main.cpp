@@ -148,7 +148,6 @@ class DistillExperiment : public mlo::run::Experiment {
         << valid_top_.data.size(1) << " features";
     return out.str();
   }
-  std::string default_problem() const override { return "teacher"; }
 
  private:
   int64_t unlabeled_size_ = 0;

@@ -89,7 +89,6 @@ class FewshotExperiment : public run::Experiment {
   Metrics evaluate(run::EvalSet set) override;
   std::vector<std::string> metric_names() const override;
   std::string describe() const override;
-  std::string default_problem() const override { return "inner"; }
   bool synthetic() const override { return synthetic_; }
   std::string report(const Metrics& test, const Metrics& valid) const override;
 

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize/archive.h>
 #include <torch/utils.h>
 
 #include <cstdio>
@@ -83,6 +84,47 @@ std::pair<double, double> loss_and_accuracy(const LogRegInner& inner, const Batc
 
 }  // namespace
 
+// The no-meta-learning baseline: the pair with its weights frozen, in an engine of its own that
+// follows the run's global steps. As a callback of the experiment's engine it steps once per
+// global step of the run (so it trains as part of the run: its progress, stops and resumes), its
+// state is the callback's, and the evaluation first catches it up to the run's step.
+class FrozenBaseline : public Callback {
+ public:
+  FrozenBaseline(LogRegHpo pair, const run::RunConfig& config)
+      : pair_(std::move(pair)), engine_(plain(config.engine)) {
+    add_pair(engine_, pair_, config);
+    engine_.initialize();
+  }
+  StepDecision on_step_end(Engine& engine, const StepEnd& step) override {
+    (void)engine;
+    follow(step.step);
+    return StepDecision::kContinue;
+  }
+  std::string state_name() const override { return "hpo_baseline"; }
+  void save(torch::serialize::OutputArchive& archive) const override {
+    engine_.state_dict(archive);
+  }
+  void load(torch::serialize::InputArchive& archive) override { engine_.load_state_dict(archive); }
+
+  // Steps the baseline up to global step `step` (never back).
+  void follow(int64_t step) {
+    while (engine_.global_step() < step) engine_.step();
+  }
+  const LogRegInner& inner() const { return *pair_.inner; }
+
+ private:
+  // The run's schedule in one quiet process: no validation, logs, meter, early stopping or
+  // ranks (every rank computes the same baseline on the full batches).
+  static EngineConfig plain(EngineConfig config) {
+    config.valid_step(0).log_step(0).track_memory(false).strategy(dist::Strategy::kDefault);
+    config.early_stopping().enabled(false);
+    return config;
+  }
+
+  LogRegHpo pair_;
+  Engine engine_;
+};
+
 void HpoExperiment::Settings::visit(Fields& v) {
   v.section("data", [&](Fields& s) {
     s("samples", data.samples, at_least(2));
@@ -128,25 +170,19 @@ HpoExperiment::HpoExperiment(const run::RunConfig& config)
                            d.test_samples);
   torch::manual_seed(static_cast<uint64_t>(config_.seed));
 
-  // The baseline first, to completion: the same schedule with the weights frozen.
+  // The baseline: the same schedule with the weights frozen, stepped with the run.
   // NOTE: in one process on every rank (strategy default, full batches): it is small, every
-  // rank gets the same result, and it joins no process group before the learned pair's engine.
-  spdlog::info("hpo: training the baseline with the L2 weights frozen at {} ({} steps)",
-               settings_.hpo.initial_weight, config_.engine.train_iters());
-  frozen_ = build_pair(config_, settings_, data_, /*frozen=*/true);
-  {
-    EngineConfig plain = config_.engine;
-    plain.valid_step(0).log_step(0).track_memory(false).strategy(dist::Strategy::kDefault);
-    plain.early_stopping().enabled(false);
-    Engine baseline(plain);
-    add_pair(baseline, frozen_, config_);
-    baseline.run();
-  }
-
+  // rank gets the same result, and it joins no process group. (Built before the learned pair,
+  // so that each draws its initial values from the seeded generator as it always has.)
+  baseline_ = std::make_shared<FrozenBaseline>(build_pair(config_, settings_, data_, true),
+                                               config_);
   learned_ = build_pair(config_, settings_, data_, /*frozen=*/false);
   engine_ = std::make_unique<Engine>(config_.engine);
   add_pair(*engine_, learned_, config_);
+  engine_->add_callback(baseline_);
 }
+
+HpoExperiment::~HpoExperiment() = default;
 
 Metrics HpoExperiment::evaluate(run::EvalSet set) {
   const bool valid = set == run::EvalSet::kValid;
@@ -154,7 +190,8 @@ Metrics HpoExperiment::evaluate(run::EvalSet set) {
   const std::string prefix = valid ? "valid/" : "";
   const int64_t chunk = std::max<int64_t>(1, data_.train.size());
   const auto [loss, acc] = loss_and_accuracy(*learned_.inner, batch, chunk);
-  const auto [frozen_loss, frozen_acc] = loss_and_accuracy(*frozen_.inner, batch, chunk);
+  baseline_->follow(engine_->global_step());
+  const auto [frozen_loss, frozen_acc] = loss_and_accuracy(baseline_->inner(), batch, chunk);
   return {{prefix + "loss", loss},
           {prefix + "acc", acc},
           {prefix + "frozen_loss", frozen_loss},
@@ -172,7 +209,7 @@ std::string HpoExperiment::describe() const {
   out << "inner: logistic regression (hypergradient: " << inner.method().name()
       << ", unroll " << inner.unroll_steps()
       << "), outer: one L2 weight per feature from " << settings_.hpo.initial_weight
-      << "; baseline: the same training with the weights frozen (trained already)";
+      << "; baseline: the same training with the weights frozen (step for step with the run)";
   return out.str();
 }
 

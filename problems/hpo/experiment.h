@@ -4,8 +4,9 @@
 /// regression with one weight per feature, learned on validation data
 /// (problems/hpo/logreg.h). Problems "inner" (the classifier, restarted from zero at every
 /// unroll) and "outer" (the L2 weights). Beside the learned weights it trains the same pair with
-/// the weights frozen at `hpo.initial_weight` (the no-meta-learning baseline), so every report
-/// compares the two:
+/// the weights frozen at `hpo.initial_weight` (the no-meta-learning baseline), step for step
+/// with the run (an engine of its own, stepped by a callback of the experiment's engine: it
+/// shows in the run's progress, stops and resumes with it), so every report compares the two:
 ///
 ///   mlo run configs/hpo_logreg.yaml --set problems.inner.method=cg
 ///
@@ -14,6 +15,7 @@
 #include "problems/hpo/logreg.h"
 
 #include <mlo/run/experiment.h>
+#include <mlo/run/memory_target.h>
 #include <mlo/base/fields.h>
 
 #include <cstdint>
@@ -43,8 +45,10 @@ struct HpoConfig {
   double initial_weight = 1.0;
 };
 
+class FrozenBaseline;
+
 /// The experiment.
-class HpoExperiment : public run::Experiment {
+class HpoExperiment : public run::Experiment, public run::MemoryTarget {
  public:
   /// The experiment's own YAML keys and rules.
   struct Settings : run::SettingsFor<Settings> {
@@ -60,26 +64,29 @@ class HpoExperiment : public run::Experiment {
     void check(const run::RunConfig& config) const override;
   };
 
-  /// Makes the data, builds the pair and the engine, and trains the frozen baseline (the same
-  /// pair and schedule with the weights' learning rate at 0) to completion.
+  /// Makes the data, builds the pair and the engine, and the frozen baseline (the same pair and
+  /// schedule with the weights' learning rate at 0), which trains as the engine runs.
   explicit HpoExperiment(const run::RunConfig& config);
+  ~HpoExperiment() override;
 
   Engine& engine() override { return *engine_; }
   /// On the validation half (the outer problem's data; prefix "valid/") or the test set:
   /// "loss" and "acc" of the inner model with the learned weights, "frozen_loss" and
-  /// "frozen_acc" with the weights frozen.
+  /// "frozen_acc" with the weights frozen (the baseline at the engine's global step).
   Metrics evaluate(run::EvalSet set) override;
   /// "loss", "frozen_loss", "acc", "frozen_acc".
   std::vector<std::string> metric_names() const override {
     return {"loss", "frozen_loss", "acc", "frozen_acc"};
   }
   std::string describe() const override;
-  /// "inner".
-  std::string default_problem() const override { return "inner"; }
-  /// The training half (inner) or the validation half (outer).
-  Batch sample_batch(const std::string& name) override;
   /// Validation and test losses, learned vs frozen weights.
   std::string report(const Metrics& test, const Metrics& valid) const override;
+
+  // ---- For the memory tools (run::MemoryTarget). ----
+  /// "inner".
+  std::string main_problem() const override { return "inner"; }
+  /// The training half (inner) or the validation half (outer).
+  Batch sample_batch(const std::string& name) override;
 
   /// The learned L2 weights.
   at::Tensor weights() const { return learned_.outer->weights(); }
@@ -88,8 +95,8 @@ class HpoExperiment : public run::Experiment {
   run::RunConfig config_;
   Settings settings_;
   LogRegData data_;
+  std::shared_ptr<FrozenBaseline> baseline_;
   LogRegHpo learned_;
-  LogRegHpo frozen_;
   std::unique_ptr<Engine> engine_;
 };
 

@@ -67,7 +67,6 @@ class NasRetrainExperiment : public run::Experiment {
   Metrics evaluate(run::EvalSet set) override;
   std::vector<std::string> metric_names() const override { return {"acc", "loss"}; }
   std::string describe() const override;
-  std::string default_problem() const override { return "net"; }
   bool synthetic() const override { return data_.synthetic; }
   /// The genotype retrained.
   const Genotype& genotype() const { return genotype_; }

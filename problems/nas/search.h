@@ -97,7 +97,6 @@ class NasSearchExperiment : public run::Experiment {
   Metrics evaluate(run::EvalSet set) override;
   std::vector<std::string> metric_names() const override { return {"acc", "loss", "entropy"}; }
   std::string describe() const override;
-  std::string default_problem() const override { return "inner"; }
   bool synthetic() const override { return data_.synthetic; }
   /// The supernet's accuracy, and the derived cell.
   std::string report(const Metrics& test, const Metrics& valid) const override;

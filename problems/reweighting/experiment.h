@@ -12,6 +12,7 @@
 #include <mlo/data/transforms.h>
 #include <mlo/nn/registry.h>
 #include <mlo/run/experiment.h>
+#include <mlo/run/memory_target.h>
 #include <mlo/base/fields.h>
 
 #include <cstdint>
@@ -84,7 +85,7 @@ using ReweightingConfig = SchemeConfig;
 
 /// The experiment. Problems: "classifier" (required) and "reweighter" (optional: without it,
 /// the baseline, plain training on the long-tailed set).
-class ReweightingExperiment : public run::Experiment {
+class ReweightingExperiment : public run::Experiment, public run::MemoryTarget {
  public:
   /// Every dataset has this many classes.
   static constexpr int64_t kClasses = 10;
@@ -131,11 +132,15 @@ class ReweightingExperiment : public run::Experiment {
   /// "data.valid_size is 0" when there is no validation split.
   std::optional<std::string> missing_validation() const override;
   std::string describe() const override;
+  bool synthetic() const override { return synthetic_; }
+  /// The per-class test accuracy table, with training counts.
+  std::string report(const Metrics& test, const Metrics& valid) const override;
+
+  // ---- For the memory tools (run::MemoryTarget). ----
   /// "classifier".
-  std::string default_problem() const override { return "classifier"; }
+  std::string main_problem() const override { return "classifier"; }
   /// A training batch of the classifier, or a meta batch of the reweighter.
   Batch sample_batch(const std::string& name) override;
-  bool synthetic() const override { return synthetic_; }
   /// The registered name of `problems.<name>.model` ("resnet32").
   std::string model_name(const std::string& name) const override;
   /// `data.batch_size` (the classifier), `data.meta_batch_size` (the reweighter) and the
@@ -145,8 +150,6 @@ class ReweightingExperiment : public run::Experiment {
             {{"reweighter", "data.meta_batch_size"}},
             {"model.efficient_activation=true"}};
   }
-  /// The per-class test accuracy table, with training counts.
-  std::string report(const Metrics& test, const Metrics& valid) const override;
 
   /// Names of the classes, by label.
   const std::vector<std::string>& class_names() const { return class_names_; }

@@ -1,4 +1,5 @@
 #include <mlo/run/experiment.h>
+#include <mlo/run/memory_target.h>
 #include <mlo/run/device.h>
 
 #include <mlo/base/error.h>
@@ -78,9 +79,12 @@ std::shared_ptr<Problem> Experiment::problem(const std::string& name) {
   throw Error("the experiment has no problem '" + name + "'; its problems: " + names);
 }
 
-Batch Experiment::sample_batch(const std::string& name) {
-  throw Error("this experiment gives no sample batches of problem '" + name +
-              "' (needed by mlo plan)");
+MemoryTarget& memory_target(Experiment& experiment, const std::string& name,
+                            const std::string& tool) {
+  auto* target = dynamic_cast<MemoryTarget*>(&experiment);
+  MLO_CHECK(target != nullptr, tool, ": experiment '", name, "' does not support the memory ",
+            "tools (it implements no mlo::run::MemoryTarget, run/memory_target.h)");
+  return *target;
 }
 
 std::string Experiment::report(const Metrics& test, const Metrics& valid) const {

@@ -73,7 +73,6 @@ class ChainExperiment : public mlo::run::Experiment {
   }
   std::vector<std::string> metric_names() const override { return {"levels"}; }
   std::string describe() const override { return "a chain of scalar problems"; }
-  std::string default_problem() const override { return "p0"; }
 
  private:
   mlo::Engine engine_;

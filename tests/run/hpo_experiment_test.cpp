@@ -6,6 +6,8 @@
 
 #include "problems/hpo/experiment.h"
 #include "problems/hpo/logreg.h"
+#include "runner.h"
+#include "support/scratch.h"
 
 #include <catch2/catch.hpp>
 
@@ -67,12 +69,14 @@ TEST_CASE("HPO experiment: every method lowers the validation loss well below fr
 TEST_CASE("HPO experiment: the frozen baseline is the hand-built pair with frozen weights",
           "[run][hpo]") {
   // The same data, settings and schedule built in code (problems/hpo/logreg.h): the
-  // experiment's baseline must be that run, not an approximation of it.
+  // experiment's baseline, which trains as its engine runs, must be that run, not an
+  // approximation of it.
   namespace hpo = mlo::problems::hpo;
   // 1200 test points: evaluated in chunks of the training set's 500 (500, 500, 200), their mean
   // must be the loss of all 1200 at once.
   const auto experiment = mlo::run::make_experiment(
       mlo::run::parse_run_config(kHpo, "hpo.yaml", {"data.test_samples=1200"}));
+  experiment->engine().run();
   const double baseline = experiment->evaluate(mlo::run::EvalSet::kValid).at("valid/frozen_loss");
   const auto test = experiment->evaluate(mlo::run::EvalSet::kTest);
 
@@ -94,6 +98,37 @@ TEST_CASE("HPO experiment: the frozen baseline is the hand-built pair with froze
     CHECK(test.at("frozen_acc") == Approx(accuracy).epsilon(1e-12));
   }
   CHECK(baseline < std::log(2.0));  // it did learn something: better than predicting 1/2
+}
+
+TEST_CASE("HPO experiment: the baseline trains with the run, stops at --stop-at and resumes bit "
+          "for bit",
+          "[run][hpo]") {
+  // (nothing trains before the run: an experiment of 50000 steps stopped at 100 is quick)
+  const auto config = mlo::run::parse_run_config(
+      kHpo, "hpo.yaml", {"engine.train_iters=400", "engine.valid_step=100"});
+  const auto whole_dir = mlo_test::scratch_path("hpo_baseline_whole");
+  const auto part_dir = mlo_test::scratch_path("hpo_baseline_part");
+  mlo::RunOptions options;
+  options.progress(false).dir(whole_dir.string());
+  const mlo::RunResult whole = mlo::cli::run_experiment(config, options);
+  REQUIRE(whole.steps == 400);
+  options.dir(part_dir.string()).stop_at(150);
+  const mlo::RunResult part = mlo::cli::run_experiment(config, options);
+  CHECK(part.interrupted);
+  CHECK(part.steps == 150);
+  options.stop_at(0).resume(true);
+  const mlo::RunResult resumed = mlo::cli::run_experiment(config, options);
+  REQUIRE(resumed.steps == 400);
+  for (const char* name : {"loss", "acc", "frozen_loss", "frozen_acc"}) {
+    CAPTURE(name);
+    CHECK(resumed.final.at(name) == whole.final.at(name));  // bitwise
+    CHECK(resumed.valid.at(std::string("valid/") + name) ==
+          whole.valid.at(std::string("valid/") + name));
+  }
+  // The frozen weights did learn (their inner model is better than chance) and differ from
+  // the learned ones' result.
+  CHECK(whole.final.at("frozen_loss") < std::log(2.0));
+  CHECK(whole.final.at("frozen_loss") != whole.final.at("loss"));
 }
 
 }  // namespace hpo_experiment_test

@@ -8,6 +8,7 @@
 #include <mlo/build_config.h>
 #include <mlo/memory/meter.h>
 #include <mlo/run/experiment.h>
+#include <mlo/run/memory_target.h>
 #include <mlo/run/yaml.h>
 
 #include <spdlog/spdlog.h>
@@ -269,11 +270,13 @@ AblationResult run_ablation(const std::string& config_path,
   // A batch asked for goes through the experiment's own batch-size key.
   std::vector<std::string> overrides = given_overrides;
   if (options.batch() > 0) {
-    const std::string key = options.batch_key().empty()
-                                ? make_experiment(load_run_config(config_path, overrides))
-                                      ->memory_keys()
-                                      .batch_key
-                                : options.batch_key();
+    std::string key = options.batch_key();
+    if (key.empty()) {
+      const RunConfig config = load_run_config(config_path, overrides);
+      key = memory_target(*make_experiment(config), config.experiment, "mlo ablate")
+                .memory_keys()
+                .batch_key;
+    }
     MLO_CHECK(!key.empty(), "ablation: a batch of ", options.batch(), " was asked for, but the ",
               "experiment names no batch-size key");
     overrides.push_back(key + "=" + std::to_string(options.batch()));
@@ -290,23 +293,24 @@ AblationResult run_ablation(const std::string& config_path,
   {
     const RunConfig config = run::load_run_config(config_path, overrides);
     auto experiment = make_experiment(config);
+    MemoryTarget& target = memory_target(*experiment, config.experiment, "mlo ablate");
     result.experiment = config.name;
     // The experiment's own keys, where the options leave them to it.
-    const MemoryKeys keys = experiment->memory_keys();
+    const MemoryKeys keys = target.memory_keys();
     if (resolved.batch_key().empty()) resolved.batch_key(keys.batch_key);
     if (resolved.other_batch_keys().empty()) resolved.other_batch_keys(keys.other_batch_keys);
     if (resolved.activation_overrides().empty()) {
       resolved.activation_overrides(keys.efficient_activation);
     }
-    result.problem = options.problem().empty() ? experiment->default_problem() : options.problem();
+    result.problem = options.problem().empty() ? target.main_problem() : options.problem();
     result.description = experiment->describe();
-    result.model = experiment->model_name(result.problem);
+    result.model = target.model_name(result.problem);
     result.synthetic = experiment->synthetic();
-    result.batch = experiment->sample_batch(result.problem).size();
+    result.batch = target.sample_batch(result.problem).size();
     for (const auto& p : experiment->engine().problems()) {
       problem_names.push_back(p->name());
       if (p->name() == result.problem) continue;
-      if (const auto batch = detail::try_sample_batch(*experiment, p->name())) {
+      if (const auto batch = detail::try_sample_batch(target, p->name())) {
         other_batches.emplace_back(p->name(), batch->size());
       }
     }

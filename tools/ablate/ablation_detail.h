@@ -20,13 +20,13 @@ class Problem;
 
 namespace run {
 
-class Experiment;
+class MemoryTarget;
 struct AblationResult;
 
 namespace detail {
 
 /// A training batch of problem `name`, or nothing when the experiment gives none for it.
-std::optional<Batch> try_sample_batch(Experiment& experiment, const std::string& name);
+std::optional<Batch> try_sample_batch(MemoryTarget& experiment, const std::string& name);
 
 /// `overrides` and those of a measuring run of `config_path`: no validation, logging or saving
 /// inside the loop, the exact meter on or off, and a run length in which every level takes an

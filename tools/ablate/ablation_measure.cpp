@@ -15,6 +15,7 @@
 #include <mlo/run/builders.h>
 #include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
+#include <mlo/run/memory_target.h>
 #include <mlo/run/yaml.h>
 
 #include <torch/cuda.h>
@@ -40,7 +41,7 @@ namespace mlo {
 namespace run {
 namespace detail {
 
-std::optional<Batch> try_sample_batch(Experiment& experiment, const std::string& name) {
+std::optional<Batch> try_sample_batch(MemoryTarget& experiment, const std::string& name) {
   try {
     return experiment.sample_batch(name);
   } catch (const Error&) {
@@ -253,11 +254,12 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
   {
     const RunConfig config = run::load_run_config(config_path, overrides);
     auto experiment = make_experiment(config);
+    MemoryTarget& target = memory_target(*experiment, config.experiment, "mlo ablate");
     Engine& engine = experiment->engine();
     engine.initialize();
     for (const auto& p : engine.problems()) p->train();
     const std::string problem_name =
-        problem_option.empty() ? experiment->default_problem() : problem_option;
+        problem_option.empty() ? target.main_problem() : problem_option;
     auto problem = experiment->problem(problem_name);
     const ProblemConfig& pc = problem->config();
     result.steps_per_iteration = pc.unroll_steps() * pc.gradient_accumulation();
@@ -311,7 +313,7 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
 
     Floor floor;
     floor.persistent = result.state_bytes + optimizer_state;
-    const Batch own = experiment->sample_batch(problem_name).to(problem->device());
+    const Batch own = target.sample_batch(problem_name).to(problem->device());
     result.micro_batch = own.size();
     const int64_t weights = bytes_of(problem->parameters());
     // The running sum of an accumulation window (ZeRO-2/3: only this rank's share, not counted).
@@ -334,7 +336,7 @@ AblationRowResult measure_ablation_row(const std::string& config_path,
       reevaluation->peak = std::min(
           own_graph.peak, forward_bytes(*chain, own.data, pc.precision(), /*graph=*/false).peak);
       for (const auto& upper : parents_of(graph, problem_name)) {
-        const auto batch = detail::try_sample_batch(*experiment, upper);
+        const auto batch = detail::try_sample_batch(target, upper);
         if (!batch || batch->data.dim() != own.data.dim() ||
             batch->data.sizes().slice(1) != own.data.sizes().slice(1)) {
           continue;  // not input of this model

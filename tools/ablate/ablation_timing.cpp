@@ -12,6 +12,7 @@
 #include "ablation.h"
 #include <mlo/run/config.h>
 #include <mlo/run/experiment.h>
+#include <mlo/run/memory_target.h>
 #include <mlo/run/yaml.h>
 
 #include <algorithm>
@@ -57,13 +58,15 @@ TimedRounds time_interleaved(const std::string& config_path,
     if (progress) progress("timing: building and warming up " + names[k]);
     Timed t;
     try {
-      t.experiment = make_experiment(load_run_config(
-          config_path, measuring_overrides(config_path, row_overrides[k], false)));
+      const RunConfig config = load_run_config(
+          config_path, measuring_overrides(config_path, row_overrides[k], false));
+      t.experiment = make_experiment(config);
       Engine& engine = t.experiment->engine();
       engine.initialize();
       for (const auto& p : engine.problems()) p->train();
-      t.problem =
-          t.experiment->problem(problem.empty() ? t.experiment->default_problem() : problem).get();
+      const std::string main =
+          memory_target(*t.experiment, config.experiment, "mlo ablate").main_problem();
+      t.problem = t.experiment->problem(problem.empty() ? main : problem).get();
       t.steps = t.problem->config().unroll_steps() * t.problem->config().gradient_accumulation();
       warm_up(engine, t.steps);
       synchronize(t.problem->device());

@@ -6,6 +6,7 @@
 #include <mlo/memory/planner.h>
 #include <mlo/nn/chain.h>
 #include <mlo/run/experiment.h>
+#include <mlo/run/memory_target.h>
 #include <mlo/run/yaml.h>
 
 #include <CLI/CLI.hpp>
@@ -95,15 +96,15 @@ std::string plan_command(const run::RunConfig& config, const PlanOptions& option
   with_flags(CheckpointingOptions());
 
   const auto experiment = run::make_experiment(config);
-  const std::string name =
-      options.problem.empty() ? experiment->default_problem() : options.problem;
+  run::MemoryTarget& target = run::memory_target(*experiment, config.experiment, "mlo plan");
+  const std::string name = options.problem.empty() ? target.main_problem() : options.problem;
   auto problem = experiment->problem(name);
   auto* chain = dynamic_cast<nn::ChainImpl*>(&problem->module());
   MLO_CHECK(chain, "mlo plan: the model of problem '", name,
             "' is not an mlo::nn::Chain (a chain of blocks), so it has no checkpointing plan");
   // The problem's resolved settings, then what the command line changes.
   const CheckpointingOptions plan_options = with_flags(problem->config().checkpointing());
-  const Batch batch = experiment->sample_batch(name).to(problem->device());
+  const Batch batch = target.sample_batch(name).to(problem->device());
   const auto plan = memory::plan_checkpointing(*chain, batch.data, plan_options);
   std::string text = "checkpointing plan for problem '" + name + "' (" +
                      std::to_string(chain->size()) + " blocks, batch " +

@@ -11,7 +11,7 @@ namespace mlo {
 namespace cli {
 
 struct PlanOptions {
-  /// "" = the experiment's default problem (`run::Experiment::default_problem`).
+  /// "" = the experiment's main problem (`run::MemoryTarget::main_problem`).
   std::string problem;
   /// "" = the problem's configured strategy; else none|uniform|sqrt|optimal|min_memory.
   std::string strategy;

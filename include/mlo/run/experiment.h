@@ -1,9 +1,11 @@
 #pragma once
 /// \file
-/// `run::Experiment`: what `mlo run` and `mlo plan` launch from a YAML file. An experiment
-/// builds its problems and the engine from a `RunConfig`, evaluates them on the validation split
-/// (during training) and on the test split (once, at the end), and describes itself. Its own YAML
-/// keys are described and validated by its settings type (`ExperimentSettings`, run/config.h).
+/// `run::Experiment`: what `mlo run` launches from a YAML file. An experiment builds its
+/// problems and the engine from a `RunConfig` (and trains nothing while it builds: training is
+/// the run's), evaluates them on the validation split (during training) and on the test split
+/// (once, at the end), and describes itself. Its own YAML keys are described and validated by
+/// its settings type (`ExperimentSettings`, run/config.h). What the memory tools need of it
+/// beyond that is a separate interface it may implement (run/memory_target.h).
 ///
 /// Experiments register by name, like hypergradient methods:
 ///
@@ -43,22 +45,10 @@ enum class EvalSet {
   kTest,   ///< the test split: the final report only
 };
 
-/// The keys of an experiment's own that a memory tool (`mlo ablate`) changes besides the
-/// generic per-problem ones (precision, gradient_accumulation, checkpointing, a method's
-/// options): they differ from experiment to experiment, so the experiment names them.
-struct MemoryKeys {
-  /// The main problem's batch-size key ("data.batch_size"); "" when it has none (full batches).
-  std::string batch_key;
-  /// The other problems' batch-size keys, by problem name ({"reweighter",
-  /// "data.meta_batch_size"}).
-  std::vector<std::pair<std::string, std::string>> other_batch_keys;
-  /// Overrides, relative to `problems.<main problem>.`, that make the model's activations
-  /// memory-efficient ({"model.efficient_activation=true"}); empty when the model has none.
-  std::vector<std::string> efficient_activation;
-};
-
 /// One experiment, built from a configuration. Subclasses build everything in their
-/// constructor `(const RunConfig&)` and throw `mlo::Error` naming the key of a bad setting.
+/// constructor `(const RunConfig&)` and throw `mlo::Error` naming the key of a bad setting;
+/// what trains, trains as part of the engine's run (a baseline too: as a callback of the
+/// engine, core/callback.h), so that it shows progress, stops and resumes with the run.
 /// Under `mlo run`, `config.run.dir()` is the run folder, where an experiment may write files
 /// of its own (a search's derived architecture); it is empty for a configuration built in code.
 class Experiment {
@@ -82,27 +72,15 @@ class Experiment {
   virtual std::optional<std::string> missing_validation() const { return std::nullopt; }
   /// A few lines describing data, problems and models, for logs.
   virtual std::string describe() const = 0;
-  /// The problem `mlo plan` profiles when no `--problem` is given.
-  virtual std::string default_problem() const = 0;
-
-  /// The problem called `name`; throws `mlo::Error` listing the problems if there is none.
-  virtual std::shared_ptr<Problem> problem(const std::string& name);
-  /// One training batch of problem `name`, as its data would give it (for `mlo plan`). The
-  /// default throws: an experiment that supports `mlo plan` overrides it.
-  virtual Batch sample_batch(const std::string& name);
-  /// Whether the data is synthetic (every report then says so).
+  /// Whether the data is synthetic (every log and report then says so).
   virtual bool synthetic() const { return false; }
-  /// The name of problem `name`'s model as configured ("resnet32"), for reports; "" when the
-  /// experiment does not name its models.
-  virtual std::string model_name(const std::string& name) const {
-    (void)name;
-    return "";
-  }
-  /// Its own keys that a memory tool changes (`MemoryKeys`); the default names none.
-  virtual MemoryKeys memory_keys() const { return {}; }
   /// The final report printed after training, from the test metrics and the final validation
   /// metrics ("valid/..."). The default lists `metric_names()` on both, one per line.
   virtual std::string report(const Metrics& test, const Metrics& valid) const;
+
+  /// The engine's problem called `name`; throws `mlo::Error` listing the problems if there is
+  /// none.
+  std::shared_ptr<Problem> problem(const std::string& name);
 };
 
 /// Builds an experiment from a configuration (the registered class's constructor).
