@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Layer of each area: lower numbers are included by higher ones, never the other way.
-declare -A layer=([base]=0 [detail]=0 [dist]=1 [nn]=1 [memory]=2 [core]=3 [data]=4
+declare -A layer=([base]=0 [detail]=0 [nn]=1 [dist]=2 [memory]=2 [core]=3 [data]=4
                   [hypergrad]=4 [io]=4 [run]=5 [problems]=6 [cli]=7 [tools]=8)
 
 files_of() {  # the source and header files of an area

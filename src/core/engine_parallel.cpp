@@ -1,6 +1,6 @@
 // The engine's side of data parallelism (docs/distributed.md): joining the process group, the
 // setups a method cannot serve exactly, the per-step agreement on stopping, and which saved
-// states a run can resume. The per-level averaging is src/core/data_parallel.{h,cpp}.
+// states a run can resume. The per-level averaging is src/dist/gradient_sync.{h,cpp}.
 #include <mlo/core/engine.h>
 
 #include "engine_nodes.h"

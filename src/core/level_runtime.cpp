@@ -3,7 +3,7 @@
 #include "all_finite.h"
 #include "buffer_snapshot.h"
 #include "reach.h"
-#include "zero3.h"
+#include "dist/zero3.h"
 
 #include <mlo/core/level.h>
 #include <mlo/core/method.h>
@@ -38,8 +38,12 @@ LevelRuntime::LevelRuntime(Problem& problem, memory::MemoryMeter* meter,
     const auto params = p.module().parameters();
     device_ = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
   }
-  sync_ = make_gradient_sync(group, strategy, p.config().data_parallel(), p, p.zero3_, trainable_,
-                             device_);
+  sync_ = make_gradient_sync(
+      group, strategy, p.config().data_parallel(),
+      SyncedLevel{p.name(), p.has_module() ? &p.module() : nullptr,
+                  p.has_optimizer() ? &p.optimizer() : nullptr, trainable_, device_,
+                  p.config().offload() == Offload::kCpu},
+      p.zero3_);
   own_buffers_ = p.module().buffers();
   for (const Problem* peer : peers) {
     if (peer == &p || !peer->module_) continue;

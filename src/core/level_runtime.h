@@ -5,7 +5,7 @@
 // synchronization), it takes the problem's steps: the loss, its direct gradient plus one
 // hypergradient per path, accumulation, and the optimizer sequence.
 
-#include "gradient_sync.h"
+#include "dist/gradient_sync.h"
 
 #include <mlo/core/level.h>
 #include <mlo/core/path.h>

@@ -1,7 +1,7 @@
 #include <mlo/core/problem.h>
 
 #include "level_runtime.h"
-#include "zero3.h"
+#include "dist/zero3.h"
 
 #include <mlo/memory/precision.h>
 

@@ -2,7 +2,7 @@
 // (the stepping itself is in problem.cpp).
 #include <mlo/core/problem.h>
 
-#include "zero3.h"
+#include "dist/zero3.h"
 
 #include <mlo/base/archive.h>
 #include <mlo/base/error.h>

@@ -16,7 +16,6 @@
 #include <mlo/detail/torch_compat.h>
 
 #include "rendezvous_store.h"
-#include "store.h"
 
 #if MLO_WITH_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -115,8 +114,7 @@ c10::intrusive_ptr<Collectives> make_group(const c10::intrusive_ptr<c10d::Store>
 }  // namespace
 
 struct ProcessGroup::Impl {
-  std::unique_ptr<detail::StoreServer> server;  // rank 0's, of mlo's own store
-  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Store> store;  // rank 0's holds the server
   c10::intrusive_ptr<Collectives> group;
   std::chrono::milliseconds timeout;
   Backend backend = Backend::kGloo;
@@ -197,9 +195,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::connect(const Rendezvous& where,
     // the dead peer (seen in the fault matrix's "rank killed mid-collective"). Ignored, the write
     // fails with EPIPE and the collective throws.
     std::signal(SIGPIPE, SIG_IGN);
-    auto opened = detail::open_rendezvous_store(where, options.timeout);
-    impl->server = std::move(opened.server);
-    impl->store = std::move(opened.store);
+    impl->store = detail::open_rendezvous_store(where, options.timeout);
     try {
       impl->group = make_group(impl->store, where, options);
     } catch (const std::exception& e) {

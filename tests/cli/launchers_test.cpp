@@ -13,6 +13,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -248,7 +251,7 @@ TEST_CASE("launchers: a SIGTERM ends a rank that waits in the rendezvous at once
                                       {"MASTER_ADDR", "127.0.0.1"},
                                       {"MASTER_PORT", std::to_string(mlo_test::free_port())}},
                                      (dir / "rank1.log").string());
-  // It builds the experiment (which trains the HPO baseline alone), then starts the run: once
+  // It builds the experiment, then starts the run: once
   // the run's own logger speaks ("[mlo-rank1] ... device: cpu", with --log-all-ranks) its
   // signal handlers are in place, and the engine goes on to join the ranks and waits there.
   const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -270,7 +273,43 @@ TEST_CASE("launchers: a SIGTERM ends a rank that waits in the rendezvous at once
   INFO(output);
   CHECK(code == 130);
   CHECK(seconds < 10);
-  CHECK_THAT(output, Contains("mlo: interrupted: rank 1: stopped by a signal"));
+  CHECK_THAT(output, Contains("mlo: interrupted: rank 1: ") && Contains("stopped by a signal"));
+}
+
+TEST_CASE("launchers: a program on MASTER_PORT that accepts and never answers ends a rank "
+          "within engine.timeout_s, naming the address",
+          "[dist]") {
+  const fs::path dir = mlo_test::scratch_dir("launchers_test_silent");
+  // The silent peer: a socket that listens on MASTER_PORT (the kernel accepts the connections
+  // into its backlog) and never answers.
+  const int port = mlo_test::free_port();
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(silent, 16) == 0);
+  auto args = hpo_args(dir / "out");
+  args.insert(args.end(), {"--set", "engine.strategy=distributed", "--set", "engine.timeout_s=5"});
+  const auto start = std::chrono::steady_clock::now();
+  const auto child = mlo_test::spawn(mlo_argv(args),
+                                     {{"RANK", "1"},
+                                      {"WORLD_SIZE", "2"},
+                                      {"MASTER_ADDR", "127.0.0.1"},
+                                      {"MASTER_PORT", std::to_string(port)}},
+                                     (dir / "rank1.log").string());
+  const int code = mlo_test::wait_for(child, std::chrono::seconds(120));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(silent);
+  const std::string output = mlo_test::read_file(child.log);
+  INFO(output);
+  CHECK(code == 2);
+  CHECK(seconds >= 5);
+  CHECK(seconds < 60);  // the timeout, the program's start and a loaded machine's slack
+  CHECK_THAT(output, Contains("rank 1: ") && Contains("127.0.0.1:" + std::to_string(port)) &&
+                         Contains("did not answer within 5000 ms"));
 }
 
 TEST_CASE("launchers: a failing run writes TORCHELASTIC_ERROR_FILE as torchrun reads it",

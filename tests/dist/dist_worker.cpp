@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
       // The rendezvous store alone (no collective backend): each rank adds its rank + 1 to a
       // counter, sets a key of its own, and reads every other rank's.
       auto opened = mlo::dist::detail::open_rendezvous_store(where, options.timeout);
-      auto& store = *opened.store;
+      auto& store = *opened;
       store.add("sum", where.rank + 1);
       store.set("rank" + std::to_string(where.rank),
                 std::vector<uint8_t>{static_cast<uint8_t>(where.rank)});
@@ -46,9 +46,9 @@ int main(int argc, char** argv) {
       for (int r = 0; r < where.world_size; ++r) seen += store.get("rank" + std::to_string(r))[0];
       std::cout << "store " << (where.own_store_port() > 0 ? "own" : "agent") << " sum "
                 << store.add("sum", 0) << " seen " << seen << std::endl;
-      // Rank 0's server (of mlo's own store) outlives the others' last request.
+      // Rank 0's server (of a store of its own) outlives the others' last request.
       if (store.add("done", 1) == where.world_size) store.set("all_done", std::vector<uint8_t>{1});
-      if (opened.server) store.wait({"all_done"}, options.timeout);
+      if (where.rank == 0 && where.own_store_port() > 0) store.wait({"all_done"}, options.timeout);
       return 0;
     }
     auto group = mlo::dist::ProcessGroup::connect(where, options);

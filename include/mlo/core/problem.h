@@ -272,7 +272,7 @@ class Problem {
   // accumulation window; the optimizer step then skips and the loss scaler backs off.
   bool nonfinite_window_ = false;
   std::unique_ptr<memory::LossScaler> scaler_;
-  // zero3 on an nn::Chain: the parameter shards (src/core/zero3.h), which hold the values for as
+  // zero3 on an nn::Chain: the parameter shards (src/dist/zero3.h), which hold the values for as
   // long as the problem lives.
   std::unique_ptr<detail::Zero3> zero3_;
   // The runtime of the engine that runs this problem (null before one initializes; not owned).

@@ -3,7 +3,6 @@
 #include "zero3.h"
 
 #include <mlo/base/error.h>
-#include <mlo/core/problem.h>
 #include <mlo/dist/process_group.h>
 #include <mlo/nn/chain.h>
 
@@ -211,17 +210,17 @@ void GradientSync::clip(const std::vector<at::Tensor>& params, double max_norm) 
 
 std::unique_ptr<GradientSync> make_gradient_sync(
     const std::shared_ptr<dist::ProcessGroup>& group, dist::Strategy strategy, bool data_parallel,
-    Problem& problem, std::unique_ptr<Zero3>& zero3, std::vector<at::Tensor>& trainable,
-    c10::Device device) {
-  const std::string& name = problem.name();
-  auto* chain = problem.has_module() ? dynamic_cast<nn::ChainImpl*>(&problem.module()) : nullptr;
+    const SyncedLevel& level, std::unique_ptr<Zero3>& zero3) {
+  const std::string& name = level.name;
+  const c10::Device device = level.device;
+  std::vector<at::Tensor>& trainable = level.trainable;
+  auto* chain = level.module != nullptr ? dynamic_cast<nn::ChainImpl*>(level.module) : nullptr;
   const bool sharded = group != nullptr && data_parallel && strategy == dist::Strategy::kZero3 &&
                        chain != nullptr;
   if (sharded) {
     // (a second engine keeps the shards: the module's parameters hold no values any more)
     if (!zero3) {
-      zero3 = std::make_unique<Zero3>(*chain, &problem.optimizer(), group, name,
-                                      problem.config().offload() == Offload::kCpu);
+      zero3 = std::make_unique<Zero3>(*chain, level.optimizer, group, name, level.offload);
     }
     MLO_CHECK(&zero3->group() == group.get(), "problem '", name, "': its parameters are ",
               "sharded over another process group (an earlier engine's); a problem sharded by ",

@@ -1,5 +1,6 @@
 #pragma once
-// Internal to core (not installed): how one level keeps its data-parallel replicas consistent
+// Internal to src/dist (not installed; core's runtime of a level uses it): how one level keeps its
+// data-parallel replicas consistent
 // (docs/distributed.md). One interface, one implementation per strategy, chosen once per level
 // at engine initialization by `make_gradient_sync` (the one place that decides what a level
 // does under the engine's strategy):
@@ -25,6 +26,8 @@
 #include <mlo/dist/strategy.h>
 
 #include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
 #include <c10/core/Device.h>
 
 #include <memory>
@@ -32,7 +35,6 @@
 #include <vector>
 
 namespace mlo {
-class Problem;
 namespace dist {
 class ProcessGroup;
 }  // namespace dist
@@ -90,15 +92,26 @@ class GradientSync {
   }
 };
 
-// The synchronization of `problem` (resolved: its trainable tensors listed, on `device`) under
-// `strategy` over `group` (null: one process). `data_parallel`: the level takes part
-// (ProblemConfig::data_parallel). Under zero3 a level whose module is an nn::Chain has its
-// parameters sharded: `zero3` (the problem's own, kept across engines) is made here the first
-// time; `trainable` then becomes this rank's shards.
+// What of a level its synchronization is made for: the problem's name (for errors), module
+// (null: none) and optimizer, its trainable tensors (resolved: listed, on `device`), and whether
+// zero3 keeps its parameter shards in host memory (ProblemConfig::offload).
+struct SyncedLevel {
+  const std::string& name;
+  torch::nn::Module* module;
+  torch::optim::Optimizer* optimizer;
+  std::vector<at::Tensor>& trainable;
+  c10::Device device;
+  bool offload;
+};
+
+// The synchronization of `level` under `strategy` over `group` (null: one process).
+// `data_parallel`: the level takes part (ProblemConfig::data_parallel). Under zero3 a level
+// whose module is an nn::Chain has its parameters sharded: `zero3` (the problem's own, kept
+// across engines) is made here the first time; `level.trainable` then becomes this rank's
+// shards.
 std::unique_ptr<GradientSync> make_gradient_sync(
     const std::shared_ptr<dist::ProcessGroup>& group, dist::Strategy strategy, bool data_parallel,
-    Problem& problem, std::unique_ptr<Zero3>& zero3, std::vector<at::Tensor>& trainable,
-    c10::Device device);
+    const SyncedLevel& level, std::unique_ptr<Zero3>& zero3);
 
 }  // namespace detail
 }  // namespace mlo
