@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Fuzzes `mlo run`'s YAML configuration reader with libFuzzer for a bounded time: builds the
-# target tests/fuzz/yaml_fuzz.cpp with clang (AddressSanitizer + UBSan) in build-fuzz/, seeds it
-# with the shipped configs (configs/**/*.yaml) and a dictionary of the schema's keys, and prints
-# the number of executions and the result.
+# Fuzzes `mlo run`'s YAML configuration reader with libFuzzer for a bounded time: installs the
+# already-built mlo of build/ (scripts/setup.sh) into build-fuzz/mlo/, builds the target
+# tests/fuzz/yaml_fuzz.cpp with clang (AddressSanitizer + UBSan, the reader's sources instrumented)
+# as a project of its own against it in build-fuzz/, seeds it with the shipped configs
+# (configs/**/*.yaml) and a dictionary of the schema's keys, and prints the number of executions
+# and the result.
 #
 # Usage: scripts/fuzz.sh [SECONDS]     (default: 60)
-# Environment: MLO_FUZZ_DIR (build dir, default: build-fuzz), MLO_FUZZ_CXX (default: clang++),
-# MLO_JOBS (default: nproc).
+# Environment: MLO_BUILD_DIR (the built mlo, default: build), MLO_FUZZ_DIR (default: build-fuzz),
+# MLO_FUZZ_CXX (default: clang++), MLO_JOBS (default: nproc).
 # Exits non-zero on a finding: a crash, a sanitizer report, or an exception other than
 # mlo::Error; the input that caused it is saved under build-fuzz/artifacts/.
 set -euo pipefail
@@ -15,13 +17,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 case "${1:-}" in
   -h | --help)
-    sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 esac
 
 seconds="${1:-60}"
 build_dir="${MLO_FUZZ_DIR:-build-fuzz}"
+mlo_build="${MLO_BUILD_DIR:-build}"
 cxx="${MLO_FUZZ_CXX:-clang++}"
 jobs="${MLO_JOBS:-$(nproc)}"
 
@@ -30,13 +33,29 @@ if ! command -v "${cxx}" >/dev/null 2>&1; then
     "libclang-rt-14-dev)" >&2
   exit 1
 fi
+if [ ! -f "${mlo_build}/CMakeCache.txt" ]; then
+  echo "error: ${mlo_build}/ holds no build of mlo; build it first (scripts/setup.sh)" >&2
+  exit 1
+fi
+
+echo "==> Installing the mlo of ${mlo_build}/ into ${build_dir}/mlo/"
+mkdir -p "${build_dir}"
+cmake --build "${mlo_build}" -j "${jobs}" --target mlo_core mlo_run >"${build_dir}/library.log" 2>&1 ||
+  { cat "${build_dir}/library.log"; exit 1; }
+rm -rf "${build_dir}/mlo"
+cmake --install "${mlo_build}" --prefix "${build_dir}/mlo" >"${build_dir}/install.log" 2>&1 ||
+  { cat "${build_dir}/install.log"; exit 1; }
+torch_dir="$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "${mlo_build}/CMakeCache.txt")"
 
 echo "==> Building the fuzz target with ${cxx} in ${build_dir}/"
-mkdir -p "${build_dir}"
-# NOTE: no precompiled header (GCC's cannot serve clang) and only the fuzz target is built.
-if ! CXX="${cxx}" cmake -S . -B "${build_dir}" -DCMAKE_BUILD_TYPE=Release -DMLO_BUILD_FUZZ=ON \
-  -DMLO_USE_PCH=OFF -DMLO_BUILD_TESTS=OFF -DMLO_BUILD_EXAMPLES=OFF -DMLO_BUILD_BENCH=OFF \
-  >"${build_dir}/configure.log" 2>&1; then
+# (a folder configured from another source, e.g. the whole repository, is configured afresh)
+if [ -f "${build_dir}/CMakeCache.txt" ] &&
+  ! grep -q "^CMAKE_HOME_DIRECTORY:INTERNAL=$(pwd)/tests/fuzz$" "${build_dir}/CMakeCache.txt"; then
+  rm -rf "${build_dir}/CMakeCache.txt" "${build_dir}/CMakeFiles"
+fi
+if ! CXX="${cxx}" cmake -S tests/fuzz -B "${build_dir}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$(pwd)/${build_dir}/mlo" -DMLO_SOURCE_DIR="$(pwd)" \
+  ${torch_dir:+-DTorch_DIR="${torch_dir}"} >"${build_dir}/configure.log" 2>&1; then
   cat "${build_dir}/configure.log"
   exit 1
 fi

@@ -71,7 +71,18 @@ case "$(cd "${found_dir}" && pwd -P)" in
   *) fail "mlo was found in ${found_dir}, not in ${prefix}" ;;
 esac
 
-step "building the quickstart"
+# Both projects build at once: each is one or two translation units compiled without the
+# precompiled header, so one alone leaves a core idle.
+custom_args=(-S "${source_dir}/examples/custom_experiment" -B "${custom_build}"
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="${prefix}")
+[ -n "${cxx}" ] && custom_args+=(-DCMAKE_CXX_COMPILER="${cxx}")
+[ -n "${generator}" ] && custom_args+=(-G "${generator}")
+[ -n "${torch_dir}" ] && custom_args+=(-DTorch_DIR="${torch_dir}")
+step "configuring examples/custom_experiment"
+cmake "${custom_args[@]}" || fail "configuring examples/custom_experiment"
+step "building examples/custom_experiment and the quickstart"
+cmake --build "${custom_build}" -j "$(nproc)" >"${custom_build}/build.log" 2>&1 &
+custom_pid=$!
 cmake --build "${consumer_build}" -j "$(nproc)" || fail "building the quickstart"
 cmake --install "${consumer_build}" || fail "installing the quickstart"
 
@@ -101,15 +112,8 @@ for file in config.yaml log.txt metrics.csv metrics.jsonl results.json state.pt 
 done
 
 # ---- A user's own experiment, launched from YAML through mlo::cli::main. ----
-custom_args=(-S "${source_dir}/examples/custom_experiment" -B "${custom_build}"
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="${prefix}")
-[ -n "${cxx}" ] && custom_args+=(-DCMAKE_CXX_COMPILER="${cxx}")
-[ -n "${generator}" ] && custom_args+=(-G "${generator}")
-[ -n "${torch_dir}" ] && custom_args+=(-DTorch_DIR="${torch_dir}")
-step "configuring examples/custom_experiment"
-cmake "${custom_args[@]}" || fail "configuring examples/custom_experiment"
-step "building examples/custom_experiment"
-cmake --build "${custom_build}" -j "$(nproc)" || fail "building examples/custom_experiment"
+wait "${custom_pid}" || fail "building examples/custom_experiment (${custom_build}/build.log):
+$(tail -n 40 "${custom_build}/build.log")"
 custom="$(find "${custom_build}" -maxdepth 2 -type f -name custom_experiment -perm -u+x -print -quit)"
 [ -n "${custom}" ] || fail "no custom_experiment executable under ${custom_build}"
 yaml="${source_dir}/examples/custom_experiment/distill.yaml"
