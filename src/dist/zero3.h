@@ -1,5 +1,5 @@
 #pragma once
-// ZeRO-3 parameter sharding of one level whose model is an nn::Chain (private to the core;
+// ZeRO-3 parameter sharding of one level whose model is an nn::Chain (internal to the library, used by the core's level runtime;
 // docs/distributed.md, "zero3").
 //
 // Each block of the chain with trainable parameters is a unit. Per unit and optimizer parameter
