@@ -176,7 +176,16 @@ void ReweightingExperiment::build_problems() {
   engine_ = std::make_unique<Engine>(config_.engine);
   const Scheme& scheme = settings_.reweighting.scheme();
   SchemeContext context{*classifier_, nullptr, train_counts_, {}};
+  // (a meta batch larger than the meta set would silently be the whole set, each step)
+  const auto check_meta_batch = [&] {
+    if (meta_batch_size(d) <= meta_images_.size(0)) return;
+    config_.fail(d.meta_batch_size > 0 ? "data.meta_batch_size" : "data.batch_size",
+                 "a meta batch of " + std::to_string(meta_batch_size(d)) +
+                     " is larger than the meta set's " + std::to_string(meta_images_.size(0)) +
+                     " images (data.meta_size); choose at most that");
+  };
   if (scheme.weight_net() == WeightNet::kNone) {
+    check_meta_batch();
     // No upper problem; a scheme that needs meta batches (l2rw) draws them itself.
     meta_stream_ = std::make_shared<data::LoaderStream>(
         meta_images_, meta_targets_,
@@ -194,6 +203,7 @@ void ReweightingExperiment::build_problems() {
     run::add_problems(*engine_, config_, {classifier_});
     return;
   }
+  check_meta_batch();
   const ProblemConfig& rs = found->second.config;
   reweighter_ = std::make_shared<Reweighter>("reweighter", rs);
   reweighter_->module(scheme.weight_net_module(settings_.model("reweighter"), train_counts_));

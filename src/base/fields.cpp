@@ -62,6 +62,22 @@ Check<double> between(double low, double high) {
   };
 }
 
+Check<double> at_least_below(double low, double high) {
+  return [low, high](const double& v) {
+    return v >= low && v < high ? std::string()
+                                : "must be in [" + number_text(low) + ", " + number_text(high) +
+                                      "), got " + number_text(v);
+  };
+}
+
+Check<int64_t> int_in_range(int64_t low, int64_t high) {
+  return [low, high](const int64_t& v) {
+    return v >= low && v <= high ? std::string()
+                                 : "must be in [" + std::to_string(low) + ", " +
+                                       std::to_string(high) + "], got " + std::to_string(v);
+  };
+}
+
 Check<std::string> one_of(std::vector<std::string> choices) {
   return [choices](const std::string& v) {
     if (std::find(choices.begin(), choices.end(), v) != choices.end()) return std::string();

@@ -1,5 +1,6 @@
 #include "gnuplot.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +47,10 @@ std::string run_gnuplot(const std::string& script, const std::string& drawn,
     std::filesystem::remove(drawn, ignored);
     return "gnuplot failed (exit status " + std::to_string(status) + ") on " + script;
   }
+  // (mkstemp made `drawn` 0600: the picture gets the mode of any new file, as its script has)
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::chmod(drawn.c_str(), 0666 & ~mask);
   std::error_code error;
   std::filesystem::rename(drawn, png, error);
   if (error) {

@@ -15,6 +15,7 @@
 #include "seeds.h"
 
 #include <mlo/base/error.h>
+#include <mlo/base/standard_streams.h>
 #include <mlo/base/stop_request.h>
 #include <mlo/dist/error_file.h>
 #include <mlo/dist/process_group.h>
@@ -29,6 +30,7 @@ namespace mlo {
 namespace cli {
 
 int main(int argc, char** argv, const std::vector<std::shared_ptr<Command>>& commands) {
+  guard_standard_streams();  // (before any file is opened)
   CLI::App app{"mlo: multilevel optimization on LibTorch"};
   app.require_subcommand(1);
 

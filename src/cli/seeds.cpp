@@ -157,8 +157,13 @@ std::string run_seeds(const run::RunConfig& config, const RunOptions& options,
     std::cout << "seed " << seed << " -> " << one.dir() << "\n";
     const RunResult result = run_experiment(seeded, one, raise_at);
     if (result.interrupted) {
-      std::cout << "stopped at seed " << seed << "; continue with --resume\n";
-      if (interrupted != nullptr) *interrupted = true;
+      // (--stop-at stops the first seed that reaches it, as asked: not an interruption)
+      const bool stopped_as_asked = options.stop_at() > 0 && result.steps >= options.stop_at();
+      std::cout << "stopped at seed " << seed
+                << (stopped_as_asked ? " (--stop-at " + std::to_string(options.stop_at()) + ")"
+                                     : std::string())
+                << "; continue with --resume\n";
+      if (interrupted != nullptr) *interrupted = !stopped_as_asked;
       return dir;
     }
   }

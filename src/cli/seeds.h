@@ -38,7 +38,8 @@ std::string write_summary(const std::string& dir, const std::vector<int64_t>& on
 /// folder or runs/<name>), then writes the summary. With `options.resume`, a seed whose
 /// results.json exists is kept and not run again; a seed that is run again starts by removing
 /// its old results.json. The summary covers exactly `seeds`. Returns the folder; `interrupted`
-/// (when given) tells whether a signal stopped the runs (the summary is then not written).
+/// (when given) tells whether a signal stopped the runs; a run stopped by `--stop-at` ends the
+/// loop too, but is not an interruption (in both cases the summary is not written).
 std::string run_seeds(const run::RunConfig& config, const RunOptions& options,
                       const std::vector<int64_t>& seeds, bool* interrupted = nullptr,
                       const RaiseAt& raise_at = {});

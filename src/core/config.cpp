@@ -81,7 +81,7 @@ void EngineConfig::visit(Fields& f) {
   f.section("early_stopping", [&](Fields& s) { early_stopping_.visit(s); });
   f.enumeration("strategy", strategy_);
   f.enumeration("backend", backend_);
-  f("timeout_s", timeout_s_, positive());
+  f("timeout_s", timeout_s_, above_up_to(0, kMaxTimeoutSeconds));
 }
 
 }  // namespace mlo

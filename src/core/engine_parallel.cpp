@@ -45,7 +45,9 @@ void Engine::connect() {
               "strategy to distributed, zero1, zero2 or zero3");
     return;
   }
-  MLO_CHECK(config_.timeout_s() > 0, "engine: timeout_s must be > 0, got ", config_.timeout_s());
+  MLO_CHECK(config_.timeout_s() > 0 && config_.timeout_s() <= kMaxTimeoutSeconds,
+            "engine: timeout_s must be in (0, ", kMaxTimeoutSeconds, "], got ",
+            config_.timeout_s());
   if (!group_) {
     dist::GroupOptions options;
     options.backend = config_.backend();

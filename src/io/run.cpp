@@ -17,6 +17,7 @@
 
 #include <mlo/base/device.h>
 #include <mlo/base/error.h>
+#include <mlo/base/standard_streams.h>
 #include <mlo/base/stop_request.h>
 #include <mlo/core/engine.h>
 #include <mlo/dist/error_file.h>
@@ -205,6 +206,7 @@ Run& Run::synthetic(bool synthetic) {
 }
 
 RunResult Run::start() {
+  guard_standard_streams();
   State& s = *state_;
   Engine& engine = s.engine;
   check_options(s.options);

@@ -16,6 +16,7 @@
 #endif
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <algorithm>
@@ -78,6 +79,10 @@ void save_state(const std::string& path, const Engine& engine) {
 }
 
 int64_t load_state(const std::string& path, Engine& engine) {
+  std::error_code error;
+  MLO_CHECK(!std::filesystem::is_directory(path, error), "the state file '", path,
+            "' is a folder, not a saved state (a run saves its state in a file of that name); ",
+            "rename the folder, or start a new run there with --overwrite");
   MLO_CHECK(std::ifstream(path).good(), "no saved state at '", path, "' (the run there ",
             "saved none yet); start a new run there with --overwrite (its files are moved aside), ",
             "or in another output folder");

@@ -79,14 +79,23 @@ void OptimizerConfig::visit(Fields& v) {
   v("momentum", momentum, in_range(0, 1));
   v("weight_decay", weight_decay, non_negative_float());
   v("nesterov", nesterov);
-  v("beta1", beta1, in_range(0, 1));
-  v("beta2", beta2, in_range(0, 1));
+  // (at 1 a moment never moves from its start, and Adam divides by 1 - beta^t = 0)
+  v("beta1", beta1, at_least_below(0, 1));
+  v("beta2", beta2, at_least_below(0, 1));
   v("eps", eps, positive_float());
 }
 
 void SchedulerConfig::visit(Fields& v) {
   v("name", name, one_of(scheduler_names()));
   v("milestones", milestones);
+  for (size_t i = 0; i < milestones.size(); ++i) {
+    if (milestones[i] <= 0 || (i > 0 && milestones[i] <= milestones[i - 1])) {
+      v.refuse("milestones", "must be optimizer steps > 0 in increasing order, got " +
+                                 std::to_string(milestones[i]) + " at position " +
+                                 std::to_string(i));
+      break;
+    }
+  }
   v("gamma", gamma, positive_float());
   v("t_max", t_max, at_least(0));
   v("eta_min", eta_min, in_range(0, 1));

@@ -10,20 +10,31 @@
 #include <mlo/run/experiment.h>
 #include <mlo/base/fields.h>
 
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace mlo {
 namespace run {
 namespace schema {
 
+// `threads`: 0 (LibTorch's default) up to 4 per hardware thread; more only oversubscribes the
+// cores (and LibTorch takes an int).
+inline std::string threads_error(const int64_t& threads) {
+  const int64_t hardware = std::max(1U, std::thread::hardware_concurrency());
+  if (threads >= 0 && threads <= 4 * hardware) return "";
+  return "must be in [0, " + std::to_string(4 * hardware) + "] (0: LibTorch's default; at most 4 " +
+         "per hardware thread, of which this machine has " + std::to_string(hardware) + "), got " +
+         std::to_string(threads);
+}
 
 // Everything after `experiment` (read first: it decides which settings describe the rest).
 // `c.settings` must hold the experiment's settings.
 inline void visit_after_experiment(Fields& v, run::RunConfig& c) {
   v("name", c.name, run_name_error);
   v("seed", c.seed, seed_error);
-  v("threads", c.threads, at_least(0));
+  v("threads", c.threads, threads_error);
   v("device", c.device, [](const std::string& name) { return device_name_error(name); });
   v.section("engine", [&](Fields& s) {
     c.engine.visit(s);

@@ -287,7 +287,18 @@ class Reader : public Fields {
 
 // Refuses a key given twice in one mapping (YAML readers differ on which one wins; yaml-cpp keeps
 // the first), anywhere in the tree, naming both places.
-void check_duplicates(const YAML::Node& node, const std::string& path, const Context& ctx) {
+// The most values a configuration may hold, aliases expanded: an experiment's has a few
+// hundred; nested aliases could otherwise make one short file take exponential time.
+constexpr size_t kMaxConfigValues = 100000;
+
+void check_duplicates(const YAML::Node& node, const std::string& path, const Context& ctx,
+                      size_t& values) {
+  if (++values > kMaxConfigValues) {
+    fail(location(ctx, path, node.Mark()), path,
+         "the file holds more than " + std::to_string(kMaxConfigValues) +
+             " values once its aliases (*name) are expanded; an experiment's configuration "
+             "has a few hundred");
+  }
   if (node.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     for (const auto& entry : node) {
@@ -299,10 +310,10 @@ void check_duplicates(const YAML::Node& node, const std::string& path, const Con
              "given twice in one mapping (first at line " + std::to_string(it->second.line + 1) +
                  "); keep one");
       }
-      check_duplicates(entry.second, child, ctx);
+      check_duplicates(entry.second, child, ctx, values);
     }
   } else if (node.IsSequence()) {
-    for (const auto& item : node) check_duplicates(item, path, ctx);
+    for (const auto& item : node) check_duplicates(item, path, ctx, values);
   }
 }
 
@@ -346,7 +357,13 @@ run::RunConfig parse_run_config(const std::string& yaml, const std::string& sour
   ctx.source = source;
   YAML::Node root;
   try {
-    root = YAML::Load(yaml);
+    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml);
+    if (documents.size() > 1) {
+      fail(location(ctx, "", documents[1].Mark()), "",
+           "a second YAML document (after '---'); an experiment's configuration is one "
+           "document: merge them or remove the '---'");
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     throw Error(location(ctx, "", e.mark) + ": YAML syntax error: " + e.msg);
   }
@@ -355,7 +372,8 @@ run::RunConfig parse_run_config(const std::string& yaml, const std::string& sour
   if (!root.IsMap()) {
     fail(location(ctx, "", root.Mark()), "", "must be a mapping (key: value lines)");
   }
-  check_duplicates(root, "", ctx);
+  size_t values = 0;
+  check_duplicates(root, "", ctx, values);
   for (const auto& text : overrides) apply_override(root, text, ctx);
 
   run::RunConfig config;
@@ -390,11 +408,16 @@ run::RunConfig load_run_config(const std::string& path, const std::vector<std::s
             "configuration file (a YAML file like configs/hpo_logreg.yaml)");
   MLO_CHECK(std::filesystem::exists(path, error), "the configuration file '", path,
             "' does not exist");
-  std::ifstream file(path);
+  std::ifstream file(path, std::ios::binary);
   MLO_CHECK(file.good(), "cannot read the configuration file '", path, "'");
-  std::stringstream text;
-  text << file.rdbuf();
-  return parse_run_config(text.str(), path, overrides);
+  // Read up to the bound, not the whole of what may be a device or a huge file.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(file.gcount()));
+  MLO_CHECK(text.size() <= kMaxConfigBytes, "the configuration file '", path,
+            "' is larger than ", kMaxConfigBytes / (1024 * 1024), " MiB (an experiment's ",
+            "configuration is a few kilobytes); is it the right file?");
+  return parse_run_config(text, path, overrides);
 }
 
 }  // namespace run

@@ -135,6 +135,13 @@ TEST_CASE("plot: the PNG, its script and data; an unknown metric lists the known
   CHECK_THAT(script, Contains("filledcurves"));
   // the script redraws the PNG by itself, into the same file
   CHECK_THAT(script, Contains("if (!exists(\"outfile\")) outfile = '" + png + "'"));
+  // The picture has the mode of any new file, as its script and data have (under umask 022:
+  // readable by all), not the private mode of the file gnuplot drew into.
+  const auto mode = [](const fs::path& p) {
+    return fs::status(p).permissions() & fs::perms::all;
+  };
+  CHECK(mode(png) == mode(dir.path / "out" / "curves.gp"));
+  CHECK(mode(png) == mode(dir.path / "out" / "curves.dat"));
 }
 
 TEST_CASE("plot: a run without a metric leaves no hole in the data blocks", "[cli][plot]") {

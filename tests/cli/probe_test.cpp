@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -41,6 +42,34 @@ problems:
   inner: {optimizer: {name: sgd, lr: 0.1}, unroll_steps: 2, method: darts}
   outer: {optimizer: {name: sgd, lr: 1.0}}
 )";
+
+// A reweighting run on synthetic images, with a meta set of 20.
+const char* kTinyReweighting = R"(experiment: reweighting
+name: probe_rw
+seed: 0
+threads: 1
+engine: {train_iters: 4, valid_step: 0, log_step: 2, save_step: 0}
+data: {dataset: synthetic, synthetic_size: 30, synthetic_test_size: 5, imbalance: 10,
+       meta_size: 20, valid_size: 0, batch_size: 16, meta_batch_size: 10, test_batch_size: 50}
+problems:
+  classifier:
+    model: {name: cnn}
+    optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+  reweighter:
+    model: {name: mwn, hidden: 10}
+    optimizer: {name: adam, lr: 0.01}
+)";
+
+// Nested aliases: each of 10 levels lists the one before 10 times (10^10 values expanded).
+std::string alias_bomb() {
+  std::string text = "experiment: hpo\nx0: &a0 [l, l, l, l, l, l, l, l, l, l]\n";
+  for (int i = 1; i < 10; ++i) {
+    text += "x" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) text += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    text += "]\n";
+  }
+  return text;
+}
 
 void write(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
@@ -179,6 +208,14 @@ std::vector<Case> cases(const Runs& runs) {
          return nullptr;
        },
        with({"--resume"}), 2, "state.pt", "run without --resume"},
+      {"resume from a state.pt that is a folder",
+       [&](const fs::path& d) -> std::shared_ptr<void> {
+         copy_of(runs.stopped)(d);
+         fs::remove(d / "run" / "state.pt");
+         write(d / "run" / "state.pt" / "x", "x");
+         return nullptr;
+       },
+       with({"--resume"}), 2, "state.pt' is a folder, not a saved state"},
       {"resume with a tensor of another shape (data.features 5 -> 6)", copy_of(runs.stopped),
        with({"--resume", "--set", "data.features=6"}), 2, "does not fit this run"},
       {"resume on a folder with no run", none, with({"--resume"}), 2, "holds no run to resume"},
@@ -224,7 +261,42 @@ std::vector<Case> cases(const Runs& runs) {
        set("problems.inner.gradient_accumulation=100"), 2, "takes no optimizer step"},
       {"loss-scaling option with loss scaling off", none,
        set("problems.inner.loss_scaling.init_scale=1024"), 2, "loss scaling is off"},
+      // Bounds on what would hang, overflow or fail inside LibTorch.
+      {"threads: 100000 (unbounded)", none, set("threads=100000"), 2, "threads: must be in [0, "},
+      {"threads: 3000000000 (past an int)", none, set("threads=3000000000"), 2,
+       "threads: must be in [0, "},
+      {"engine.timeout_s: 1e10 (overflows the deadline)", none, set("engine.timeout_s=1e10"), 2,
+       "engine.timeout_s: must be in (0, 86400]"},
+      {"engine.timeout_s: 1e300", none, set("engine.timeout_s=1e300"), 2,
+       "engine.timeout_s: must be in (0, 86400]"},
+      {"adam beta1: 1.0", none,
+       with({"--set", "problems.outer.optimizer.name=adam", "--set",
+             "problems.outer.optimizer.beta1=1.0"}),
+       2, "problems.outer.optimizer.beta1: must be in [0, 1), got 1"},
+      {"adam beta2: 1.0", none,
+       with({"--set", "problems.outer.optimizer.name=adam", "--set",
+             "problems.outer.optimizer.beta2=1.0"}),
+       2, "problems.outer.optimizer.beta2: must be in [0, 1), got 1"},
+      {"scheduler.milestones: [2, 1, -1]", none,
+       with({"--set", "problems.inner.scheduler.name=multistep", "--set",
+             "problems.inner.scheduler.milestones=[2,1,-1]"}),
+       2, "problems.inner.scheduler.milestones: must be optimizer steps > 0 in increasing order"},
+      {"data.meta_batch_size 5000 with a meta set of 20",
+       config_file(kTinyReweighting, "rw.yaml"),
+       {"run", "{d}/rw.yaml", "--no-progress", "--out", "{d}/run", "--set",
+        "data.meta_batch_size=5000"},
+       2, "data.meta_batch_size: a meta batch of 5000 is larger than the meta set's 20 images"},
+      // What the configuration file may be.
+      {"a second YAML document (--- then seed: 9)",
+       config_file(std::string(kTiny) + "---\nseed: 9\n", "c.yaml"), run_c, 2,
+       "a second YAML document"},
+      {"YAML alias bomb (10 levels of 10 aliases)", config_file(alias_bomb(), "c.yaml"), run_c, 2,
+       "more than 100000 values once its aliases (*name) are expanded"},
+      {"config /dev/zero (endless)", none, {"run", "/dev/zero", "--out", "{d}/run"}, 2,
+       "is larger than 1 MiB"},
       // Flags.
+      {"--seeds 0-1 --stop-at 2 (stops as asked: exit 0)", none,
+       with({"--seeds", "0-1", "--stop-at", "2"}), 0, "stopped at seed 0 (--stop-at 2)"},
       {"--stop-at 0", none, with({"--stop-at", "0"}), 2, "--stop-at"},
       {"--stop-at -3", none, with({"--stop-at", "-3"}), 2, "--stop-at"},
       {"--seeds 0-99999999999 (unbounded)", none, with({"--seeds", "0-99999999999"}), 2,
@@ -237,6 +309,15 @@ std::vector<Case> cases(const Runs& runs) {
        "--max-overhead"},
       {"plan --max-overhead nan", none, {"plan", cfg, "--max-overhead", "nan"}, 2,
        "--max-overhead"},
+      {"launch --max-restarts 2, an error every restart would repeat (exit 2 is final)",
+       [](const fs::path& d) -> std::shared_ptr<void> {
+         write(d / "rw.yaml", kTinyReweighting);
+         return nullptr;
+       },
+       {"launch", "--nproc", "2", "--max-restarts", "2", "{d}/rw.yaml", "--no-progress", "--out",
+        "{d}/run", "--set", "engine.strategy=distributed", "--set", "data.batch_size=15"},
+       2, "mlo launch: no restart: the rank that failed first exited with code 2",
+       "restarting the ranks"},
       {"launch --grace -1", none, {"launch", "--grace", "-1", cfg}, 2, "--grace"},
       {"ablate --round-seconds 5000 (past 1000)", none,
        {"ablate", cfg, "--round-seconds", "5000", "--out", "{d}/ablation"}, 2, "--round-seconds"},
@@ -270,7 +351,7 @@ TEST_CASE("Probe: bad inputs and folder states are named errors that change no f
   fs::create_directories(base);
   const Runs runs = make_runs(base);
   const auto table = cases(runs);
-  REQUIRE(table.size() >= 40);
+  REQUIRE(table.size() >= 57);
 
   std::ostringstream report;
   report << "| case | exit status | message | earlier files unchanged |\n|---|---|---|---|\n";
@@ -328,6 +409,55 @@ TEST_CASE("Probe: bad inputs and folder states are named errors that change no f
   }
   std::cout << report.str();
   std::ofstream(base / "probe_table.md") << report.str();
+}
+
+TEST_CASE("Probe: with stderr closed, or a pipe nobody reads, a run ends and keeps its folder",
+          "[cli][probe]") {
+  const fs::path base = fs::absolute("probe_streams");
+  fs::remove_all(base);
+  fs::create_directories(base);
+  write(base / "tiny.yaml", kTiny);
+  // stderr: closed (`2>&-`), or the write end of a pipe whose reader is gone (`| head -1`,
+  // which makes the first write raise SIGPIPE).
+  for (const bool closed : {true, false}) {
+    const fs::path out = base / (closed ? "closed" : "pipe");
+    const std::string log = (base / (closed ? "closed.log" : "pipe.log")).string();
+    int ends[2];
+    REQUIRE(::pipe(ends) == 0);
+    ::close(ends[0]);
+    const std::vector<std::string> argv = {MLO_TOOL, "run", (base / "tiny.yaml").string(),
+                                           "--no-progress", "--out", out.string()};
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::signal(SIGPIPE, SIG_DFL);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::close(fd);
+      if (closed) {
+        ::close(2);
+      } else {
+        ::dup2(ends[1], 2);
+      }
+      ::close(ends[1]);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(ends[1]);
+    const int code = mlo_test::wait_for(mlo_test::Child{pid, log}, std::chrono::seconds(60));
+    INFO((closed ? "stderr closed" : "stderr a broken pipe") << "; stdout:\n"
+                                                                << mlo_test::read_file(log));
+    CHECK(code == 0);
+    CHECK(fs::exists(out / "results.json"));
+    CHECK(fs::exists(out / "state.pt"));
+    // The folder's lock holds what names its owner, not the console log.
+    const std::string lock = mlo_test::read_file((out / ".mlo.lock").string());
+    CHECK(lock.rfind("process ", 0) == 0);
+    CHECK(lock.find("[info]") == std::string::npos);
+  }
 }
 
 }  // namespace probe_test

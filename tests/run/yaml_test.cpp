@@ -426,7 +426,7 @@ TEST_CASE("YAML: the data-parallel keys reach the engine and problem configs", "
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.backend=mpi"}),
                       Contains("engine.backend: must be one of gloo, nccl; got 'mpi'"));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.timeout_s=0"}),
-                      Contains("engine.timeout_s: must be > 0"));
+                      Contains("engine.timeout_s: must be in (0, 86400], got 0"));
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml", {"problems.classifier.data_parallel=maybe"}),
       Contains("problems.classifier.data_parallel"));

@@ -45,6 +45,10 @@ Check<double> above(double low);
 Check<double> above_up_to(double low, double high);
 /// `low < value < high`.
 Check<double> between(double low, double high);
+/// `low <= value < high`.
+Check<double> at_least_below(double low, double high);
+/// `low <= value <= high`, for integers.
+Check<int64_t> int_in_range(int64_t low, int64_t high);
 /// One of `choices` (the message lists them).
 Check<std::string> one_of(std::vector<std::string> choices);
 

@@ -139,8 +139,13 @@ struct EarlyStopping {
   void visit(Fields& fields);
 };
 
+/// The longest `EngineConfig::timeout_s` (a day, as `mlo launch --grace`): longer waits are
+/// hangs, and the deadlines stay far from overflowing their millisecond arithmetic.
+inline constexpr double kMaxTimeoutSeconds = 86400;
+
 /// Engine configuration. Example: `EngineConfig().train_iters(2000).valid_step(100)`. The YAML
 /// keys of `engine:` are these members, with these defaults (`visit`).
+
 struct EngineConfig {
   /// Global steps; each global step steps every leaf problem once (>= 0).
   TORCH_ARG(int64_t, train_iters) = 1000;
@@ -162,7 +167,8 @@ struct EngineConfig {
   /// Collective backend: gloo (CPU) or nccl (CUDA builds).
   TORCH_ARG(dist::Backend, backend) = dist::Backend::kGloo;
   /// Longest wait, in seconds, of the rendezvous and of any collective: a rank that died or
-  /// hangs makes the others fail with an error after at most this long (> 0).
+  /// hangs makes the others fail with an error after at most this long (> 0, at most
+  /// `kMaxTimeoutSeconds`).
   TORCH_ARG(double, timeout_s) = 300.0;
 
  public:

@@ -7,15 +7,20 @@
 
 #include <mlo/run/config.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace mlo {
 namespace run {
 
-/// Reads the YAML file at `path`, applies `overrides` ("a.b.c=value", the value parsed as YAML,
-/// so lists work: "data.root=/d", "problems.classifier.scheduler.milestones=[100,200]") and
-/// returns the validated configuration.
+/// The largest configuration file `load_run_config` reads (1 MiB).
+inline constexpr size_t kMaxConfigBytes = 1024 * 1024;
+
+/// Reads the YAML file at `path` (one document, at most `kMaxConfigBytes`, at most 100000
+/// values once aliases are expanded), applies `overrides` ("a.b.c=value", the value parsed as
+/// YAML, so lists work: "data.root=/d", "problems.classifier.scheduler.milestones=[100,200]")
+/// and returns the validated configuration.
 RunConfig load_run_config(const std::string& path,
                                const std::vector<std::string>& overrides = {});
 
