@@ -185,7 +185,6 @@ void ReweightingExperiment::build_problems() {
                      " images (data.meta_size); choose at most that");
   };
   if (scheme.weight_net() == WeightNet::kNone) {
-    check_meta_batch();
     // No upper problem; a scheme that needs meta batches (l2rw) draws them itself.
     meta_stream_ = std::make_shared<data::LoaderStream>(
         meta_images_, meta_targets_,

@@ -316,7 +316,7 @@ std::vector<Case> cases(const Runs& runs) {
        },
        {"launch", "--nproc", "2", "--max-restarts", "2", "{d}/rw.yaml", "--no-progress", "--out",
         "{d}/run", "--set", "engine.strategy=distributed", "--set", "data.batch_size=15"},
-       2, "mlo launch: no restart: the rank that failed first exited with code 2",
+       2, "mlo launch: no restart: every rank exited with code 2 on its own",
        "restarting the ranks"},
       {"launch --grace -1", none, {"launch", "--grace", "-1", cfg}, 2, "--grace"},
       {"ablate --round-seconds 5000 (past 1000)", none,

@@ -200,7 +200,7 @@ struct Attempt {
   int worst = 0;      // the worst exit code
   bool failed = false;  // a rank failed on its own (not after a forwarded signal)
   bool signaled = false;  // the launcher forwarded a signal
-  int first_code = 0;     // the exit code of the rank that failed first
+  bool all_refused = false;  // every rank exited with code 2 on its own
 };
 
 // Starts the ranks of attempt `restart` and supervises them until all have exited.
@@ -327,7 +327,10 @@ Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& argv
   Attempt out;
   out.worst = worst;
   out.failed = first_failed >= 0;
-  out.first_code = first_failed >= 0 ? ranks[first_failed].code : 0;
+  // (every rank refused on its own, none killed: an error each would repeat; a peer's timeout
+  // after another rank hung or died is not, as that rank exits otherwise or is killed)
+  out.all_refused = std::all_of(ranks.begin(), ranks.end(),
+                                [](const Rank& r) { return r.code == 2 && !r.killed; });
   out.signaled = forwarded != 0;
   return out;
 }
@@ -376,11 +379,10 @@ int launch(const LaunchOptions& options) {
     const int port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
     attempt = run_attempt(o, argv, port, restart, grace, grace_from);
     if (!attempt.failed || attempt.signaled || g_signal != 0 || restart >= o.max_restarts) break;
-    if (attempt.first_code == 2) {
+    if (attempt.all_refused) {
       std::fprintf(stderr,
-                   "mlo launch: no restart: the rank that failed first exited with code 2 (an "
-                   "error in the configuration or the input, which every restart would "
-                   "repeat)\n");
+                   "mlo launch: no restart: every rank exited with code 2 on its own (an error "
+                   "in the configuration or the input, which every restart would repeat)\n");
       break;
     }
     std::fprintf(stderr, "mlo launch: restarting the ranks (restart %d of at most %d)\n",
@@ -402,8 +404,8 @@ CLI::App* LaunchCommand::add_to(CLI::App& app) {
                        "address of rank 0's store (default 127.0.0.1)");
   command_->add_option("--max-restarts", options_.max_restarts,
                        "after a rank fails, start every rank again, at most this many times; "
-                       "each restart continues from the run's last saved state; a first failure "
-                       "with exit status 2 (a configuration error) is final (default 0)");
+                       "each restart continues from the run's last saved state; every rank "
+                       "exiting with status 2 (a configuration error) is final (default 0)");
   command_->add_option("--grace", options_.grace_s,
                        "seconds the ranks get to exit after one fails or a signal is forwarded, "
                        "before they are killed, 0 to 86400 (default engine.timeout_s)")
