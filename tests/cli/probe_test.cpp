@@ -4,6 +4,7 @@
 // file by file). The table of outcomes is printed and written to probe_table.md beside the
 // test program's working folder.
 #include "support/subprocess.h"
+#include "support/tiny_reweighting.h"
 
 #include <mlo/build_config.h>
 
@@ -41,23 +42,6 @@ data: {samples: 100, test_samples: 100, features: 5, noise: 0.1}
 problems:
   inner: {optimizer: {name: sgd, lr: 0.1}, unroll_steps: 2, method: darts}
   outer: {optimizer: {name: sgd, lr: 1.0}}
-)";
-
-// A reweighting run on synthetic images, with a meta set of 20.
-const char* kTinyReweighting = R"(experiment: reweighting
-name: probe_rw
-seed: 0
-threads: 1
-engine: {train_iters: 4, valid_step: 0, log_step: 2, save_step: 0}
-data: {dataset: synthetic, synthetic_size: 30, synthetic_test_size: 5, imbalance: 10,
-       meta_size: 20, valid_size: 0, batch_size: 16, meta_batch_size: 10, test_batch_size: 50}
-problems:
-  classifier:
-    model: {name: cnn}
-    optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
-  reweighter:
-    model: {name: mwn, hidden: 10}
-    optimizer: {name: adam, lr: 0.01}
 )";
 
 // Nested aliases: each of 10 levels lists the one before 10 times (10^10 values expanded).
@@ -282,7 +266,7 @@ std::vector<Case> cases(const Runs& runs) {
              "problems.inner.scheduler.milestones=[2,1,-1]"}),
        2, "problems.inner.scheduler.milestones: must be optimizer steps > 0 in increasing order"},
       {"data.meta_batch_size 5000 with a meta set of 20",
-       config_file(kTinyReweighting, "rw.yaml"),
+       config_file(mlo_test::kTinyReweighting, "rw.yaml"),
        {"run", "{d}/rw.yaml", "--no-progress", "--out", "{d}/run", "--set",
         "data.meta_batch_size=5000"},
        2, "data.meta_batch_size: a meta batch of 5000 is larger than the meta set's 20 images"},
@@ -311,7 +295,7 @@ std::vector<Case> cases(const Runs& runs) {
        "--max-overhead"},
       {"launch --max-restarts 2, an error every restart would repeat (exit 2 is final)",
        [](const fs::path& d) -> std::shared_ptr<void> {
-         write(d / "rw.yaml", kTinyReweighting);
+         write(d / "rw.yaml", mlo_test::kTinyReweighting);
          return nullptr;
        },
        {"launch", "--nproc", "2", "--max-restarts", "2", "{d}/rw.yaml", "--no-progress", "--out",
