@@ -4,6 +4,7 @@
 #include <mlo/run/experiment.h>
 
 #include "schema.h"
+#include "yaml_document.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -355,18 +356,7 @@ run::RunConfig parse_run_config(const std::string& yaml, const std::string& sour
                                 const std::vector<std::string>& overrides) {
   Context ctx;
   ctx.source = source;
-  YAML::Node root;
-  try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml);
-    if (documents.size() > 1) {
-      fail(location(ctx, "", documents[1].Mark()), "",
-           "a second YAML document (after '---'); an experiment's configuration is one "
-           "document: merge them or remove the '---'");
-    }
-    if (!documents.empty()) root = documents.front();
-  } catch (const YAML::Exception& e) {
-    throw Error(location(ctx, "", e.mark) + ": YAML syntax error: " + e.msg);
-  }
+  YAML::Node root = load_one_document(yaml, source);
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   // Checked before the overrides, which index into the top-level mapping.
   if (!root.IsMap()) {

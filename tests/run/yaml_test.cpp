@@ -89,6 +89,20 @@ TEST_CASE("YAML: an unknown key names file, line and path, and suggests", "[io][
                                "'train_iters'?"));
 }
 
+TEST_CASE("YAML: text after the first document is refused with its position, never ignored",
+          "[io][yaml]") {
+  REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "---\nseed: 9\n", "two.yaml"),
+                      Contains("two.yaml:14:1: (top level): a second YAML document (after '---')"));
+  REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "...\nseed: 9\n", "end.yaml"),
+                      Contains("end.yaml:15:1: (top level): a second YAML document (after '...')"));
+  // A token the parser cannot place makes yaml-cpp start an empty document at the same place
+  // again and again; the reader stops at the second.
+  REQUIRE_THROWS_WITH(parse_run_config("\n,\n", "comma.yaml"),
+                      Contains("comma.yaml:2:1: YAML syntax error: unexpected ','"));
+  REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "...\n,\n", "late.yaml"),
+                      Contains("late.yaml:15:1: YAML syntax error: unexpected ','"));
+}
+
 TEST_CASE("YAML: a wrong type names the key and the value", "[io][yaml]") {
   const std::string text = "experiment: reweighting\nengine:\n  train_iters: lots\n";
   REQUIRE_THROWS_WITH(parse_run_config(text, "t.yaml"),
