@@ -9,6 +9,7 @@
 #                build dir and precompiled header) the library and the tests of the areas where
 #                the library's own memory handling is exercised (MLO_SANITIZE_AREAS, default:
 #                base core hypergrad memory data io run dist), and run them under the sanitizers
+#                (but the cases tagged [long]: tests/CMakeLists.txt)
 #   --torch2     the LibTorch 2.x lane: set up and build build-torch2/ (scripts/setup.sh
 #                --torch2: PyPI's torch wheel in .venv/) and run the whole suite there
 # Environment: MLO_BUILD_DIR (default: build, or build-asan with --sanitize), MLO_JOBS (build
@@ -27,7 +28,7 @@ elif [ "${1:-}" = "--torch2" ]; then
   torch2=1
   shift
 elif [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 

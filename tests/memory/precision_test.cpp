@@ -93,7 +93,7 @@ TEST_CASE("Loss scaler: an inf gradient skips the level's step and the schedule"
 }
 
 TEST_CASE("Precision: bf16 on CPU trains the HPO problem to within 5% of fp32",
-          "[memory][precision]") {
+          "[memory][precision][long]") {
   // Every route of the hypergradient: reverse mode, and each forward-mode one (the jvp modes,
   // the forward method), whose tangents run under the level's autocast like its primals.
   namespace hpo = mlo::problems::hpo;
