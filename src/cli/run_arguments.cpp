@@ -24,7 +24,7 @@ CLI::App* add_run_command(CLI::App& app, RunArguments& args) {
                          "start a new run in an output folder that holds one: its files are "
                          "moved into <out>/replaced-<time>/ first");
   run->add_flag_callback(
-      "--no-progress", [&o] { o.progress(false); }, "plain progress lines even on a terminal");
+      "--no-progress", [&o] { o.progress(false); }, "no progress bar or progress lines (the log is unchanged)");
   run->add_option_function<int64_t>(
          "--stop-at", [&o](int64_t step) { o.stop_at(step); },
          "save the state and stop after this global step (continue with --resume)")

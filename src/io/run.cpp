@@ -117,7 +117,8 @@ std::optional<RunResult> finished_run(const RunOptions& options, int64_t train_i
   result.valid = std::move(finished->valid);
   if (main) {
     spdlog::warn("the run in {} has finished (results.json, global step {}); nothing to resume "
-                 "(resume with a larger engine.train_iters to train on)",
+                 "(to train on, resume with more global steps: EngineConfig::train_iters, or "
+                 "engine.train_iters in a YAML configuration)",
                  options.dir(), result.steps);
   }
   return result;
@@ -234,8 +235,9 @@ RunResult Run::start() {
   // resumed (damaged, or saved by another configuration) is refused with nothing written.
   std::string loaded;
   const int64_t start = options.resume() ? checkpoints->load(engine, &loaded) : 0;
+  const bool progress = place.main && options.progress().value_or(true);
   const bool terminal =
-      place.main && options.progress().value_or(io::Progress::stderr_is_terminal());
+      progress && options.progress().value_or(io::Progress::stderr_is_terminal());
   io::LogFile log((fs::path(options.dir()) / "log.txt").string(), place.main, place.rank,
                   terminal, options.log_all_ranks());
   if (folder && !folder->replaced().empty()) {
@@ -249,7 +251,7 @@ RunResult Run::start() {
   const auto recorders = place.main ? s.recorders(start, resolved, meta)
                                     : std::vector<std::shared_ptr<io::Recorder>>{};
   std::vector<std::shared_ptr<Callback>> callbacks(recorders.begin(), recorders.end());
-  if (place.main) callbacks.push_back(std::make_shared<io::Progress>(terminal));
+  if (progress) callbacks.push_back(std::make_shared<io::Progress>(terminal));
   callbacks.push_back(stops);
   callbacks.push_back(checkpoints);
   {

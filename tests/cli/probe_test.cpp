@@ -444,4 +444,28 @@ TEST_CASE("Probe: with stderr closed, or a pipe nobody reads, a run ends and kee
   }
 }
 
+TEST_CASE("Probe: --no-progress prints no progress; without it a plain line every log_step",
+          "[cli][probe]") {
+  const fs::path base = fs::absolute("probe_progress");
+  fs::remove_all(base);
+  fs::create_directories(base);
+  write(base / "tiny.yaml", kTiny);
+  for (const bool quiet : {true, false}) {
+    const fs::path out = base / (quiet ? "quiet" : "lines");
+    const std::string log = (base / (quiet ? "quiet.log" : "lines.log")).string();
+    std::vector<std::string> argv = {MLO_TOOL, "run", (base / "tiny.yaml").string(), "--out",
+                                     out.string()};
+    if (quiet) argv.push_back("--no-progress");
+    const int code =
+        mlo_test::wait_for(mlo_test::spawn(argv, {}, log), std::chrono::seconds(60));
+    const std::string output = mlo_test::read_file(log);
+    INFO(output);
+    REQUIRE(code == 0);
+    // (stderr is a file here, not a terminal: no bar; log_step 2 of 4 steps)
+    CHECK((output.find("progress: step 2/4") == std::string::npos) == quiet);
+    CHECK((output.find("progress: step 4/4") == std::string::npos) == quiet);
+    CHECK(output.find("[info] test: ") != std::string::npos);  // the log lines stay
+  }
+}
+
 }  // namespace probe_test

@@ -64,8 +64,9 @@ struct RunOptions {
   TORCH_ARG(bool, tensorboard) = true;
   /// Save the state and stop after this global step, as Ctrl-C does (0: run to the end).
   TORCH_ARG(int64_t, stop_at) = 0;
-  /// A progress bar redrawn on standard error; nullopt: when standard error is a terminal
-  /// (else a plain progress line every `log_step` steps).
+  /// Progress on standard error: true, a bar redrawn in place; false, none (the log file and
+  /// the console's log lines are unchanged); nullopt, the bar when standard error is a
+  /// terminal, else a plain progress line every `log_step` global steps.
   TORCH_ARG(std::optional<bool>, progress) = std::nullopt;
   /// Under a launch, ranks other than 0 log at info too (else warnings and errors only).
   TORCH_ARG(bool, log_all_ranks) = false;
