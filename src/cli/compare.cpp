@@ -12,8 +12,11 @@ namespace cli {
 
 CompareCommand::CompareCommand(CLI::App& app) {
   command_ = app.add_subcommand(
-      "compare", "Paired per-seed differences (B - A) of two runs made with mlo run --seeds");
-  command_->add_option("run_a", a_, "folder of run A (holds seed_<s>/results.json)")->required();
+      "compare", "Paired per-seed differences (B - A) of two runs of one experiment: folders of "
+      "mlo run --seeds, or two single runs");
+  command_->add_option("run_a", a_,
+                       "folder of run A (holds seed_<s>/results.json, or one run's results.json)")
+      ->required();
   command_->add_option("run_b", b_, "folder of run B")->required();
   command_->add_option("--metric", metrics_,
                        "metric to compare (repeatable; default test/balanced_acc, "

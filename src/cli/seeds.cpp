@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 namespace mlo {
@@ -51,10 +52,28 @@ int64_t seed_of_folder(const std::string& name) {
   return std::stoll(digits);
 }
 
-std::map<std::string, std::map<int64_t, double>> read_seed_results(
-    const std::string& dir, const std::vector<int64_t>& only) {
-  std::map<std::string, std::map<int64_t, double>> out;
-  MLO_CHECK(fs::is_directory(dir), "'", dir, "' is not a folder of seed runs");
+std::vector<ResultsFile> results_files(const std::string& dir, const std::vector<int64_t>& only) {
+  MLO_CHECK(fs::is_directory(dir), "'", dir, "' is not a run folder or a folder of seed runs");
+  std::vector<ResultsFile> files;
+  const fs::path single = fs::path(dir) / "results.json";
+  if (fs::exists(single)) {
+    // One run's folder: its seed is the one results.json records (0 where none is).
+    int64_t seed = 0;
+    try {
+      const auto json = nlohmann::json::parse(std::ifstream(single));
+      const auto meta = json.is_object() ? json.find("meta") : json.end();
+      if (json.is_object() && meta != json.end() && meta->is_object() &&
+          meta->contains("seed") && (*meta)["seed"].is_number_integer()) {
+        seed = (*meta)["seed"].get<int64_t>();
+      }
+    } catch (const nlohmann::json::exception&) {
+      // (read_results names a damaged file)
+    }
+    if (only.empty() || std::find(only.begin(), only.end(), seed) != only.end()) {
+      files.push_back({seed, single.string(), true});
+    }
+    return files;
+  }
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_directory() || name.rfind("seed_", 0) != 0) continue;
@@ -63,19 +82,39 @@ std::map<std::string, std::map<int64_t, double>> read_seed_results(
     const int64_t seed = seed_of_folder(name);
     if (seed < 0) continue;
     if (!only.empty() && std::find(only.begin(), only.end(), seed) == only.end()) continue;
-    std::ifstream in(results);
-    nlohmann::json json;
-    try {
-      json = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error("'" + results.string() + "' is not valid JSON (" + e.what() +
-                  "); it is not results.json as mlo run writes it");
-    }
-    MLO_CHECK(json.is_object(), "'", results.string(),
-              "' is not a JSON object with \"test\" and \"valid\" sections");
+    files.push_back({seed, results.string(), false});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const ResultsFile& a, const ResultsFile& b) { return a.seed < b.seed; });
+  return files;
+}
+
+namespace {
+
+nlohmann::json parse_results(const std::string& path) {
+  std::ifstream in(path);
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + path + "' is not valid JSON (" + e.what() +
+                "); it is not results.json as mlo run writes it");
+  }
+  MLO_CHECK(json.is_object(), "'", path,
+            "' is not a JSON object with \"test\" and \"valid\" sections");
+  return json;
+}
+
+}  // namespace
+
+std::map<std::string, std::map<int64_t, double>> read_seed_results(
+    const std::string& dir, const std::vector<int64_t>& only) {
+  std::map<std::string, std::map<int64_t, double>> out;
+  for (const ResultsFile& file : results_files(dir, only)) {
+    const nlohmann::json json = parse_results(file.path);
     for (const char* section : {"test", "valid"}) {
       if (!json.contains(section)) continue;
-      MLO_CHECK(json[section].is_object(), "'", results.string(), "': \"", section,
+      MLO_CHECK(json[section].is_object(), "'", file.path, "': \"", section,
                 "\" is not an object of metric values (it is ", json[section].type_name(), ")");
       for (const auto& [key, value] : json[section].items()) {
         double number = 0;
@@ -87,17 +126,17 @@ std::map<std::string, std::map<int64_t, double>> read_seed_results(
           const std::string text = value.get<std::string>();
           number = text == "NaN" ? std::nan("") : (text[0] == '-' ? -HUGE_VAL : HUGE_VAL);
         } else {
-          throw Error("'" + results.string() + "': \"" + section + "\"." + key + " is " +
+          throw Error("'" + file.path + "': \"" + section + "\"." + key + " is " +
                       value.dump() + ", not a number (or \"NaN\", \"Infinity\", \"-Infinity\")");
         }
         // Test metrics are bare ("acc"), validation metrics already "valid/acc".
         const std::string metric = std::string(section) == "test" ? "test/" + key : key;
-        out[metric][seed] = number;
+        out[metric][file.seed] = number;
       }
     }
   }
-  MLO_CHECK(!out.empty(), "no seed_<s>/results.json under '", dir,
-            "' (made by mlo run CONFIG --seeds ...)");
+  MLO_CHECK(!out.empty(), "no results.json in '", dir, "' and no seed_<s>/results.json under it "
+            "(made by mlo run CONFIG, or mlo run CONFIG --seeds ...)");
   return out;
 }
 
@@ -173,10 +212,47 @@ std::string run_seeds(const run::RunConfig& config, const RunOptions& options,
 
 std::string compare_runs(const std::string& a, const std::string& b,
                          std::vector<std::string> metrics) {
-  const auto ra = read_seed_results(a), rb = read_seed_results(b);
+  auto ra = read_seed_results(a), rb = read_seed_results(b);
   if (metrics.empty()) metrics = {"test/balanced_acc", "test/rare3_acc", "test/acc"};
+  const auto files_a = results_files(a), files_b = results_files(b);
+  // Metrics of one name measure different things in different experiments (test/acc of a
+  // classifier, of a few-shot learner, ...).
+  const auto experiments = [](const std::vector<ResultsFile>& files) {
+    std::set<std::string> names;
+    for (const ResultsFile& file : files) {
+      const nlohmann::json json = parse_results(file.path);
+      if (json.contains("experiment") && json["experiment"].is_string()) {
+        names.insert(json["experiment"].get<std::string>());
+      }
+    }
+    return names;
+  };
+  const auto list = [](const std::set<std::string>& names) {
+    std::string text;
+    for (const auto& name : names) text += (text.empty() ? "'" : ", '") + name + "'";
+    return text;
+  };
+  const auto ea = experiments(files_a), eb = experiments(files_b);
+  MLO_CHECK(ea.size() <= 1 && eb.size() <= 1 && (ea.empty() || eb.empty() || ea == eb),
+            "run A ('", a, "') is of experiment ", list(ea), " and run B ('", b, "') of ",
+            list(eb), ": their metrics do not measure the same thing; compare runs of one "
+            "experiment");
   std::ostringstream out;
   out << "A = " << a << "\nB = " << b << "\n";
+  // Two single runs: their one value each, whatever their seeds.
+  const bool single = files_a.size() == 1 && files_a[0].single && files_b.size() == 1 &&
+                      files_b[0].single;
+  if (single && files_a[0].seed != files_b[0].seed) {
+    out << "(single runs: A of seed " << files_a[0].seed << ", B of seed " << files_b[0].seed
+        << "; paired as one)\n";
+    for (auto& [metric, values] : rb) {
+      const double value = values.begin()->second;
+      values = {{files_a[0].seed, value}};
+    }
+  }
+  if (single) {
+    out << "(one run each: no spread; mlo run --seeds gives paired statistics)\n";
+  }
   for (const auto& metric : metrics) {
     const auto fa = ra.find(metric), fb = rb.find(metric);
     if (fa == ra.end() || fb == rb.end()) {

@@ -22,8 +22,21 @@ const std::vector<std::string>& summary_metrics();
 /// leading zero, so "seed_03" cannot collide with "seed_3"); -1 for any other name.
 int64_t seed_of_folder(const std::string& name);
 
+/// A run's results.json and its seed.
+struct ResultsFile {
+  int64_t seed = 0;
+  std::string path;
+  bool single = false;  ///< `dir` is one run's folder (its results.json), not a `--seeds` one
+};
+
+/// The results of `dir`: its own results.json when it is one run's folder (the seed its "meta"
+/// records, 0 where none), else every `seed_<s>/results.json` under it, by seed (only the seeds
+/// in `only`, when given). Throws `mlo::Error` if `dir` is not a folder.
+std::vector<ResultsFile> results_files(const std::string& dir,
+                                       const std::vector<int64_t>& only = {});
+
 /// metric ("test/balanced_acc", "valid/balanced_acc", ...) -> seed -> value, read from every
-/// `<dir>/seed_<s>/results.json` (only the seeds in `only`, when given). A diverged run's
+/// file of `results_files(dir, only)`. A diverged run's
 /// metric (written as "NaN" or "Infinity") is read as that value, never dropped, so a summary
 /// over it says nan. Throws `mlo::Error` if there is none.
 std::map<std::string, std::map<int64_t, double>> read_seed_results(
@@ -45,7 +58,9 @@ std::string run_seeds(const run::RunConfig& config, const RunOptions& options,
                       const RaiseAt& raise_at = {});
 
 /// The paired per-seed differences B - A of `metrics` (default: the test metrics), with their
-/// mean, standard error and mean / se; returns the text (Markdown tables).
+/// mean, standard error and mean / se; returns the text (Markdown tables). A and B are folders
+/// of `--seeds` runs or single runs' folders (two single runs are paired whatever their seeds).
+/// Throws `mlo::Error` when their results.json name different experiments.
 std::string compare_runs(const std::string& a, const std::string& b,
                          std::vector<std::string> metrics = {});
 

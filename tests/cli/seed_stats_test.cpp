@@ -128,6 +128,36 @@ TEST_CASE("Seed summaries: only the requested seeds, diverged seeds kept, unpair
   fs::remove_all(root);
 }
 
+TEST_CASE("Compare: two single runs pair as one; runs of two experiments are refused", "[cli]") {
+  const fs::path root = mlo_test::scratch_path("seed_stats_single");
+  const auto single = [&](const std::string& name, const std::string& experiment, int64_t seed,
+                          double acc) {
+    fs::create_directories(root / name);
+    std::ofstream(root / name / "results.json")
+        << "{\"experiment\": \"" << experiment << "\", \"meta\": {\"seed\": " << seed
+        << "}, \"test\": {\"acc\": " << acc << "}}\n";
+  };
+  single("a", "hpo", 0, 0.5);
+  single("b", "hpo", 3, 0.625);
+  const auto files = cli::results_files((root / "b").string());
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].seed == 3);
+  CHECK(files[0].single);
+  const std::string text =
+      cli::compare_runs((root / "a").string(), (root / "b").string(), {"test/acc"});
+  INFO(text);
+  CHECK(text.find("(single runs: A of seed 0, B of seed 3; paired as one)") != std::string::npos);
+  CHECK(text.find("| 0 | 0.5000 | 0.6250 | +0.1250 |") != std::string::npos);
+  CHECK(text.find("mean difference +0.1250, std 0.0000, standard error 0.0000, n 1") !=
+        std::string::npos);
+  // A reweighting seed folder against an HPO run: test/acc of different models and data.
+  fake_run(root / "rw", 0, 0.70, 0.30);
+  CHECK_THROWS_WITH(cli::compare_runs((root / "a").string(), (root / "rw").string()),
+                    Catch::Matchers::Contains("is of experiment 'hpo' and run B ('" +
+                                              (root / "rw").string() + "') of 'reweighting'"));
+  fs::remove_all(root);
+}
+
 TEST_CASE("Seed results: a damaged results.json is named, with the field of the wrong type",
           "[cli]") {
   const fs::path root = mlo_test::scratch_path("seed_stats_damaged");
