@@ -1,5 +1,7 @@
 #include "checkpoints.h"
 
+#include "metrics_files.h"
+
 #include <mlo/base/error.h>
 #include <mlo/core/engine.h>
 #include <mlo/dist/process_group.h>
@@ -17,8 +19,12 @@ namespace io {
 namespace fs = std::filesystem;
 
 Checkpoints::Checkpoints(std::string out_dir, dist::Strategy strategy, int rank,
-                         int64_t save_step)
-    : out_dir_(std::move(out_dir)), strategy_(strategy), rank_(rank), save_step_(save_step) {}
+                         int64_t save_step, StateIdentity identity)
+    : out_dir_(std::move(out_dir)),
+      strategy_(strategy),
+      rank_(rank),
+      save_step_(save_step),
+      identity_(std::move(identity)) {}
 
 StepDecision Checkpoints::on_step_end(Engine& engine, const StepEnd& step) {
   if (save_step_ > 0 && step.step % save_step_ == 0) save_due_ = true;
@@ -67,19 +73,52 @@ void Checkpoints::save(const Engine& engine) const {
   // NOTE: under zero the ranks write one after another, not together: a crash in between leaves
   // some ranks a save ahead. The previous file lets `load` go back to a step all ranks have.
   if (sharded() && fs::exists(path())) fs::rename(path(), previous_path());
-  io::save_state(path(), engine);
+  StateIdentity identity = identity_;
+  identity.log_step = engine.config().log_step();
+  io::save_state(path(), engine, identity);
 }
 
 int64_t Checkpoints::load(Engine& engine, std::string* loaded) const {
   if (loaded != nullptr) *loaded = path();
-  if (!sharded()) return io::load_state(path(), engine);
+  StateIdentity saved;
+  const int64_t step = load_and_agree(engine, loaded, &saved);
+  // The run that saved the state wrote a metrics record every log_step global steps up to it.
+  std::string refusal;
+  const std::optional<int64_t> last = rank_ == 0 ? last_metrics_step(out_dir_) : std::nullopt;
+  const int64_t every = saved.log_step;
+  if (last && every > 0 && step / every * every > *last) {
+    refusal = "the state file '" + (loaded != nullptr ? *loaded : path()) +
+              "' is at global step " + std::to_string(step) + ", but the metrics in '" + out_dir_ +
+              "' end at step " + std::to_string(*last) +
+              " and the run that saved it recorded them every " + std::to_string(every) +
+              " steps: it is not the state of the run whose records are there (copied from "
+              "another folder?); start a new run there with --overwrite, or in another folder";
+  }
+  // Rank 0's verdict is every rank's: the others would wait for it in training's collectives.
+  dist::ProcessGroup* group = engine.group();
+  if (group != nullptr && group->size() > 1) {
+    at::Tensor flag = torch::full({1}, refusal.empty() ? 0.0 : 1.0, torch::kDouble);
+    const c10::Device device = engine.problems().front()->device();
+    if (!device.is_cpu()) flag = flag.to(device);
+    group->all_reduce_sum({flag});
+    if (flag.cpu().item<double>() > 0 && refusal.empty()) {
+      refusal = "rank 0 refused the saved state in '" + out_dir_ + "' (its log says why)";
+    }
+  }
+  MLO_CHECK(refusal.empty(), refusal);
+  return step;
+}
+
+int64_t Checkpoints::load_and_agree(Engine& engine, std::string* loaded,
+                                    StateIdentity* saved) const {
+  if (!sharded()) return io::load_state(path(), engine, identity_, saved);
   const bool current = fs::exists(path());
   MLO_CHECK(current || fs::exists(previous_path()), "rank ", rank_, ": no saved state at '", path(),
             "' (under engine.strategy ", dist::to_string(strategy_),
             " each rank resumes from its own file, so a run resumes on the number of ranks that "
             "saved it); run without --resume to start fresh");
   if (loaded != nullptr) *loaded = current ? path() : previous_path();
-  int64_t step = io::load_state(current ? path() : previous_path(), engine);
+  int64_t step = io::load_state(current ? path() : previous_path(), engine, identity_, saved);
   dist::ProcessGroup* group = engine.group();
   if (group == nullptr || group->size() == 1) return step;
 
@@ -99,7 +138,7 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) const {
     MLO_CHECK(current && fs::exists(previous_path()), "rank ", rank_, ": its state '", path(),
               "' is at step ", step, " but another rank's is at step ", common,
               ", and no earlier state of this rank is kept; the states cannot be matched");
-    step = io::load_state(previous_path(), engine);
+    step = io::load_state(previous_path(), engine, identity_, saved);
     if (loaded != nullptr) *loaded = previous_path();
     MLO_CHECK(step == common, "rank ", rank_,
               ": the ranks' states are at different steps (this "

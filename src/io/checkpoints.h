@@ -16,6 +16,7 @@
 
 #include <mlo/core/callback.h>
 #include <mlo/dist/strategy.h>
+#include <mlo/io/state.h>
 
 #include <cstdint>
 #include <string>
@@ -29,8 +30,10 @@ namespace io {
 class Checkpoints : public Callback {
  public:
   /// The state of a run in `out_dir`, for rank `rank` of a launch under `strategy`, saved
-  /// every `save_step` global steps (0: at the end only).
-  Checkpoints(std::string out_dir, dist::Strategy strategy, int rank, int64_t save_step = 0);
+  /// every `save_step` global steps (0: at the end only), with `identity` (its `log_step` is
+  /// the engine's at each save).
+  Checkpoints(std::string out_dir, dist::Strategy strategy, int rank, int64_t save_step = 0,
+              StateIdentity identity = {});
 
   StepDecision on_step_end(Engine& engine, const StepEnd& step) override;
   void on_end(Engine& engine, const StepEnd& last) override;
@@ -43,18 +46,24 @@ class Checkpoints : public Callback {
   void save(const Engine& engine) const;
   /// Loads this rank's state into `engine` (initializing it, which joins the process group);
   /// under zero1/zero2/zero3 the ranks then agree on a common step. Returns the global step. Throws
-  /// `mlo::Error` naming the file when it is missing or does not fit. `loaded` (optional)
-  /// receives the file it was finally read from.
+  /// `mlo::Error` naming the file when it is missing or does not fit, when it names another
+  /// run or seed than this one's identity, and (rank 0) when it is ahead of the folder's
+  /// metrics: the rows its run wrote every `log_step` steps up to its step are not there, so it
+  /// is not the state of the run that wrote them. `loaded` (optional) receives the file it was
+  /// finally read from.
   int64_t load(Engine& engine, std::string* loaded = nullptr) const;
 
  private:
   bool sharded() const;
+  // The state of this rank, and under zero1/2/3 the step the ranks agree on.
+  int64_t load_and_agree(Engine& engine, std::string* loaded, StateIdentity* saved) const;
   std::string previous_path() const;
 
   std::string out_dir_;
   dist::Strategy strategy_;
   int rank_;
   int64_t save_step_;
+  StateIdentity identity_;
   bool save_due_ = false;  // a periodic save that waits for an accumulation window's end
 };
 

@@ -3,6 +3,8 @@
 #include <mlo/base/number_text.h>
 #include <mlo/io/metrics.h>
 
+#include "metrics_files.h"
+
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
@@ -11,7 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -179,6 +183,20 @@ std::string number(double value) {
 }
 
 }  // namespace
+
+std::optional<int64_t> last_metrics_step(const std::string& dir) {
+  std::ifstream in(dir + "/metrics.jsonl", std::ios::binary);
+  if (!in.good()) return std::nullopt;
+  std::optional<int64_t> last;
+  // (only lines with their newline: a last line without it was cut off by a crash)
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  for (size_t begin = 0, newline; (newline = text.find('\n', begin)) != std::string::npos;
+       begin = newline + 1) {
+    int64_t step = 0;
+    if (leading_step(text.substr(begin, newline - begin), /*json=*/true, &step)) last = step;
+  }
+  return last;
+}
 
 MetricsWriter::MetricsWriter(const std::string& dir, int64_t resume_step)
     : csv_path_(dir + "/metrics.csv"), jsonl_path_(dir + "/metrics.jsonl") {

@@ -6,8 +6,16 @@
 
 #include <mlo/io/metrics.h>
 
+#include <cstdint>
+#include <optional>
+#include <string>
+
 namespace mlo {
 namespace io {
+
+/// The global step of the last whole record in `dir/metrics.jsonl`; nullopt when the file is
+/// missing, unreadable or holds none.
+std::optional<int64_t> last_metrics_step(const std::string& dir);
 
 class MetricsFiles : public Recorder {
  public:

@@ -143,6 +143,7 @@ struct Run::State {
   std::optional<std::string> config;
   std::function<bool(const std::string&)> same_config;
   std::string name;
+  bool named = false;  // (the program's file name otherwise: not the run's identity)
   std::optional<int64_t> seed;
   std::function<Metrics()> final_hook;
   std::vector<std::string> final_headline;
@@ -182,6 +183,7 @@ Run& Run::config(std::string yaml, std::function<bool(const std::string&)> same)
 }
 Run& Run::name(std::string name) {
   state_->name = std::move(name);
+  state_->named = true;
   return *this;
 }
 Run& Run::seed(int64_t seed) {
@@ -220,8 +222,11 @@ RunResult Run::start() {
   }
   // Rank 0 claims the folder (lock, and the checks of what it holds) before anything is
   // written; under zero the other ranks write their own state files into it.
+  io::StateIdentity identity;
+  identity.run = s.named ? s.name : std::string();
+  identity.seed = s.seed;
   auto checkpoints = std::make_shared<io::Checkpoints>(options.dir(), engine.config().strategy(),
-                                                       place.rank, options.save_step());
+                                                       place.rank, options.save_step(), identity);
   std::optional<io::RunFolder> folder;
   if (place.main) folder.emplace(options.dir(), options.resume(), options.overwrite());
   if (!place.main && checkpoints->saves()) {

@@ -9,7 +9,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace mlo {
 namespace io {
@@ -32,6 +35,63 @@ std::string read_file(const fs::path& path) {
 nlohmann::json json_value(double value) {
   if (std::isfinite(value)) return value;
   return std::isnan(value) ? "NaN" : (value > 0 ? "Infinity" : "-Infinity");
+}
+
+// key path ("engine.train_iters") -> value text, of YAML as a run records it (block mappings,
+// one key a line); a line that is no "key: value" continues the value of the key before it.
+std::map<std::string, std::string> flat_keys(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::vector<std::pair<size_t, std::string>> open;  // (indent, key) of the enclosing mappings
+  std::string last;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos || line[indent] == '#') continue;
+    const std::string rest = line.substr(indent);
+    size_t colon = rest.find(": ");
+    if (colon == std::string::npos && rest.back() == ':') colon = rest.size() - 1;
+    if (rest.rfind("- ", 0) == 0 || colon == std::string::npos || (last.empty() && indent > 0)) {
+      if (!last.empty()) out[last] += "\n" + rest;
+      continue;
+    }
+    while (!open.empty() && open.back().first >= indent) open.pop_back();
+    std::string path;
+    for (const auto& entry : open) path += entry.second + ".";
+    path += rest.substr(0, colon);
+    const std::string value = colon + 2 <= rest.size() ? rest.substr(colon + 2) : std::string();
+    out[path] = value;
+    last = path;
+    if (value.empty()) open.emplace_back(indent, rest.substr(0, colon));
+  }
+  return out;
+}
+
+// "engine.train_iters (200 -> 400), seed (0 -> 4)": the keys whose values differ.
+std::string changed_keys(const std::string& before, const std::string& after) {
+  const auto a = flat_keys(before), b = flat_keys(after);
+  const auto shown = [](const std::string& value) {
+    const std::string one = value.substr(0, value.find('\n'));
+    return one.empty() ? std::string("(none)") : one.size() > 40 ? one.substr(0, 40) + "..." : one;
+  };
+  std::vector<std::string> changes;
+  for (const auto& [key, value] : a) {
+    const auto other = b.find(key);
+    if (other == b.end()) {
+      changes.push_back(key + " (" + shown(value) + " -> absent)");
+    } else if (other->second != value) {
+      changes.push_back(key + " (" + shown(value) + " -> " + shown(other->second) + ")");
+    }
+  }
+  for (const auto& [key, value] : b) {
+    if (a.count(key) == 0) changes.push_back(key + " (absent -> " + shown(value) + ")");
+  }
+  constexpr size_t kNamed = 8;
+  std::string out;
+  for (size_t i = 0; i < changes.size() && i < kNamed; ++i) out += (i ? ", " : "") + changes[i];
+  if (changes.size() > kNamed) {
+    out += " and " + std::to_string(changes.size() - kNamed) + " more";
+  }
+  return out;
 }
 
 Metrics metrics_of(const nlohmann::json& section) {
@@ -101,10 +161,11 @@ void record_config(const std::string& dir, const std::string& resolved, bool res
                  (i == 1 ? std::string() : "-" + std::to_string(i)) + ".yaml");
   }
   if (!recorded(now)) write_file(now, resolved);
+  const std::string changes = changed_keys(saved, resolved);
   spdlog::warn(
-      "resuming with a configuration that differs from {} (kept as it was); the run "
+      "resuming with a configuration that differs from {}{} (kept as it was); the run "
       "continues with the new one, recorded in {}",
-      record.string(), now.string());
+      record.string(), changes.empty() ? std::string() : " in " + changes, now.string());
 }
 
 }  // namespace io

@@ -39,7 +39,8 @@ void write_results(const std::string& dir, const RunResults& results);
 /// Records `resolved`, the configuration a run starts with, in `dir`/config.yaml. A resumed run
 /// whose record differs (and `same` does not call the two the same; it may be empty) keeps the
 /// record as it is and writes `resolved` to config.resumed.yaml, or, when that holds another
-/// configuration already, to config.resumed.step<start>[-i].yaml; it warns naming both files.
+/// configuration already, to config.resumed.step<start>[-i].yaml; it warns naming both files
+/// and each key whose value differs.
 void record_config(const std::string& dir, const std::string& resolved, bool resume, int64_t start,
                    const std::function<bool(const std::string&)>& same);
 

@@ -53,9 +53,14 @@ at::Generator cuda_generator(c10::DeviceIndex index) {
 
 }  // namespace
 
-void save_state(const std::string& path, const Engine& engine) {
+void save_state(const std::string& path, const Engine& engine, const StateIdentity& identity) {
   torch::serialize::OutputArchive archive;
   archive.write("format", c10::IValue(kFormat));
+  // (optional records: a state saved before they existed loads, its identity unsaid)
+  archive.write("identity.run", c10::IValue(identity.run));
+  archive.write("identity.seed", c10::IValue(identity.seed.value_or(-1)));
+  archive.write("identity.has_seed", c10::IValue(identity.seed.has_value()));
+  archive.write("identity.log_step", c10::IValue(identity.log_step));
   torch::serialize::OutputArchive engine_archive;
   engine.state_dict(engine_archive);
   archive.write("engine", engine_archive);
@@ -78,7 +83,8 @@ void save_state(const std::string& path, const Engine& engine) {
   });
 }
 
-int64_t load_state(const std::string& path, Engine& engine) {
+int64_t load_state(const std::string& path, Engine& engine, const StateIdentity& expected,
+                   StateIdentity* saved) {
   std::error_code error;
   MLO_CHECK(!std::filesystem::is_directory(path, error), "the state file '", path,
             "' is a folder, not a saved state (a run saves its state in a file of that name); ",
@@ -108,6 +114,26 @@ int64_t load_state(const std::string& path, Engine& engine) {
             "' is incomplete");
   MLO_CHECK(archive.try_read("format", value) && value.toInt() == kFormat, "the state file '", path,
             "' has an unknown format");
+  StateIdentity identity;
+  if (archive.try_read("identity.run", value)) identity.run = value.toStringRef();
+  if (archive.try_read("identity.has_seed", value) && value.toBool() &&
+      archive.try_read("identity.seed", value)) {
+    identity.seed = value.toInt();
+  }
+  if (archive.try_read("identity.log_step", value)) identity.log_step = value.toInt();
+  const std::string start_new = "start a new run there with --overwrite (its files are moved "
+                                "aside), or in another folder";
+  MLO_CHECK(identity.run.empty() || expected.run.empty() || identity.run == expected.run,
+            "the state file '", path, "' was saved by a run of '", identity.run,
+            "', and this run is one of '", expected.run,
+            "': a state resumes only the run that saved it; ", start_new);
+  MLO_CHECK(!identity.seed || !expected.seed || *identity.seed == *expected.seed,
+            "the state file '", path, "' was saved by a run of seed ", identity.seed.value_or(0),
+            ", and this run's seed is ", expected.seed.value_or(0),
+            ": a state resumes only the run that saved it, its seed included (copied from "
+            "another folder, or resumed with another seed?); resume with seed ",
+            identity.seed.value_or(0), ", or ", start_new);
+  if (saved != nullptr) *saved = identity;
   torch::serialize::InputArchive engine_archive;
   archive.read("engine", engine_archive);
   // NOTE: LibTorch refuses a tensor of another shape (the configuration changed a model's

@@ -363,17 +363,71 @@ TEST_CASE("Resume: a saved config in other number forms is the same config; a ch
   options.stop_at(8);
   REQUIRE(mlo::cli::run_experiment(config, options).interrupted);
   CHECK(read(dir / "log.txt").find(warning) != std::string::npos);
+  // The warning names the key that changed, with both values.
+  CHECK(read(dir / "log.txt").find("problems.classifier.optimizer.lr (0.06 -> 0.05)") !=
+        std::string::npos);
   CHECK(read(dir / "config.yaml") == saved);
   CHECK(read(dir / "config.resumed.yaml") == mlo::run::to_yaml(config));
   // Resumed again with yet another configuration: recorded beside it, named by the step it
   // resumed at; the first record stays.
   const std::string first = read(dir / "config.resumed.yaml");
-  auto changed = mlo::run::parse_run_config(kTiny, "tiny.yaml");
-  changed.seed = 4;
+  auto changed = mlo::run::parse_run_config(kTiny, "tiny.yaml", {"engine.log_step=2"});
   options.stop_at(0);
   mlo::cli::run_experiment(changed, options);
   CHECK(read(dir / "config.resumed.yaml") == first);
   CHECK(read(dir / "config.resumed.step8.yaml") == mlo::run::to_yaml(changed));
+}
+
+
+// Every file under `dir` with its bytes (but the lock, which names the process holding it).
+std::map<std::string, std::string> files_of(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file() || entry.path().filename() == ".mlo.lock") continue;
+    out[fs::relative(entry.path(), dir).string()] = read(entry.path());
+  }
+  return out;
+}
+
+TEST_CASE("Resume: another run's state is refused, naming what differs, with no file changed",
+          "[cli][resume]") {
+  const auto base = scratch("identity");
+  fs::remove_all(base);
+  const auto run = [&](const std::string& name, std::vector<std::string> overrides,
+                       int64_t stop_at, bool resume) {
+    mlo::RunOptions options;
+    options.progress(false).stop_at(stop_at).resume(resume).dir((base / name).string());
+    return mlo::cli::run_experiment(mlo::run::parse_run_config(kTiny, "tiny.yaml", overrides),
+                                    options);
+  };
+  REQUIRE(run("seed3", {}, 4, false).interrupted);
+  REQUIRE(run("seed5", {"seed=5"}, 4, false).interrupted);
+  REQUIRE(run("later", {}, 8, false).interrupted);
+  // A seed-5 state copied into the seed-3 run's folder.
+  fs::copy_file(base / "seed5" / "state.pt", base / "seed3" / "state.pt",
+                fs::copy_options::overwrite_existing);
+  auto before = files_of(base / "seed3");
+  CHECK_THROWS_WITH(run("seed3", {}, 0, true),
+                    Catch::Matchers::Contains("was saved by a run of seed 5, and this run's seed "
+                                              "is 3"));
+  CHECK(files_of(base / "seed3") == before);
+  // Resumed with another seed than the one its own state was saved with.
+  before = files_of(base / "seed5");
+  CHECK_THROWS_WITH(run("seed5", {"seed=3"}, 0, true),
+                    Catch::Matchers::Contains("resume with seed 5"));
+  CHECK(files_of(base / "seed5") == before);
+  // The same run's state from a later step (another folder's): its metrics rows every step
+  // (log_step 1) up to step 8 are not in this folder, which ends at step 4.
+  fs::copy_file(base / "later" / "state.pt", base / "seed3" / "state.pt",
+                fs::copy_options::overwrite_existing);
+  before = files_of(base / "seed3");
+  CHECK_THROWS_WITH(run("seed3", {}, 0, true),
+                    Catch::Matchers::Contains("is at global step 8, but the metrics in '" +
+                                              (base / "seed3").string() + "' end at step 4"));
+  CHECK(files_of(base / "seed3") == before);
+  // Its own state resumes.
+  CHECK(run("seed5", {"seed=5"}, 0, true).steps == 12);
+  fs::remove_all(base);
 }
 
 }  // namespace resume_test

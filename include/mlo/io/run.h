@@ -127,8 +127,11 @@ class Run {
   /// warns and records the configuration it goes on with in `config.resumed.yaml`.
   Run& config(std::string yaml, std::function<bool(const std::string& saved)> same = {});
   /// What the run is called in its results ("experiment"): by default the program's name.
+  /// A name given here is saved with the state, and a resume refuses a state saved under
+  /// another name.
   Run& name(std::string name);
-  /// The seed the program drew its initialization and data from, recorded with the results.
+  /// The seed the program drew its initialization and data from, recorded with the results
+  /// and saved with the state: a resume refuses a state saved with another seed.
   Run& seed(int64_t seed);
   /// Runs once training is over, after the best validation's parameters are back (with
   /// `restore_best`): the test set's metrics, say. They go to the metrics files (source

@@ -6,6 +6,7 @@
 /// renamed), and carry an end marker, so a half-written file is never taken for a good one.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace mlo {
@@ -14,13 +15,25 @@ class Engine;
 
 namespace io {
 
-/// Saves the state of `engine` to `path` atomically.
-void save_state(const std::string& path, const Engine& engine);
+/// What a state says of the run that saved it, so that a resume can tell another run's state
+/// (a file copied between folders) from its own.
+struct StateIdentity {
+  std::string run;              ///< the run's name (its experiment's, or its program's); "": unsaid
+  std::optional<int64_t> seed;  ///< the run's seed, when it says
+  int64_t log_step = 0;         ///< the saving run's `log_step` (its metrics' spacing; 0: unsaid)
+};
+
+/// Saves the state of `engine` to `path` atomically, with `identity`.
+void save_state(const std::string& path, const Engine& engine,
+                const StateIdentity& identity = {});
 
 /// Restores `engine` from `path` and returns its global step. Throws `mlo::Error` naming the file
 /// if it is missing, incomplete, damaged (every record's CRC-32 is checked) or from another
-/// experiment.
-int64_t load_state(const std::string& path, Engine& engine);
+/// experiment, and, before anything is restored, where the state names another run or seed than
+/// `expected` (what either leaves unsaid is not compared). `saved` (optional) receives the
+/// state's identity (empty for a state saved without one).
+int64_t load_state(const std::string& path, Engine& engine, const StateIdentity& expected = {},
+                   StateIdentity* saved = nullptr);
 
 }  // namespace io
 }  // namespace mlo
