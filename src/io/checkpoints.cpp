@@ -94,15 +94,32 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) const {
               " steps: it is not the state of the run whose records are there (copied from "
               "another folder?); start a new run there with --overwrite, or in another folder";
   }
-  // Rank 0's verdict is every rank's: the others would wait for it in training's collectives.
+  // Every rank goes on from one step, or all refuse: each rank decides from the files it sees
+  // (a folder not shared by every node, or a stale copy, would set the ranks apart), and rank
+  // 0's verdict is every rank's (the others would wait for it in training's collectives).
   dist::ProcessGroup* group = engine.group();
   if (group != nullptr && group->size() > 1) {
-    at::Tensor flag = torch::full({1}, refusal.empty() ? 0.0 : 1.0, torch::kDouble);
+    const int64_t n = group->size();
+    at::Tensor slots = torch::zeros({2 * n}, torch::kDouble);  // steps, then refusals
+    slots[group->rank()] = static_cast<double>(step);
+    slots[n + group->rank()] = refusal.empty() ? 0.0 : 1.0;
     const c10::Device device = engine.problems().front()->device();
-    if (!device.is_cpu()) flag = flag.to(device);
-    group->all_reduce_sum({flag});
-    if (flag.cpu().item<double>() > 0 && refusal.empty()) {
+    if (!device.is_cpu()) slots = slots.to(device);
+    group->all_reduce_sum({slots});
+    slots = slots.cpu();
+    if (refusal.empty() && slots.slice(0, n).sum().item<double>() > 0) {
       refusal = "rank 0 refused the saved state in '" + out_dir_ + "' (its log says why)";
+    }
+    std::string steps;
+    for (int64_t r = 0; r < n; ++r) {
+      steps += (r ? ", rank " : "rank ") + std::to_string(r) + " at step " +
+               std::to_string(static_cast<int64_t>(slots[r].item<double>()));
+    }
+    if (refusal.empty() && slots.slice(0, 0, n).min().item<double>() !=
+                               slots.slice(0, 0, n).max().item<double>()) {
+      refusal = "the ranks' saved states are at different global steps (" + steps +
+                "): does every node see the same folder '" + out_dir_ +
+                "'? Resume where every rank reads the same state";
     }
   }
   MLO_CHECK(refusal.empty(), refusal);
