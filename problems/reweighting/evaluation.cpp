@@ -106,7 +106,9 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
     rare += static_cast<double>(correct[c]) / static_cast<double>(total[c]);
     ++rare_n;
   }
-  out[prefix + "rare3_acc"] = rare_n ? rare / static_cast<double>(rare_n) : 0.0;
+  if (has_rare_classes_) {
+    out[prefix + "rare3_acc"] = rare_n ? rare / static_cast<double>(rare_n) : 0.0;
+  }
   out[prefix + "loss"] = all ? loss_sum / static_cast<double>(all) : 0.0;
   return out;
 }
@@ -168,10 +170,13 @@ std::string ReweightingExperiment::report(const Metrics& test, const Metrics& va
                   static_cast<long long>(train_counts_[c]), it == test.end() ? 0.0 : it->second);
     out << line;
   }
-  std::snprintf(line, sizeof(line), "%-14s %8s %10.4f\n%-14s %8s %10.4f\n%-14s %8s %10.4f\n",
-                "overall", "", test.at("acc"), "balanced", "", test.at("balanced_acc"), "rarest 3",
-                "", test.at("rare3_acc"));
+  std::snprintf(line, sizeof(line), "%-14s %8s %10.4f\n%-14s %8s %10.4f\n", "overall", "",
+                test.at("acc"), "balanced", "", test.at("balanced_acc"));
   out << line;
+  if (const auto rare3 = test.find("rare3_acc"); rare3 != test.end()) {
+    std::snprintf(line, sizeof(line), "%-14s %8s %10.4f\n", "rarest 3", "", rare3->second);
+    out << line;
+  }
   return out.str();
 }
 

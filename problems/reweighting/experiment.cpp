@@ -138,6 +138,16 @@ void ReweightingExperiment::load_data() {
               *std::max_element(split_counts_.begin(), split_counts_.end()),
               " in the largest class); lower data.imbalance or use more data");
   }
+  // A balanced split has no 3 rarest classes: rare3_acc would be 3 classes picked by label.
+  std::vector<int64_t> sorted = split_counts_;
+  std::sort(sorted.begin(), sorted.end());
+  has_rare_classes_ = sorted.size() > 3 && sorted[2] < sorted.back();
+  const auto& stopping = config_.engine.early_stopping();
+  MLO_CHECK(has_rare_classes_ || !stopping.enabled() || stopping.metric() != "valid/rare3_acc",
+            "engine.early_stopping.metric: valid/rare3_acc needs rare classes, and the training "
+            "split is balanced (data.imbalance ", number_text(d.imbalance),
+            ": its third-rarest class has as many training images as its largest, ",
+            sorted.back(), "); choose valid/balanced_acc or valid/acc");
 }
 
 std::string ReweightingExperiment::model_name(const std::string& name) const {

@@ -119,7 +119,8 @@ class ReweightingExperiment : public run::Experiment, public run::MemoryTarget {
 
   Engine& engine() override { return *engine_; }
   /// Metrics of the classifier on `set`: "acc", "balanced_acc" (mean of per-class accuracies),
-  /// "rare3_acc" (mean accuracy of the 3 classes with the fewest training images), "loss" and
+  /// "rare3_acc" (mean accuracy of the 3 classes with the fewest training images; not on a
+  /// balanced training split, which has no rarest classes), "loss" and
   /// "acc/<class>" for every class; on the validation set prefixed "valid/", plus, with a
   /// weight net, "valid/weight/<class>": its mean weight of that class's validation samples.
   /// <class> is the class name through `metric_segment` ("ankle_boot", "t-shirt_top").
@@ -175,6 +176,7 @@ class ReweightingExperiment : public run::Experiment, public run::MemoryTarget {
   std::vector<std::string> class_names_;
   std::vector<int64_t> train_counts_;
   std::vector<int64_t> split_counts_;  // by the true labels: which classes are rare (rare3_acc)
+  bool has_rare_classes_ = true;        // the split is long-tailed: rare3_acc is reported
   bool synthetic_ = false;
   std::string dataset_;       // the dataset in use ("synthetic" after a fallback)
   std::string dataset_name_;  // for logs

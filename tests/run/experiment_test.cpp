@@ -134,6 +134,25 @@ TEST_CASE("Experiment: validation is a balanced split of the training data, not 
   CHECK_THAT(experiment.describe(), Contains("balanced validation set of 50"));
 }
 
+TEST_CASE("Experiment: a balanced split reports no rarest-3 accuracy and cannot stop early on it",
+          "[run][data]") {
+  ReweightingExperiment long_tailed(tiny());
+  CHECK(long_tailed.evaluate(EvalSet::kTest).count("rare3_acc") == 1);
+  CHECK(long_tailed.evaluate(EvalSet::kValid).count("valid/rare3_acc") == 1);
+  ReweightingExperiment balanced(tiny({"data.imbalance=1"}));
+  const auto test = balanced.evaluate(EvalSet::kTest);
+  CHECK(test.count("rare3_acc") == 0);
+  CHECK(test.count("balanced_acc") == 1);
+  CHECK(balanced.evaluate(EvalSet::kValid).count("valid/rare3_acc") == 0);
+  CHECK_THAT(balanced.report(test, {}), !Contains("rarest 3"));
+  CHECK_THAT(long_tailed.report(long_tailed.evaluate(EvalSet::kTest), {}), Contains("rarest 3"));
+  REQUIRE_THROWS_WITH(
+      ReweightingExperiment(tiny({"data.imbalance=1", "engine.valid_step=1",
+                                  "engine.early_stopping.enabled=true",
+                                  "engine.early_stopping.metric=valid/rare3_acc"})),
+      Contains("engine.early_stopping.metric: valid/rare3_acc needs rare classes"));
+}
+
 TEST_CASE("Experiment: data.shuffle_classes false gives the conventional split, class 0 largest",
           "[run][data]") {
   ReweightingExperiment fixed(tiny({"data.shuffle_classes=false"}));
