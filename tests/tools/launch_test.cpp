@@ -349,9 +349,17 @@ TEST_CASE("mlo launch: a global batch that does not split over the ranks is name
   const Launch l = launch(dir, {"--no-progress"}, "launch.log", 3);
   INFO(l.output);
   CHECK(l.code == 2);
-  CHECK_THAT(l.output, Contains("[rank 2] mlo: error: ") && Contains("tiny.yaml:8:51:") &&
-                           Contains("data.batch_size: the global batch of 16 samples cannot be "
-                                    "split evenly over WORLD_SIZE=3 ranks"));
+  const std::string error = "data.batch_size: the global batch of 16 samples cannot be split "
+                            "evenly over WORLD_SIZE=3 ranks";
+  CHECK_THAT(l.output, Contains("] mlo: error: ") && Contains("tiny.yaml:8:51:") &&
+                           Contains(error));
+  // Every rank's error is the same: printed once, the other ranks named.
+  size_t times = 0;
+  for (size_t at = l.output.find(error); at != std::string::npos; at = l.output.find(error, at + 1)) {
+    ++times;
+  }
+  CHECK(times == 1);
+  CHECK_THAT(l.output, Contains("printed the same error as rank"));
   CHECK_FALSE(fs::exists(dir / "out" / "results.json"));
 }
 

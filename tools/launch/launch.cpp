@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,15 +57,28 @@ int free_port(const std::string& address) {
   return ntohs(addr.sin_port);
 }
 
+// Error lines ("mlo: error: ...") by text -> the ranks that printed them, in order.
+using ErrorLines = std::map<std::string, std::vector<int>>;
+
 // One output stream of one rank: a pipe read line by line, each line written to `sink` with
-// the rank's prefix (partial lines wait for their end, or for the pipe's end).
+// the rank's prefix (partial lines wait for their end, or for the pipe's end). An error line
+// another rank printed already is not printed again (`errors`; the launcher names the ranks).
 struct Channel {
   int fd = -1;
   FILE* sink = nullptr;
   std::string prefix;
   std::string pending;
+  int rank = 0;
+  ErrorLines* errors = nullptr;
 
   void emit(const std::string& line) const {
+    if (errors != nullptr && line.rfind("mlo: error: ", 0) == 0) {
+      std::vector<int>& ranks = (*errors)[line];
+      if (ranks.empty() || std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) {
+        ranks.push_back(rank);
+        if (ranks.size() > 1) return;
+      }
+    }
     std::fwrite(prefix.data(), 1, prefix.size(), sink);
     std::fwrite(line.data(), 1, line.size(), sink);
     std::fputc('\n', sink);
@@ -101,7 +115,7 @@ struct Rank {
 
 // Starts `argv` as rank `rank` with its stdout and stderr on new pipes.
 Rank spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int rank,
-           std::vector<Channel>& channels) {
+           std::vector<Channel>& channels, ErrorLines& errors) {
   int out[2], err[2];
   MLO_CHECK(::pipe(out) == 0 && ::pipe(err) == 0, "mlo launch: pipe: ", std::strerror(errno));
   // Everything is prepared before fork: the child only redirects and execs.
@@ -134,8 +148,8 @@ Rank spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
   ::close(err[1]);
   const std::string prefix = "[rank " + std::to_string(rank) + "] ";
   for (int fd : {out[0], err[0]}) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-  channels.push_back(Channel{out[0], stdout, prefix, {}});
-  channels.push_back(Channel{err[0], stderr, prefix, {}});
+  channels.push_back(Channel{out[0], stdout, prefix, {}, rank, &errors});
+  channels.push_back(Channel{err[0], stderr, prefix, {}, rank, &errors});
   Rank r;
   r.pid = pid;
   return r;
@@ -210,8 +224,9 @@ Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& argv
                o.master_addr.c_str(), port);
   std::vector<Channel> channels;
   std::vector<Rank> ranks;
+  ErrorLines errors;
   for (int r = 0; r < o.nproc; ++r) {
-    ranks.push_back(spawn(argv, rank_env(o, port, r, restart), r, channels));
+    ranks.push_back(spawn(argv, rank_env(o, port, r, restart), r, channels, errors));
   }
 
   int first_failed = -1;
@@ -303,6 +318,20 @@ Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& argv
     }
   }
 
+  for (auto& [line, from] : errors) {
+    if (from.size() < 2) continue;
+    std::sort(from.begin() + 1, from.end());
+    std::string others;  // "1-3, 5": runs of consecutive ranks
+    for (size_t i = 1; i < from.size(); ++i) {
+      size_t j = i;
+      while (j + 1 < from.size() && from[j + 1] == from[j] + 1) ++j;
+      others += (others.empty() ? "" : ", ") + std::to_string(from[i]) +
+                (j > i ? "-" + std::to_string(from[j]) : std::string());
+      i = j;
+    }
+    std::fprintf(stderr, "mlo launch: rank%s %s printed the same error as rank %d (above)\n",
+                 from.size() > 2 ? "s" : "", others.c_str(), from[0]);
+  }
   int worst = 0;
   for (const auto& r : ranks) worst = std::max(worst, r.code);
   std::string killed;
