@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs mlo's dependencies from Debian 12 and builds mlo (Release) into build/.
 #
-# Usage: scripts/setup.sh [--torch2] [--skip-apt] [--deps-only] [--check-tools] [cmake args...]
+# Usage: scripts/setup.sh [--torch2] [--skip-apt] [--deps-only] [--check-tools]
+#                         [--fetch-wheel=DIR] [cmake args...]
 #   --torch2         the LibTorch 2.x lane: installs PyPI's torch wheel (CUDA build) into .venv/
 #                    in the checkout and builds build-torch2/ against its LibTorch, with CUDA
 #                    found in CUDA_HOME (default /usr/local/cuda); without it, Debian's 1.13 (CPU)
@@ -11,6 +12,9 @@
 #   --check-tools    also install what scripts/fuzz.sh needs (clang, libFuzzer), doxygen (the API
 #                    reference) and, from PyPI into .venv/, the tensorboard package the event-file
 #                    test reads with; CI uses it
+#   --fetch-wheel=DIR  only download the 2.x lane's wheel and its dependencies into DIR,
+#                    installing and building nothing; a later `--torch2` with PIP_NO_INDEX=1
+#                    PIP_FIND_LINKS=DIR installs from there. CI fetches while the 1.13 lane builds
 # Environment: MLO_BUILD_DIR (default: build, or build-torch2 with --torch2), MLO_JOBS (default:
 # nproc), MLO_TORCH_SPEC (the wheel pip installs, default: torch==2.15.*), MLO_TENSORBOARD_SPEC
 # (with --check-tools, default: tensorboard==2.21.*).
@@ -41,6 +45,7 @@ CHECK_PACKAGES=(clang libclang-rt-14-dev python3-venv doxygen libcpuinfo-dev)
 check_tools=0
 
 skip_apt="${MLO_SKIP_APT:-0}"
+fetch_dir=""
 deps_only=0
 torch2=0
 cmake_args=()
@@ -56,8 +61,12 @@ for arg in "$@"; do
       PACKAGES+=("${CHECK_PACKAGES[@]}")
       check_tools=1
       ;;
+    --fetch-wheel=*)
+      fetch_dir="${arg#--fetch-wheel=}"
+      PACKAGES+=(python3-venv)
+      ;;
     -h | --help)
-      sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) cmake_args+=("${arg}") ;;
@@ -118,6 +127,19 @@ if [ "${check_tools}" = "1" ]; then
   fi
 fi
 
+torch_spec="${MLO_TORCH_SPEC:-torch==2.15.*}"
+if [ -n "${fetch_dir}" ]; then
+  if [ ! -x .venv/bin/python ]; then
+    log "Creating .venv/ (Python virtual environment for pip)"
+    python3 -m venv .venv
+  fi
+  log "Downloading ${torch_spec} and its dependencies into ${fetch_dir}/ (nothing is installed)"
+  mkdir -p "${fetch_dir}"
+  # (not into pip's cache as well: the files are on disk once)
+  .venv/bin/pip download --no-cache-dir --progress-bar off --dest "${fetch_dir}" "${torch_spec}"
+  exit 0
+fi
+
 # The LibTorch 2.x lane: PyPI's torch wheel in .venv/ (ignored by git), its LibTorch found
 # through torch.utils.cmake_prefix_path, the CUDA toolkit for its CUDA libraries.
 if [ "${torch2}" = "1" ]; then
@@ -127,7 +149,6 @@ if [ "${torch2}" = "1" ]; then
       "${cuda_home}/bin/nvcc is missing; set CUDA_HOME to the toolkit's folder" >&2
     exit 1
   fi
-  torch_spec="${MLO_TORCH_SPEC:-torch==2.15.*}"
   if [ ! -x .venv/bin/python ]; then
     log "Creating .venv/ (Python virtual environment for the torch wheel)"
     python3 -m venv .venv

@@ -46,15 +46,17 @@ ctest_args=("$@")
 
 if [ "${sanitize}" = "1" ]; then
   build_dir="${MLO_BUILD_DIR:-build-asan}"
-  # -O1 keeps the tests' training loops fast enough while stack traces stay exact; -g1 gives
-  # line numbers in reports at a fraction of full debug info's build time.
+  # -O0: UBSan's checks make optimizing slow to compile, and the tests' arithmetic runs in
+  # LibTorch (optimized, not instrumented), so unoptimized code of mlo's own costs them little;
+  # stack traces are exact. -g1 gives line numbers in reports at a fraction of full debug
+  # info's build time.
   # NOTE: the command line's and the tools' tests (cli/, tools/: processes of the mlo program
   # driving the same library code, whose outcomes the plain build checks), the models' and the
   # ready-made problems' own tests (nn/, problems/: the run/ tests build and train those problems
   # under the sanitizers too) and the consumer check (a separate, uninstrumented project) are
   # left to the plain build; on 2 cores this halves the sanitizer build and its run.
   sanitize_areas="${MLO_SANITIZE_AREAS:-base core hypergrad memory data io run dist}"
-  configure_args+=("-DMLO_SANITIZE=address,undefined" "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -g1"
+  configure_args+=("-DMLO_SANITIZE=address,undefined" "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -g1"
     -DMLO_BUILD_EXAMPLES=OFF -DMLO_BUILD_BENCH=OFF "-DMLO_TEST_AREAS=${sanitize_areas// /;}")
   # Any report fails the test: halt_on_error with -fno-sanitize-recover=all (CMakeLists.txt)
   # turns every UBSan finding into a non-zero exit, with a stack trace to read.
