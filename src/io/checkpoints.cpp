@@ -10,6 +10,9 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -74,29 +77,39 @@ void Checkpoints::save(const Engine& engine) const {
   // some ranks a save ahead. The previous file lets `load` go back to a step all ranks have.
   if (sharded() && fs::exists(path())) fs::rename(path(), previous_path());
   StateIdentity identity = identity_;
-  identity.log_step = engine.config().log_step();
+  if (rank_ == 0) {
+    // NOTE: the metrics records up to this step reach the disk before the state does, so that
+    // a state that survives a power loss never looks ahead of its own folder's metrics (load).
+    for (const char* name : {"metrics.jsonl", "metrics.csv"}) {
+      const int fd = ::open((fs::path(out_dir_) / name).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      ::fsync(fd);
+      ::close(fd);
+    }
+    identity.last_record = last_metrics_step(out_dir_).value_or(-1);
+  }
   io::save_state(path(), engine, identity);
 }
 
-int64_t Checkpoints::load(Engine& engine, std::string* loaded) const {
+int64_t Checkpoints::load(Engine& engine, std::string* loaded) {
   if (loaded != nullptr) *loaded = path();
   StateIdentity saved;
   const int64_t step = load_and_agree(engine, loaded, &saved);
-  // The run that saved the state wrote a metrics record every log_step global steps up to it.
+  // The state says how far its run's metrics reached when it saved.
   std::string refusal;
   const std::optional<int64_t> last = rank_ == 0 ? last_metrics_step(out_dir_) : std::nullopt;
-  const int64_t every = saved.log_step;
-  if (last && every > 0 && step / every * every > *last) {
-    refusal = "the state file '" + (loaded != nullptr ? *loaded : path()) +
-              "' is at global step " + std::to_string(step) + ", but the metrics in '" + out_dir_ +
+  if (last && saved.last_record > *last) {
+    refusal = "the state file '" + (loaded != nullptr ? *loaded : path()) + "' (global step " +
+              std::to_string(step) + ") was saved when its run's metrics reached step " +
+              std::to_string(saved.last_record) + ", but the metrics in '" + out_dir_ +
               "' end at step " + std::to_string(*last) +
-              " and the run that saved it recorded them every " + std::to_string(every) +
-              " steps: it is not the state of the run whose records are there (copied from "
-              "another folder?); start a new run there with --overwrite, or in another folder";
+              ": it is not the state of the run whose records are there (copied from another "
+              "folder?); start a new run there with --overwrite, or in another folder";
   }
-  // Every rank goes on from one step, or all refuse: each rank decides from the files it sees
-  // (a folder not shared by every node, or a stale copy, would set the ranks apart), and rank
-  // 0's verdict is every rank's (the others would wait for it in training's collectives).
+  // Every rank goes on from one step, or all refuse: each rank reads the state it sees (a stale
+  // copy would set the ranks apart), and rank 0's verdict is every rank's (the others would
+  // wait for it in training's collectives). (A rank that cannot read its state at all fails
+  // before joining the others, which then fail at engine.timeout_s.)
   dist::ProcessGroup* group = engine.group();
   if (group != nullptr && group->size() > 1) {
     const int64_t n = group->size();

@@ -30,8 +30,8 @@ namespace io {
 class Checkpoints : public Callback {
  public:
   /// The state of a run in `out_dir`, for rank `rank` of a launch under `strategy`, saved
-  /// every `save_step` global steps (0: at the end only), with `identity` (its `log_step` is
-  /// the engine's at each save).
+  /// every `save_step` global steps (0: at the end only), with `identity` (its `last_record`:
+  /// rank 0 reads the folder's metrics at each save).
   Checkpoints(std::string out_dir, dist::Strategy strategy, int rank, int64_t save_step = 0,
               StateIdentity identity = {});
 
@@ -45,13 +45,15 @@ class Checkpoints : public Callback {
   /// Saves `engine` to `path()` atomically when `saves()` (else nothing).
   void save(const Engine& engine) const;
   /// Loads this rank's state into `engine` (initializing it, which joins the process group);
-  /// under zero1/zero2/zero3 the ranks then agree on a common step. Returns the global step. Throws
+  /// under zero1/zero2/zero3 the ranks then agree on a common step (falling back to a previous
+  /// file), and under every strategy with several ranks all refuse a state unless every rank's
+  /// is at that step. Returns the global step. Throws
   /// `mlo::Error` naming the file when it is missing or does not fit, when it names another
   /// run or seed than this one's identity, and (rank 0) when it is ahead of the folder's
-  /// metrics: the rows its run wrote every `log_step` steps up to its step are not there, so it
-  /// is not the state of the run that wrote them. `loaded` (optional) receives the file it was
+  /// metrics: its run had written records to a later step than the folder's last, so it is not
+  /// the state of the run that wrote them. `loaded` (optional) receives the file it was
   /// finally read from.
-  int64_t load(Engine& engine, std::string* loaded = nullptr) const;
+  int64_t load(Engine& engine, std::string* loaded = nullptr);
 
  private:
   bool sharded() const;

@@ -222,11 +222,9 @@ RunResult Run::start() {
   }
   // Rank 0 claims the folder (lock, and the checks of what it holds) before anything is
   // written; under zero the other ranks write their own state files into it.
-  io::StateIdentity identity;
-  identity.run = s.named ? s.name : std::string();
-  identity.seed = s.seed;
-  auto checkpoints = std::make_shared<io::Checkpoints>(options.dir(), engine.config().strategy(),
-                                                       place.rank, options.save_step(), identity);
+  auto checkpoints = std::make_shared<io::Checkpoints>(
+      options.dir(), engine.config().strategy(), place.rank, options.save_step(),
+      io::StateIdentity{s.named ? s.name : std::string(), s.seed});
   std::optional<io::RunFolder> folder;
   if (place.main) folder.emplace(options.dir(), options.resume(), options.overwrite());
   if (!place.main && checkpoints->saves()) {

@@ -60,7 +60,7 @@ void save_state(const std::string& path, const Engine& engine, const StateIdenti
   archive.write("identity.run", c10::IValue(identity.run));
   archive.write("identity.seed", c10::IValue(identity.seed.value_or(-1)));
   archive.write("identity.has_seed", c10::IValue(identity.seed.has_value()));
-  archive.write("identity.log_step", c10::IValue(identity.log_step));
+  archive.write("identity.last_record", c10::IValue(identity.last_record));
   torch::serialize::OutputArchive engine_archive;
   engine.state_dict(engine_archive);
   archive.write("engine", engine_archive);
@@ -115,12 +115,27 @@ int64_t load_state(const std::string& path, Engine& engine, const StateIdentity&
   MLO_CHECK(archive.try_read("format", value) && value.toInt() == kFormat, "the state file '", path,
             "' has an unknown format");
   StateIdentity identity;
-  if (archive.try_read("identity.run", value)) identity.run = value.toStringRef();
-  if (archive.try_read("identity.has_seed", value) && value.toBool() &&
-      archive.try_read("identity.seed", value)) {
-    identity.seed = value.toInt();
+  const auto damaged = [&](const char* key) {
+    return Error("the state file '" + path + "' is damaged: its record '" + key +
+                 "' is not what mlo writes there");
+  };
+  if (archive.try_read("identity.run", value)) {
+    if (!value.isString()) throw damaged("identity.run");
+    identity.run = value.toStringRef();
   }
-  if (archive.try_read("identity.log_step", value)) identity.log_step = value.toInt();
+  if (archive.try_read("identity.has_seed", value)) {
+    if (!value.isBool()) throw damaged("identity.has_seed");
+    if (value.toBool()) {
+      if (!archive.try_read("identity.seed", value) || !value.isInt()) {
+        throw damaged("identity.seed");
+      }
+      identity.seed = value.toInt();
+    }
+  }
+  if (archive.try_read("identity.last_record", value)) {
+    if (!value.isInt()) throw damaged("identity.last_record");
+    identity.last_record = value.toInt();
+  }
   const std::string start_new = "start a new run there with --overwrite (its files are moved "
                                 "aside), or in another folder";
   MLO_CHECK(identity.run.empty() || expected.run.empty() || identity.run == expected.run,

@@ -378,7 +378,6 @@ TEST_CASE("Resume: a saved config in other number forms is the same config; a ch
   CHECK(read(dir / "config.resumed.step8.yaml") == mlo::run::to_yaml(changed));
 }
 
-
 // Every file under `dir` with its bytes (but the lock, which names the process holding it).
 std::map<std::string, std::string> files_of(const fs::path& dir) {
   std::map<std::string, std::string> out;
@@ -416,17 +415,23 @@ TEST_CASE("Resume: another run's state is refused, naming what differs, with no 
   CHECK_THROWS_WITH(run("seed5", {"seed=3"}, 0, true),
                     Catch::Matchers::Contains("resume with seed 5"));
   CHECK(files_of(base / "seed5") == before);
-  // The same run's state from a later step (another folder's): its metrics rows every step
-  // (log_step 1) up to step 8 are not in this folder, which ends at step 4.
+  // The same run's state from a later step (another folder's): its run had recorded metrics up
+  // to step 8 (log_step 1), and this folder's end at step 4.
   fs::copy_file(base / "later" / "state.pt", base / "seed3" / "state.pt",
                 fs::copy_options::overwrite_existing);
   before = files_of(base / "seed3");
   CHECK_THROWS_WITH(run("seed3", {}, 0, true),
-                    Catch::Matchers::Contains("is at global step 8, but the metrics in '" +
+                    Catch::Matchers::Contains("(global step 8) was saved when its run's metrics "
+                                              "reached step 8, but the metrics in '" +
                                               (base / "seed3").string() + "' end at step 4"));
   CHECK(files_of(base / "seed3") == before);
   // Its own state resumes.
   CHECK(run("seed5", {"seed=5"}, 0, true).steps == 12);
+  // A run resumed with another log_step is its own: metrics every 4 steps to step 6 (a row at
+  // 4), then every 5 from step 6 to 7 (none: 5 was before the resume), then on to the end.
+  REQUIRE(run("spacing", {"engine.log_step=4"}, 6, false).interrupted);
+  REQUIRE(run("spacing", {"engine.log_step=5"}, 7, true).interrupted);
+  CHECK(run("spacing", {"engine.log_step=5"}, 0, true).steps == 12);
   fs::remove_all(base);
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace state_test {
@@ -77,6 +78,58 @@ TEST_CASE("State file: a changed byte inside a tensor is refused, naming the fil
         mlo::io::load_state(file.string(), pair.engine),
         Contains("the state file '" + file.string() + "' is damaged or incomplete"));
   }
+}
+
+TEST_CASE("State file: another run's identity is refused before loading; an unsaid one is not "
+          "compared", "[io][state]") {
+  const fs::path dir = fs::temp_directory_path() / "mlo_state_identity_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path named = dir / "named.pt", unsaid = dir / "unsaid.pt";
+  mlo::io::StateIdentity identity;
+  identity.run = "hpo";
+  identity.seed = 3;
+  identity.last_record = 20;
+  {
+    Pair pair;
+    mlo::io::save_state(named.string(), pair.engine, identity);
+    mlo::io::save_state(unsaid.string(), pair.engine);  // as a program that names no run
+  }
+  {
+    Pair pair;
+    mlo::io::StateIdentity saved;
+    CHECK(mlo::io::load_state(named.string(), pair.engine, identity, &saved) == 0);
+    CHECK(saved.run == "hpo");
+    CHECK(saved.seed == std::optional<int64_t>(3));
+    CHECK(saved.last_record == 20);
+  }
+  mlo::io::StateIdentity other = identity;
+  other.run = "reweighting";
+  {
+    Pair pair;
+    REQUIRE_THROWS_WITH(mlo::io::load_state(named.string(), pair.engine, other),
+                        Contains("was saved by a run of 'hpo', and this run is one of "
+                                 "'reweighting'"));
+  }
+  other = identity;
+  other.seed = 4;
+  {
+    Pair pair;
+    REQUIRE_THROWS_WITH(mlo::io::load_state(named.string(), pair.engine, other),
+                        Contains("was saved by a run of seed 3, and this run's seed is 4"));
+  }
+  {
+    // Nothing said on either side is not compared: a state without a seed or name loads into
+    // any run, and a run that says nothing takes any state.
+    Pair pair;
+    mlo::io::StateIdentity saved;
+    CHECK(mlo::io::load_state(unsaid.string(), pair.engine, other, &saved) == 0);
+    CHECK(saved.run.empty());
+    CHECK_FALSE(saved.seed.has_value());
+    Pair again;
+    CHECK(mlo::io::load_state(named.string(), again.engine) == 0);
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace state_test

@@ -20,7 +20,8 @@ namespace io {
 struct StateIdentity {
   std::string run;              ///< the run's name (its experiment's, or its program's); "": unsaid
   std::optional<int64_t> seed;  ///< the run's seed, when it says
-  int64_t log_step = 0;         ///< the saving run's `log_step` (its metrics' spacing; 0: unsaid)
+  /// The global step of the last metrics record in the run's folder when it saved (-1: unsaid).
+  int64_t last_record = -1;
 };
 
 /// Saves the state of `engine` to `path` atomically, with `identity`.
