@@ -52,8 +52,10 @@ YAML::Node load_one_document(const std::string& text, const std::string& source)
       DocumentStart start;
       if (!parser.HandleNextDocument(start)) break;
       if (!starts.empty() && start.mark.pos == starts.back().pos) {
+        // (the position counts the decoded text: quoted only where it is plain ASCII)
         const size_t pos = static_cast<size_t>(start.mark.pos);
-        const std::string token = pos < text.size() ? "'" + text.substr(pos, 1) + "'" : "the end";
+        const bool plain = pos < text.size() && text[pos] > ' ' && text[pos] < 0x7f;
+        const std::string token = plain ? "'" + text.substr(pos, 1) + "'" : "a token";
         throw Error(at(source, start.mark) + ": YAML syntax error: unexpected " + token +
                     " where a key or a value should be");
       }

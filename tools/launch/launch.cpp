@@ -74,10 +74,8 @@ struct Channel {
   void emit(const std::string& line) const {
     if (errors != nullptr && line.rfind("mlo: error: ", 0) == 0) {
       std::vector<int>& ranks = (*errors)[line];
-      if (ranks.empty() || std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) {
-        ranks.push_back(rank);
-        if (ranks.size() > 1) return;
-      }
+      if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) ranks.push_back(rank);
+      if (ranks.front() != rank) return;
     }
     std::fwrite(prefix.data(), 1, prefix.size(), sink);
     std::fwrite(line.data(), 1, line.size(), sink);
