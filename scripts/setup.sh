@@ -22,6 +22,7 @@
 # Safe to run again: packages already installed are not fetched again, and the build is incremental.
 set -euo pipefail
 
+start_dir="${PWD}"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Everything mlo needs, from Debian 12 (bookworm).
@@ -63,6 +64,12 @@ for arg in "$@"; do
       ;;
     --fetch-wheel=*)
       fetch_dir="${arg#--fetch-wheel=}"
+      if [ -z "${fetch_dir}" ]; then
+        echo "error: --fetch-wheel=DIR needs a folder" >&2
+        exit 2
+      fi
+      # (relative to where the script was started, not to the checkout it changes into)
+      case "${fetch_dir}" in /*) ;; *) fetch_dir="${start_dir}/${fetch_dir}" ;; esac
       PACKAGES+=(python3-venv)
       ;;
     -h | --help)
@@ -136,8 +143,8 @@ if [ -n "${fetch_dir}" ]; then
   log "Downloading ${torch_spec} and its dependencies into ${fetch_dir}/ (nothing is installed)"
   mkdir -p "${fetch_dir}"
   # (not into pip's cache as well: the files are on disk once)
-  .venv/bin/pip download --no-cache-dir --progress-bar off --dest "${fetch_dir}" "${torch_spec}"
-  exit 0
+  exec .venv/bin/pip download --no-cache-dir --progress-bar off --dest "${fetch_dir}" \
+    "${torch_spec}"
 fi
 
 # The LibTorch 2.x lane: PyPI's torch wheel in .venv/ (ignored by git), its LibTorch found
