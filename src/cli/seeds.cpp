@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -52,92 +53,98 @@ int64_t seed_of_folder(const std::string& name) {
   return std::stoll(digits);
 }
 
+namespace {
+
+// One results.json, read whole: its experiment, its "meta" seed and its metrics.
+ResultsFile read_results(const fs::path& path, std::optional<int64_t> folder_seed) {
+  ResultsFile file;
+  file.path = path.string();
+  file.single = !folder_seed;
+  std::ifstream in(path);
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + file.path + "' is not valid JSON (" + e.what() +
+                "); it is not results.json as mlo run writes it");
+  }
+  MLO_CHECK(json.is_object(), "'", file.path,
+            "' is not a JSON object with \"test\" and \"valid\" sections");
+  if (json.contains("experiment") && json["experiment"].is_string()) {
+    file.experiment = json["experiment"].get<std::string>();
+  }
+  // A seed folder's seed is its name's; one run's is the one its results record (0 where none).
+  const nlohmann::json meta = json.value("meta", nlohmann::json::object());
+  file.seed = folder_seed ? *folder_seed
+              : meta.is_object() && meta.contains("seed") && meta["seed"].is_number_integer()
+                  ? meta["seed"].get<int64_t>()
+                  : 0;
+  for (const char* section : {"test", "valid"}) {
+    if (!json.contains(section)) continue;
+    MLO_CHECK(json[section].is_object(), "'", file.path, "': \"", section,
+              "\" is not an object of metric values (it is ", json[section].type_name(), ")");
+    for (const auto& [key, value] : json[section].items()) {
+      double number = 0;
+      if (value.is_number()) {
+        number = value.get<double>();
+      } else if (value.is_string() && (value == "NaN" || value == "Infinity" ||
+                                       value == "-Infinity")) {
+        // How the runner writes a diverged metric: keep it, a dropped seed would bias the mean.
+        const std::string text = value.get<std::string>();
+        number = text == "NaN" ? std::nan("") : (text[0] == '-' ? -HUGE_VAL : HUGE_VAL);
+      } else {
+        throw Error("'" + file.path + "': \"" + section + "\"." + key + " is " + value.dump() +
+                    ", not a number (or \"NaN\", \"Infinity\", \"-Infinity\")");
+      }
+      // Test metrics are bare ("acc"), validation metrics already "valid/acc".
+      file.metrics[std::string(section) == "test" ? "test/" + key : key] = number;
+    }
+  }
+  return file;
+}
+
+// metric -> seed -> value, of the results found in `dir`.
+std::map<std::string, std::map<int64_t, double>> by_metric(const std::vector<ResultsFile>& files,
+                                                           const std::string& dir) {
+  std::map<std::string, std::map<int64_t, double>> out;
+  for (const ResultsFile& file : files) {
+    for (const auto& [metric, value] : file.metrics) out[metric][file.seed] = value;
+  }
+  MLO_CHECK(!out.empty(), "no results.json in '", dir, "' and no seed_<s>/results.json under it "
+            "(made by mlo run CONFIG, or mlo run CONFIG --seeds ...)");
+  return out;
+}
+
+}  // namespace
+
 std::vector<ResultsFile> results_files(const std::string& dir, const std::vector<int64_t>& only) {
   MLO_CHECK(fs::is_directory(dir), "'", dir, "' is not a run folder or a folder of seed runs");
+  const auto wanted = [&](int64_t seed) {
+    return only.empty() || std::find(only.begin(), only.end(), seed) != only.end();
+  };
   std::vector<ResultsFile> files;
   const fs::path single = fs::path(dir) / "results.json";
   if (fs::exists(single)) {
-    // One run's folder: its seed is the one results.json records (0 where none is).
-    int64_t seed = 0;
-    try {
-      const auto json = nlohmann::json::parse(std::ifstream(single));
-      const auto meta = json.is_object() ? json.find("meta") : json.end();
-      if (json.is_object() && meta != json.end() && meta->is_object() &&
-          meta->contains("seed") && (*meta)["seed"].is_number_integer()) {
-        seed = (*meta)["seed"].get<int64_t>();
-      }
-    } catch (const nlohmann::json::exception&) {
-      // (read_results names a damaged file)
-    }
-    if (only.empty() || std::find(only.begin(), only.end(), seed) != only.end()) {
-      files.push_back({seed, single.string(), true});
-    }
+    ResultsFile file = read_results(single, std::nullopt);
+    if (wanted(file.seed)) files.push_back(std::move(file));
     return files;
   }
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_directory() || name.rfind("seed_", 0) != 0) continue;
     const fs::path results = entry.path() / "results.json";
-    if (!fs::exists(results)) continue;
     const int64_t seed = seed_of_folder(name);
-    if (seed < 0) continue;
-    if (!only.empty() && std::find(only.begin(), only.end(), seed) == only.end()) continue;
-    files.push_back({seed, results.string(), false});
+    if (!fs::exists(results) || seed < 0 || !wanted(seed)) continue;
+    files.push_back(read_results(results, seed));
   }
   std::sort(files.begin(), files.end(),
             [](const ResultsFile& a, const ResultsFile& b) { return a.seed < b.seed; });
   return files;
 }
 
-namespace {
-
-nlohmann::json parse_results(const std::string& path) {
-  std::ifstream in(path);
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("'" + path + "' is not valid JSON (" + e.what() +
-                "); it is not results.json as mlo run writes it");
-  }
-  MLO_CHECK(json.is_object(), "'", path,
-            "' is not a JSON object with \"test\" and \"valid\" sections");
-  return json;
-}
-
-}  // namespace
-
 std::map<std::string, std::map<int64_t, double>> read_seed_results(
     const std::string& dir, const std::vector<int64_t>& only) {
-  std::map<std::string, std::map<int64_t, double>> out;
-  for (const ResultsFile& file : results_files(dir, only)) {
-    const nlohmann::json json = parse_results(file.path);
-    for (const char* section : {"test", "valid"}) {
-      if (!json.contains(section)) continue;
-      MLO_CHECK(json[section].is_object(), "'", file.path, "': \"", section,
-                "\" is not an object of metric values (it is ", json[section].type_name(), ")");
-      for (const auto& [key, value] : json[section].items()) {
-        double number = 0;
-        if (value.is_number()) {
-          number = value.get<double>();
-        } else if (value.is_string() && (value == "NaN" || value == "Infinity" ||
-                                         value == "-Infinity")) {
-          // How the runner writes a diverged metric: keep it, a dropped seed would bias the mean.
-          const std::string text = value.get<std::string>();
-          number = text == "NaN" ? std::nan("") : (text[0] == '-' ? -HUGE_VAL : HUGE_VAL);
-        } else {
-          throw Error("'" + file.path + "': \"" + section + "\"." + key + " is " +
-                      value.dump() + ", not a number (or \"NaN\", \"Infinity\", \"-Infinity\")");
-        }
-        // Test metrics are bare ("acc"), validation metrics already "valid/acc".
-        const std::string metric = std::string(section) == "test" ? "test/" + key : key;
-        out[metric][file.seed] = number;
-      }
-    }
-  }
-  MLO_CHECK(!out.empty(), "no results.json in '", dir, "' and no seed_<s>/results.json under it "
-            "(made by mlo run CONFIG, or mlo run CONFIG --seeds ...)");
-  return out;
+  return by_metric(results_files(dir, only), dir);
 }
 
 std::string write_summary(const std::string& dir, const std::vector<int64_t>& only) {
@@ -212,18 +219,15 @@ std::string run_seeds(const run::RunConfig& config, const RunOptions& options,
 
 std::string compare_runs(const std::string& a, const std::string& b,
                          std::vector<std::string> metrics) {
-  auto ra = read_seed_results(a), rb = read_seed_results(b);
-  if (metrics.empty()) metrics = {"test/balanced_acc", "test/rare3_acc", "test/acc"};
   const auto files_a = results_files(a), files_b = results_files(b);
+  auto ra = by_metric(files_a, a), rb = by_metric(files_b, b);
+  if (metrics.empty()) metrics = {"test/balanced_acc", "test/rare3_acc", "test/acc"};
   // Metrics of one name measure different things in different experiments (test/acc of a
   // classifier, of a few-shot learner, ...).
   const auto experiments = [](const std::vector<ResultsFile>& files) {
     std::set<std::string> names;
     for (const ResultsFile& file : files) {
-      const nlohmann::json json = parse_results(file.path);
-      if (json.contains("experiment") && json["experiment"].is_string()) {
-        names.insert(json["experiment"].get<std::string>());
-      }
+      if (!file.experiment.empty()) names.insert(file.experiment);
     }
     return names;
   };

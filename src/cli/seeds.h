@@ -22,16 +22,21 @@ const std::vector<std::string>& summary_metrics();
 /// leading zero, so "seed_03" cannot collide with "seed_3"); -1 for any other name.
 int64_t seed_of_folder(const std::string& name);
 
-/// A run's results.json and its seed.
+/// A run's results.json, read: its seed, experiment and metrics.
 struct ResultsFile {
   int64_t seed = 0;
   std::string path;
-  bool single = false;  ///< `dir` is one run's folder (its results.json), not a `--seeds` one
+  bool single = false;     ///< `dir` is one run's folder (its results.json), not a `--seeds` one
+  std::string experiment;  ///< its "experiment" ("" where it names none)
+  /// "test/<name>" and "valid/<name>" -> value; a diverged metric ("NaN", "Infinity") as that
+  /// value, never dropped.
+  std::map<std::string, double> metrics;
 };
 
 /// The results of `dir`: its own results.json when it is one run's folder (the seed its "meta"
 /// records, 0 where none), else every `seed_<s>/results.json` under it, by seed (only the seeds
-/// in `only`, when given). Throws `mlo::Error` if `dir` is not a folder.
+/// in `only`, when given). Throws `mlo::Error` if `dir` is not a folder, or naming a file that
+/// is not results.json as mlo writes it.
 std::vector<ResultsFile> results_files(const std::string& dir,
                                        const std::vector<int64_t>& only = {});
 
