@@ -21,6 +21,19 @@ namespace io {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// `slots` summed over the engine's ranks (each rank fills its own), reduced on the model's
+// device (NCCL reduces device tensors only); back on the CPU.
+at::Tensor summed_over_ranks(Engine& engine, at::Tensor slots) {
+  const c10::Device device = engine.problems().front()->device();
+  if (!device.is_cpu()) slots = slots.to(device);
+  engine.group()->all_reduce_sum({slots});
+  return slots.cpu();
+}
+
+}  // namespace
+
 Checkpoints::Checkpoints(std::string out_dir, dist::Strategy strategy, int rank,
                          int64_t save_step, StateIdentity identity)
     : out_dir_(std::move(out_dir)),
@@ -116,10 +129,7 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) {
     at::Tensor slots = torch::zeros({2 * n}, torch::kDouble);  // steps, then refusals
     slots[group->rank()] = static_cast<double>(step);
     slots[n + group->rank()] = refusal.empty() ? 0.0 : 1.0;
-    const c10::Device device = engine.problems().front()->device();
-    if (!device.is_cpu()) slots = slots.to(device);
-    group->all_reduce_sum({slots});
-    slots = slots.cpu();
+    slots = summed_over_ranks(engine, slots);
     if (refusal.empty() && slots.slice(0, n).sum().item<double>() > 0) {
       refusal = "rank 0 refused the saved state in '" + out_dir_ + "' (its log says why)";
     }
@@ -152,15 +162,11 @@ int64_t Checkpoints::load_and_agree(Engine& engine, std::string* loaded,
   dist::ProcessGroup* group = engine.group();
   if (group == nullptr || group->size() == 1) return step;
 
-  // Every rank's step, gathered through one sum (each rank fills its own slot), on the
-  // model's device (NCCL reduces device tensors only).
+  // Every rank's step, gathered through one sum (each rank fills its own slot).
   const auto gather = [&](int64_t value) {
     at::Tensor slots = torch::zeros({group->size()}, torch::kDouble);
     slots[group->rank()] = static_cast<double>(value);
-    const c10::Device device = engine.problems().front()->device();
-    if (!device.is_cpu()) slots = slots.to(device);
-    group->all_reduce_sum({slots});
-    return slots.cpu();
+    return summed_over_ranks(engine, slots);
   };
   const at::Tensor steps = gather(step);
   const auto common = static_cast<int64_t>(steps.min().item<double>());
