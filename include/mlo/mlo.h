@@ -9,6 +9,7 @@
 #include <mlo/build_config.h>
 #include <mlo/core/config.h>
 #include <mlo/core/engine.h>
+#include <mlo/core/functional_call.h>
 #include <mlo/core/graph.h>
 #include <mlo/core/handle.h>
 #include <mlo/core/method.h>

@@ -13,6 +13,7 @@
 #include <mlo/memory/precision.h>
 
 #include <c10/util/ScopeExit.h>
+#include <spdlog/spdlog.h>
 #include <torch/autograd.h>
 
 #include <algorithm>
@@ -25,6 +26,11 @@ const ProblemConfig& Level::config() const { return problem().config(); }
 torch::optim::Optimizer& Level::optimizer() const { return problem().optimizer(); }
 
 namespace detail {
+
+namespace {
+// A level whose hypergradient is exactly zero at this many of its first steps gets a warning.
+constexpr int64_t kZeroHypergradientSteps = 3;
+}  // namespace
 
 LevelRuntime::LevelRuntime(Problem& problem, memory::MemoryMeter* meter,
                            const std::vector<Problem*>& peers,
@@ -125,37 +131,6 @@ void LevelRuntime::step(const StepContext& context) {
   }
   if (p.training_) ++p.step_count_;
   descend(context, nullptr);
-}
-
-void LevelRuntime::check_inputs(const at::Tensor& loss, bool has_paths,
-                                const std::vector<std::pair<const Problem*, bool>>& inputs) const {
-  const std::string& name = problem_.name();
-  for (const auto& [input, upper] : inputs) {
-    // (an upper problem's parameters reach the loss unless the method links the levels
-    // otherwise: Hypergradient::differentiates_loss)
-    if (upper && method_ && !method_->differentiates_loss()) continue;
-    if (detail::reaches(loss, input->parameters())) continue;
-    throw Error(
-        "problem '" + name + "': its loss does not depend on the parameters of problem '" +
-        input->name() + "', though the dependency graph says it does (" +
-        (upper ? "u2l " + input->name() + " -> " + name + ": the upper's parameters enter the "
-                                                          "lower's loss"
-               : "l2u " + input->name() + " -> " + name + ": the lower's parameters enter the "
-                                                          "upper's loss") +
-        "); check the order of link(upper, lower)'s arguments, or remove the edge");
-  }
-  // A problem without hypergradient paths trains on its own loss's gradient alone: a loss that
-  // reaches none of its parameters would train nothing (a lower problem linked as an upper one).
-  if (!has_paths && !problem_.config().allow_unused_parameters() && !trainable_.empty() &&
-      !detail::reaches(loss, trainable_)) {
-    const bool lower = std::any_of(inputs.begin(), inputs.end(),
-                                   [](const auto& input) { return input.second; });
-    throw Error("problem '" + name + "': its loss does not depend on any of its own trainable "
-                "parameters, so its steps would change nothing" +
-                std::string(lower ? "; as a lower problem (one with a problem above it) its loss "
-                                    "must; check the order of link(upper, lower)'s arguments"
-                                  : ""));
-  }
 }
 
 void LevelRuntime::descend(const StepContext& context, const Batch* batch) {
@@ -296,6 +271,16 @@ std::vector<at::Tensor> LevelRuntime::gradients(const at::Tensor& loss,
       p.nonfinite_window_ = true;
       break;
     }
+    if (hypergradients_ == 0) {
+      // (the first hypergradient: a result that is exactly zero may be a link written the
+      // wrong way round, which the graph's edges alone do not show when each loss reads the
+      // other's parameters)
+      double local = 0;
+      for (const auto& t : v) {
+        if (t.defined()) local += t.to(at::kDouble).pow(2).sum().item<double>();
+      }
+      if (sum_over_shards(local) == 0) check_zero_path(path);
+    }
     for (const Hop& hop : path.hops()) {
       for (const auto& [key, value] : hop.method->diagnostics()) {
         p.metrics_["hypergrad/" + metric_segment(hop.curr->name()) + "/" + key] = value;
@@ -318,7 +303,21 @@ std::vector<at::Tensor> LevelRuntime::gradients(const at::Tensor& loss,
     double factor = static_cast<double>(p.config().gradient_accumulation());
     if (p.scaler_) factor /= p.scaler_->scale();
     const double local = squares.defined() ? squares.item<double>() : 0.0;
-    p.metrics_["hypergrad/norm"] = factor * std::sqrt(sum_over_shards(local));
+    const double norm = factor * std::sqrt(sum_over_shards(local));
+    p.metrics_["hypergrad/norm"] = norm;
+    ++hypergradients_;
+    if (norm == 0 && zero_hypergradients_ == hypergradients_ - 1 &&
+        ++zero_hypergradients_ == kZeroHypergradientSteps) {
+      std::string through;
+      for (const Level* lower : lowers) {
+        through += (through.empty() ? "'" : ", '") + lower->name() + "'";
+      }
+      spdlog::warn("problem '{}': its hypergradient (through {}) was exactly 0 at each of its "
+                   "first {} steps: its parameters reach the losses below, but the gradients "
+                   "there do not change with them at these values (e.g. a parameter that starts "
+                   "where its effect is zero), so it trains on its own loss's gradient alone",
+                   name, through, kZeroHypergradientSteps);
+    }
   }
   return total;
 }

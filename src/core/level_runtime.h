@@ -12,6 +12,7 @@
 #include <mlo/core/problem.h>
 
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,14 @@ class LevelRuntime final : public Level {
   // its own parameters, on the graph of its loss.
   void check_inputs(const at::Tensor& loss, bool has_paths,
                     const std::vector<std::pair<const Problem*, bool>>& inputs) const;
+  // The first hypergradient's check of a path whose result is exactly zero: the gradient of
+  // each hop's lower loss with respect to its own parameters must depend on the hop's upper
+  // parameters (a lower pair linked the wrong way round cannot); throws naming both problems.
+  void check_zero_path(const Path& path);
+  // Whether the gradient of this level's loss (on its latest batch, as an evaluation) with
+  // respect to its own parameters depends on `upper`'s parameters; nullopt when that cannot be
+  // told (the gradient has no graph).
+  std::optional<bool> gradient_depends_on(const Level& upper);
   // Records "lr" and, when metered, "mem_peak_mb" (the step's peak) at the end of a step.
   void record_step_metrics(int64_t peak_bytes);
 
@@ -110,6 +119,10 @@ class LevelRuntime final : public Level {
   std::unique_ptr<GradientSync> sync_;
   Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)
   std::vector<Level*> parents_;      // the hops' `prev` levels (set_parents)
+  // This process's steps with a hypergradient, and how many of them, from the first on, were
+  // exactly zero (a warning names the problem when they stay so).
+  int64_t hypergradients_ = 0;
+  int64_t zero_hypergradients_ = 0;
 };
 
 // The runtime of a problem that an engine has resolved (null before).

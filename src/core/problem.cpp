@@ -84,6 +84,14 @@ torch::optim::Optimizer& Problem::optimizer() const {
   return *optimizer_;
 }
 
+const Batch& Problem::current_batch() const {
+  MLO_CHECK(step_count_ > 0 || !window_.empty(), "problem '", name_,
+            "': current_batch() before its first step: it has drawn no batch yet (the engine ",
+            "steps a problem's lower levels before it, so read a lower problem's batch from an ",
+            "upper loss, not the other way round)");
+  return current_batch_;
+}
+
 std::vector<at::Tensor> Problem::parameters() const {
   if (runtime_) return runtime_->parameters();
   // (sharded by an engine that is gone: the shards hold the values)

@@ -1,26 +1,20 @@
 // Activation checkpointing (memory/checkpoint.h) and the execution of checkpointing plans
 // (apply_plan, configure_checkpointing of memory/planner.h).
-#include <mlo/build_config.h>
 #include <mlo/base/error.h>
-#include <mlo/base/rng.h>
 #include <mlo/detail/torch_compat.h>
 #include <mlo/memory/checkpoint.h>
 #include <mlo/memory/planner.h>
 #include <mlo/memory/precision.h>
 #include <mlo/nn/chain.h>
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
-#include <ATen/core/LegacyTypeDispatch.h>
+#include "memory/recompute.h"
+
 #include <ATen/core/ivalue.h>
 #include <spdlog/spdlog.h>
 #include <torch/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/variable.h>
-#if MLO_WITH_CUDA
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#endif
 
 #include <memory>
 #include <mutex>
@@ -34,88 +28,13 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-
-// The device generator whose state a checkpoint forks: CPU's always, a CUDA device's in CUDA
-// builds when the input lives there.
-bool has_device_generator(const c10::Device& device) { return MLO_WITH_CUDA && device.is_cuda(); }
-
-at::Generator device_generator(const c10::Device& device) {
-#if MLO_WITH_CUDA
-  return at::cuda::detail::getDefaultCUDAGenerator(device.index());
-#else
-  (void)device;
-  MLO_INTERNAL_ASSERT(false, "no device generator in a CPU build");
-  return at::detail::getDefaultCPUGenerator();
-#endif
-}
-
 // What a checkpoint needs in backward besides the saved tensors. Lives in the autograd
 // context as a capsule (an IValue that can hold any CustomClassHolder).
 struct CheckpointState : torch::CustomClassHolder {
   BlockFunction fn;
   std::vector<at::Tensor> buffers;
   int64_t num_params = 0;
-  c10::Device device{c10::kCPU};
-  at::Tensor cpu_rng;
-  at::Tensor device_rng;
-  bool autocast_cpu = false;
-  c10::ScalarType autocast_cpu_dtype = c10::kBFloat16;
-  bool autocast_cuda = false;
-  c10::ScalarType autocast_cuda_dtype = c10::kHalf;
-};
-
-// Installs the forward's RNG, autocast and buffer state for a recomputation and puts the
-// current state back when destroyed (also on exceptions).
-class RecomputeScope {
- public:
-  explicit RecomputeScope(const CheckpointState& state) : state_(state) {
-    at::NoGradGuard no_grad;
-    for (const auto& b : state.buffers) buffers_.push_back(b.clone());
-    cpu_rng_ = rng_state(at::detail::getDefaultCPUGenerator());
-    set_rng_state(at::detail::getDefaultCPUGenerator(), state.cpu_rng);
-    if (state.device_rng.defined()) {
-      device_rng_ = rng_state(device_generator(state.device));
-      set_rng_state(device_generator(state.device), state.device_rng);
-    }
-    autocast_cpu_ = mlo::detail::autocast_enabled(c10::kCPU);
-    autocast_cpu_dtype_ = mlo::detail::autocast_dtype(c10::kCPU);
-    autocast_cuda_ = mlo::detail::autocast_enabled(c10::kCUDA);
-    autocast_cuda_dtype_ = mlo::detail::autocast_dtype(c10::kCUDA);
-    mlo::detail::set_autocast_dtype(c10::kCPU, state.autocast_cpu_dtype);
-    mlo::detail::set_autocast_enabled(c10::kCPU, state.autocast_cpu);
-    mlo::detail::set_autocast_dtype(c10::kCUDA, state.autocast_cuda_dtype);
-    mlo::detail::set_autocast_enabled(c10::kCUDA, state.autocast_cuda);
-    nested_ = state.autocast_cpu || state.autocast_cuda;
-    if (nested_) at::autocast::increment_nesting();
-  }
-
-  ~RecomputeScope() {
-    // NOTE: as AutocastGuard does, drop the cast cache when the outermost region ends.
-    if (nested_ && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    mlo::detail::set_autocast_enabled(c10::kCPU, autocast_cpu_);
-    mlo::detail::set_autocast_dtype(c10::kCPU, autocast_cpu_dtype_);
-    mlo::detail::set_autocast_enabled(c10::kCUDA, autocast_cuda_);
-    mlo::detail::set_autocast_dtype(c10::kCUDA, autocast_cuda_dtype_);
-    if (device_rng_.defined()) set_rng_state(device_generator(state_.device), device_rng_);
-    set_rng_state(at::detail::getDefaultCPUGenerator(), cpu_rng_);
-    // NOTE: the recomputed batch-norm nodes saved the running statistics (at their updated
-    // version); a normal copy_ would bump the version and make their backward refuse to run.
-    // Below the ADInplaceOrView key the copy leaves the version alone; the values those nodes
-    // saved are not used by a training-mode backward, and eval mode does not update them.
-    at::NoGradGuard no_grad;
-    at::AutoDispatchBelowADInplaceOrView keep_version;
-    for (size_t i = 0; i < buffers_.size(); ++i) state_.buffers[i].copy_(buffers_[i]);
-  }
-
-  RecomputeScope(const RecomputeScope&) = delete;
-  RecomputeScope& operator=(const RecomputeScope&) = delete;
-
- private:
-  const CheckpointState& state_;
-  std::vector<at::Tensor> buffers_;
-  at::Tensor cpu_rng_, device_rng_;
-  bool autocast_cpu_ = false, autocast_cuda_ = false, nested_ = false;
-  c10::ScalarType autocast_cpu_dtype_ = c10::kBFloat16, autocast_cuda_dtype_ = c10::kHalf;
+  detail::ForwardState recorded;
 };
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
@@ -125,14 +44,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, at::TensorList params,
                             c10::intrusive_ptr<CheckpointState> state) {
     state->num_params = static_cast<int64_t>(params.size());
-    state->device = input.device();
-    state->cpu_rng = rng_state(at::detail::getDefaultCPUGenerator());
-    if (has_device_generator(input.device()))
-      state->device_rng = rng_state(device_generator(input.device()));
-    state->autocast_cpu = mlo::detail::autocast_enabled(c10::kCPU);
-    state->autocast_cpu_dtype = mlo::detail::autocast_dtype(c10::kCPU);
-    state->autocast_cuda = mlo::detail::autocast_enabled(c10::kCUDA);
-    state->autocast_cuda_dtype = mlo::detail::autocast_dtype(c10::kCUDA);
+    state->recorded = detail::ForwardState::record(input.device());
 
     const auto version = input._version();
     at::Tensor output;
@@ -180,7 +92,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 
     at::Tensor output;
     {
-      RecomputeScope scope(*state);
+      detail::RecomputeScope scope(state->recorded, state->buffers);
       at::AutoGradMode enable(true);
       output = state->fn(saved[0]);
     }

@@ -177,8 +177,11 @@ class Problem {
   /// parameters themselves (detached copies) or, when the level shards them (zero3), gathered
   /// from every rank's shards, one block at a time: a collective every rank must call.
   std::vector<at::Tensor> full_parameters() const;
-  /// The batch of the latest step.
-  const Batch& current_batch() const { return current_batch_; }
+  /// The batch of the latest step (an empty batch for a problem without data); throws
+  /// `mlo::Error` naming the problem before its first step, when it has drawn none (an upper
+  /// loss reading a lower problem's batch works once the lower has stepped: the engine steps
+  /// lower problems first).
+  const Batch& current_batch() const;
   /// The micro-batches of the latest accumulation window (the `gradient_accumulation` batches
   /// that the latest optimizer step averaged; one batch without accumulation), which
   /// hypergradients re-evaluate the loss on (`Level::loss`). A subclass's step state
