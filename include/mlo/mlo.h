@@ -17,5 +17,6 @@
 #include <mlo/core/problem.h>
 #include <mlo/core/batch.h>
 #include <mlo/core/schedule.h>
+#include <mlo/core/stop_gradient.h>
 #include <mlo/hypergrad.h>
 #include <mlo/io/run.h>

@@ -22,8 +22,7 @@ at::Tensor per_sample_ce(const at::Tensor& logits, const at::Tensor& target) {
 
 at::Tensor l2rw_weights(const std::function<at::Tensor(const at::Tensor&)>& logits,
                         const std::vector<at::Tensor>& params, const Batch& train,
-                        const Batch& meta, double alpha,
-                        const std::function<double(double)>& sum_all) {
+                        const Batch& meta, double alpha, const Problem* owner) {
   MLO_CHECK(alpha > 0, "l2rw: alpha must be > 0, got ", alpha);
   // NOTE: under bf16/fp16 the look-ahead runs inside the classifier's autocast region; cached
   // weight casts would hide the perturbations below (memory/precision.h).
@@ -33,10 +32,13 @@ at::Tensor l2rw_weights(const std::function<at::Tensor(const at::Tensor&)>& logi
   const auto v = torch::autograd::grad({meta_loss}, params, {}, /*retain_graph=*/false,
                                        /*create_graph=*/false, /*allow_unused=*/true);
   double norm2 = 0;
-  for (const auto& t : v) {
-    if (t.defined()) norm2 += t.pow(2).sum(at::kDouble).item<double>();
+  if (owner != nullptr) {
+    norm2 = squared_norm(*owner, v);
+  } else {
+    for (const auto& t : v) {
+      if (t.defined()) norm2 += t.pow(2).sum(at::kDouble).item<double>();
+    }
   }
-  if (sum_all) norm2 = sum_all(norm2);
   const int64_t n = train.data.size(0);
   MLO_CHECK(std::isfinite(norm2), "l2rw: the meta gradient is not finite (meta loss ",
             meta_loss.item<double>(), "); the classifier diverged: lower its learning rate");

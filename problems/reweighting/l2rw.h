@@ -15,6 +15,7 @@
 ///   d_i ~ (l_i(w + h v) - l_i(w - h v)) / (2h),   h = alpha / |v|.
 
 #include <mlo/core/batch.h>
+#include <mlo/core/problem.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -28,12 +29,12 @@ namespace reweighting {
 /// The L2RW weights [N] of `train`'s samples for a model `logits(x)` with trainable `params`,
 /// judged by the mean cross-entropy on `meta`. `params` are perturbed in place and restored bit
 /// for bit; the caller restores buffers (batch-norm statistics) if the forwards may write them.
-/// Throws `mlo::Error` if alpha <= 0. `sum_all` turns a sum over `params` into the sum over the
-/// whole parameter vector (under zero3 each rank holds a slice of it: `Problem::sum_over_shards`).
+/// `owner`: the problem whose trainable parameters `params` are, when a problem's are (under
+/// zero3 each rank holds a slice of them, and the meta gradient's norm is summed over the ranks:
+/// `mlo::squared_norm`). Throws `mlo::Error` if alpha <= 0.
 at::Tensor l2rw_weights(const std::function<at::Tensor(const at::Tensor&)>& logits,
                         const std::vector<at::Tensor>& params, const Batch& train,
-                        const Batch& meta, double alpha = 0.01,
-                        const std::function<double(double)>& sum_all = {});
+                        const Batch& meta, double alpha = 0.01, const Problem* owner = nullptr);
 
 }  // namespace reweighting
 }  // namespace problems

@@ -1,16 +1,13 @@
 #include "problems/reweighting/reweighting.h"
 
-#include <mlo/core/level.h>
-
 #include "problems/reweighting/class_mwn.h"
 #include "problems/reweighting/l2rw.h"
 #include "problems/reweighting/learned_loss.h"
 #include "problems/reweighting/losses.h"
 
 #include <mlo/core/config.h>
-#include <mlo/hypergrad/forward_mode.h>
+#include <mlo/core/stop_gradient.h>
 #include <mlo/nn/chain.h>
-#include <mlo/memory/precision.h>
 #include <mlo/nn/mwn.h>
 
 #include <torch/nn/functional/loss.h>
@@ -72,7 +69,7 @@ Classifier& Classifier::weighting(Weighting weighting) {
               "': LogitAdjustmentOptions tau must be >= 0, got ", o->tau());
   }
   weighting_ = std::move(weighting);
-  step_floors_.clear();  // the floors the old options applied
+  forget_step_values("weight_floor");  // the floors the old options applied
   return *this;
 }
 
@@ -84,85 +81,6 @@ std::vector<std::string> Classifier::headline_metrics() const {
 
 at::Tensor Classifier::logits(const at::Tensor& x) {
   return module_as<nn::ChainImpl>()->forward(x);
-}
-
-at::Tensor Classifier::frozen_losses(const Batch& batch) const {
-  for (const auto& f : frozen_) {
-    if (f.batch.unsafeGetTensorImpl() == batch.data.unsafeGetTensorImpl() &&
-        f.losses.size(0) == batch.data.size(0)) {
-      return f.losses;
-    }
-  }
-  return {};
-}
-
-at::Tensor Classifier::weight_inputs(const Batch& batch, const at::Tensor& losses, bool freeze) {
-  if (!freeze) return losses.detach();
-  // Only the classifier's own step freezes inputs; a re-evaluation (or an evaluation) of one of
-  // its latest batches reads them.
-  if (loss_call() != LossCall::kOwnStep) {
-    const at::Tensor frozen = frozen_losses(batch);
-    return frozen.defined() ? frozen : losses.detach();
-  }
-  // The latest accumulation window's micro-batches, each with the losses of its own step.
-  const void* key = batch.data.unsafeGetTensorImpl();
-  frozen_.erase(std::remove_if(frozen_.begin(), frozen_.end(),
-                               [&](const Frozen& f) { return f.batch.unsafeGetTensorImpl() == key; }),
-                frozen_.end());
-  frozen_.push_back({batch.data, losses.detach().clone()});
-  const auto window = static_cast<size_t>(std::max<int64_t>(1, config().gradient_accumulation()));
-  if (frozen_.size() > window) frozen_.erase(frozen_.begin());
-  return frozen_.back().losses;
-}
-
-double Classifier::floor_for(const Batch& batch, double now) {
-  const void* key = batch.data.unsafeGetTensorImpl();
-  auto same = [&](const StepFloor& f) {
-    return !f.batch.expired() && f.batch._unsafe_get_target() == key;
-  };
-  if (loss_call() != LossCall::kOwnStep) {
-    const auto found = std::find_if(step_floors_.begin(), step_floors_.end(), same);
-    return found != step_floors_.end() ? found->floor : now;
-  }
-  step_floors_.erase(std::remove_if(step_floors_.begin(), step_floors_.end(), same),
-                     step_floors_.end());
-  step_floors_.push_back({StepFloor::Ref(batch.data.getIntrusivePtr()), now});
-  const auto kept = static_cast<size_t>(std::max<int64_t>(1, config().gradient_accumulation()) *
-                                        std::max<int64_t>(1, config().unroll_steps()));
-  while (step_floors_.size() > kept) step_floors_.erase(step_floors_.begin());
-  return now;
-}
-
-void Classifier::save_step_state(torch::serialize::OutputArchive& archive) const {
-  const auto& window = current_batches();
-  for (size_t i = 0; i < window.size(); ++i) {
-    const at::Tensor losses = frozen_losses(window[i]);
-    if (losses.defined()) archive.write("frozen." + std::to_string(i), losses, /*is_buffer=*/true);
-    const void* key = window[i].data.unsafeGetTensorImpl();
-    for (const auto& f : step_floors_) {
-      if (f.batch.expired() || f.batch._unsafe_get_target() != key) continue;
-      archive.write("floor." + std::to_string(i), torch::tensor(f.floor, torch::kDouble),
-                    /*is_buffer=*/true);
-    }
-  }
-}
-
-void Classifier::load_step_state(torch::serialize::InputArchive& archive) {
-  frozen_.clear();
-  step_floors_.clear();
-  const auto& window = current_batches();
-  for (size_t i = 0; i < window.size(); ++i) {
-    at::Tensor losses;
-    if (archive.try_read("frozen." + std::to_string(i), losses, /*is_buffer=*/true)) {
-      frozen_.push_back({window[i].data, losses});
-    }
-    // (a state saved before the floors were kept has none: its window takes the rule's floor)
-    at::Tensor floor;
-    if (archive.try_read("floor." + std::to_string(i), floor, /*is_buffer=*/true)) {
-      step_floors_.push_back({StepFloor::Ref(window[i].data.getIntrusivePtr()),
-                              floor.item<double>()});
-    }
-  }
 }
 
 void Classifier::record_weights(const at::Tensor& weights, const at::Tensor& target) {
@@ -236,24 +154,14 @@ at::Tensor Classifier::learned_loss(const Batch& batch, const LearnedLossOptions
   LogitTermsImpl* terms = options.reweighter()->logit_terms();
   MLO_CHECK(terms != nullptr, "problem '", name(), "': LearnedLossOptions needs a reweighter ",
             "whose module is LogitTerms, got '", options.reweighter()->module().name(), "'");
-  at::Tensor out;
-  if (loss_call() == LossCall::kReevaluation &&
-      config().method().reevaluation().upper_gradients_only) {
-    // NOTE: a finite-difference method (darts, sama) differentiates its re-evaluations only with
-    // respect to the terms, which act after the classifier: its forward needs no graph.
-    memory::CastCacheOff no_cache;  // casts without history are not kept (memory/precision.h)
-    torch::NoGradGuard no_grad;
-    out = logits(batch.data);
-  } else {
-    out = logits(batch.data);
-    log_metric("acc", accuracy(out.detach(), batch.target));
-  }
+  const at::Tensor out = logits(batch.data);
+  log_metric("acc", accuracy(out.detach(), batch.target));
   MLO_CHECK(out.size(1) == terms->log_scale.size(0), "problem '", name(), "': logit terms of ",
             terms->log_scale.size(0), " classes for ", out.size(1), " logits");
   const at::Tensor losses = per_sample_cross_entropy(terms->forward(widened(out)), batch.target);
   if (!terms->has_class_weights()) return losses.mean();
   const at::Tensor w = terms->weights(batch.target).to(losses.scalar_type());
-  if (loss_call() != LossCall::kReevaluation) record_weights(w, batch.target);
+  record_weights(w, batch.target);
   if (options.normalize()) return (w * losses).sum() / w.sum().clamp_min(1e-12);
   return (w * losses).mean();
 }
@@ -275,12 +183,8 @@ at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options)
       saved.push_back(b.detach().clone());
     }
     w = l2rw_weights([this](const at::Tensor& x) { return logits(x); }, parameters(), batch,
-                     options.meta()().to(device()), options.alpha(),
-                     [this](double local) {
-                       return level() ? level()->sum_over_shards(local) : local;
-                     });
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+                     options.meta()().to(device()), options.alpha(), this);
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].detach().copy_(saved[i]);
   }
   const at::Tensor out = logits(batch.data);
   const at::Tensor losses = per_sample_cross_entropy(out, batch.target);
@@ -291,63 +195,40 @@ at::Tensor Classifier::l2rw_loss(const Batch& batch, const L2rwOptions& options)
 
 at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOptions& options) {
   Reweighter& reweighter = *options.reweighter();
-  // step_count() is this step's number from the step's start to the next step; a
-  // re-evaluation takes the floor its batch's own step took (floor_for), so the earlier batches
-  // of an accumulation window or an unrolled replay keep theirs.
-  const double floor = floor_for(batch, options.weight_floor_after() == 0 ||
-                                                step_count() > options.weight_floor_after()
-                                            ? options.weight_floor()
-                                            : 0.0);
+  // The floor of this step's number (step_count() from the step's start to the next step); the
+  // batch's later evaluations (the rest of an accumulation window, an unrolled replay) keep it.
+  const double floor =
+      step_value(batch, "weight_floor",
+                 torch::tensor(options.weight_floor_after() == 0 ||
+                                       step_count() > options.weight_floor_after()
+                                   ? options.weight_floor()
+                                   : 0.0,
+                               torch::kDouble))
+          .item<double>();
   auto bounded = [&](at::Tensor w) {
     if (floor > 0) w = floor + (1 - floor) * w;
     if (options.max_relative_weight() <= 0) return w;
     return torch::minimum(w, w.mean().detach() * options.max_relative_weight());
   };
-  // The per-sample losses of logits `out`, shifted when the options say so.
-  auto sample_losses = [&](const at::Tensor& out) {
-    if (!options.logit_shift().defined()) return per_sample_cross_entropy(out, batch.target);
+  const at::Tensor out = logits(batch.data);
+  at::Tensor losses;
+  if (!options.logit_shift().defined()) {
+    losses = per_sample_cross_entropy(out, batch.target);
+  } else {
     const at::Tensor wide = widened(out);
     MLO_CHECK(out.size(1) == options.logit_shift().size(0), "problem '", name(),
               "': a logit shift of ", options.logit_shift().size(0), " classes for ",
               out.size(1), " logits");
-    return per_sample_cross_entropy(
+    losses = per_sample_cross_entropy(
         wide + options.logit_shift().to(wide.device(), wide.scalar_type()), batch.target);
-  };
-  auto weighted = [&](const at::Tensor& w, const at::Tensor& losses) {
-    if (options.normalize()) return (w * losses).sum() / w.sum().clamp_min(1e-12);
-    return (w * losses).mean();
-  };
-  if (options.freeze_inputs() && loss_call() == LossCall::kReevaluation &&
-      config().method().reevaluation().upper_gradients_only && frozen_losses(batch).defined()) {
-    // NOTE: a finite-difference method (darts, sama) differentiates its re-evaluations (at
-    // w +- eps v) only with respect to the weight net's parameters, and with frozen inputs those
-    // enter only through the weights: the classifier's forward needs no graph, the weight net's
-    // does.
-    at::Tensor losses;
-    {
-      memory::CastCacheOff no_cache;  // casts without history are not kept (memory/precision.h)
-      torch::NoGradGuard no_grad;
-      losses = sample_losses(logits(batch.data));
-    }
-    return weighted(bounded(reweighter.weights(frozen_losses(batch), batch.target)), losses);
-  }
-  const at::Tensor out = logits(batch.data);
-  const at::Tensor losses = sample_losses(out);
-  if (loss_call() == LossCall::kReevaluation && losses._fw_grad(/*level=*/0).defined() &&
-      (!options.freeze_inputs() || !frozen_losses(batch).defined())) {
-    // NOTE: the weights then depend on w through a detached input (the losses at w), a
-    // dependence forward mode cannot see (a finite difference does).
-    throw hypergrad::ForwardModeUnsupported(c10::str(
-        "problem '", name(), "': the weight net's inputs are ",
-        options.freeze_inputs() ? "not frozen for this batch"
-                                : "not frozen (freeze_weight_inputs: false)",
-        ", so its weights follow the classifier's parameters through a detached input, which ",
-        "forward mode does not see; freeze them or choose darts.mode: finite_difference or "
-        "auto"));
   }
   log_metric("acc", accuracy(out.detach(), batch.target));
-  const at::Tensor raw =
-      reweighter.weights(weight_inputs(batch, losses, options.freeze_inputs()), batch.target);
+  // The weight net reads the per-sample losses as constants: frozen at the classifier's own
+  // step, or (freeze_weight_inputs: false) at the parameters of each evaluation.
+  const at::Tensor inputs = options.freeze_inputs()
+                                ? step_value(batch, "losses", losses)
+                                : stop_gradient(losses, "the weight net's inputs");
+  const at::Tensor raw = reweighter.weights(inputs, batch.target);
   const at::Tensor w = bounded(raw);
   record_weights(w, batch.target);
   log_metric("weight_floor", floor);
@@ -355,7 +236,8 @@ at::Tensor Classifier::weight_net_loss(const Batch& batch, const WeightNetOption
   log_metric("weight_saturated",
              raw.detach().lt(0.01).logical_or(raw.detach().gt(0.99)).to(at::kDouble).mean()
                  .item<double>());
-  return weighted(w, losses);
+  if (options.normalize()) return (w * losses).sum() / w.sum().clamp_min(1e-12);
+  return (w * losses).mean();
 }
 
 }  // namespace reweighting

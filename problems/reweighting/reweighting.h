@@ -24,16 +24,13 @@
 /// The weight net's input is the *detached* per-sample loss: the classifier's gradient is the
 /// weighted gradient, and phi enters the lower loss only through the weights. With
 /// `WeightNetOptions::freeze_inputs` (the default) the weight net's input is also frozen at the
-/// losses of the classifier's own step (`LossCall::kOwnStep`): re-evaluations of the lower loss
+/// losses of the classifier's own step (`Problem::step_value`): re-evaluations of the lower loss
 /// inside a hypergradient (DARTS at w +- eps v, Neumann/CG at the current w) read the same
 /// inputs the step used, so every method differentiates the update that was taken, as
 /// Meta-Weight-Net does (docs/reweighting.md).
 
 #include <mlo/core/problem.h>
 
-#include <c10/core/TensorImpl.h>
-#include <c10/core/UndefinedTensorImpl.h>
-#include <c10/util/intrusive_ptr.h>
 #include <torch/arg.h>
 
 #include <functional>
@@ -202,16 +199,12 @@ class Classifier : public Problem {
   std::vector<std::string> headline_metrics() const override;
   /// true with a weight net (mwn, class_mwn) on frozen inputs: the loss is a weighted mean (or
   /// normalized sum) of per-sample losses whose weights come from the reweighter and from the
-  /// losses frozen at the classifier's step. Without frozen inputs a forward-mode re-evaluation
-  /// throws `hypergrad::ForwardModeUnsupported` (the weights follow w through a detached input).
+  /// losses frozen at the classifier's step (`step_value`). Without frozen inputs a forward-mode
+  /// re-evaluation throws `hypergrad::ForwardModeUnsupported` (the weights follow w through a
+  /// stopped gradient: `mlo::stop_gradient`).
   bool separable_reevaluation() const override;
   /// Logits of the classifier for `x`.
   at::Tensor logits(const at::Tensor& x);
-  /// Saves the frozen weight-net inputs of the latest window's batches: a parent that steps
-  /// after a resume re-evaluates those batches with them.
-  void save_step_state(torch::serialize::OutputArchive& archive) const override;
-  /// Restores them, matched to the saved window's batches.
-  void load_step_state(torch::serialize::InputArchive& archive) override;
 
  private:
   at::Tensor plain_loss(const Batch& batch);
@@ -220,36 +213,9 @@ class Classifier : public Problem {
   at::Tensor class_weight_loss(const Batch& batch, const ClassWeightOptions& options);
   at::Tensor logit_adjusted_loss(const Batch& batch, const LogitAdjustmentOptions& options);
   at::Tensor learned_loss(const Batch& batch, const LearnedLossOptions& options);
-  // The frozen weight-net input of `batch` if it is one of the latest window's (else undefined).
-  at::Tensor frozen_losses(const Batch& batch) const;
-  at::Tensor weight_inputs(const Batch& batch, const at::Tensor& losses, bool freeze);
   void record_weights(const at::Tensor& w, const at::Tensor& target);
 
   Weighting weighting_;
-  // The weight net's inputs of the latest accumulation window's own steps, by batch.
-  // NOTE: the batch's data tensor itself, not its address: held here, its memory cannot be
-  // reused by a later batch that would then match by address.
-  struct Frozen {
-    at::Tensor batch;
-    at::Tensor losses;
-  };
-  std::vector<Frozen> frozen_;
-  // The floor each of the latest own steps applied (WeightNetOptions::weight_floor_after), by
-  // batch, for the last gradient_accumulation x unroll_steps steps: a re-evaluation of a window
-  // or a replay takes each batch's own floor, not the latest step's.
-  // NOTE: a weak reference to the batch's data tensor: it keeps the tensor's address from being
-  // reused (as `frozen_` does by holding the tensor) without keeping its storage alive for an
-  // unrolled method's longer window. A stream that hands one tensor to several of those steps
-  // (a VectorStream over fewer batches) gives them all the latest one's floor.
-  struct StepFloor {
-    using Ref = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-    Ref batch;
-    double floor = 0;
-  };
-  std::vector<StepFloor> step_floors_;
-  // The floor for `batch`: `now` (recorded) in an own step; in a re-evaluation or an evaluation
-  // the floor its step recorded, or `now` for a batch none of those steps took.
-  double floor_for(const Batch& batch, double now);
 };
 
 /// Upper level: the weight net (`mlo::nn::MWN`, or `ClassMWN` for class_mwn) or the learned

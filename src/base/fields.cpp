@@ -348,4 +348,51 @@ std::string first_failed_check(const std::function<void(Fields&)>& visit) {
   return failure;
 }
 
+namespace {
+
+// Passes what a visit describes on to `to`, except a `method` key and the section it names.
+class WithoutMethod final : public Fields {
+ public:
+  explicit WithoutMethod(Fields& to) : to_(to) {}
+  void operator()(const char* key, int64_t& value, const Check<int64_t>& check) override {
+    to_(key, value, check);
+  }
+  void operator()(const char* key, double& value, const Check<double>& check) override {
+    to_(key, value, check);
+  }
+  void operator()(const char* key, bool& value) override { to_(key, value); }
+  void operator()(const char* key, std::string& value,
+                  const Check<std::string>& check) override {
+    if (std::string(key) == "method") {
+      method_ = value;
+      return;
+    }
+    to_(key, value, check);
+  }
+  void operator()(const char* key, std::vector<int64_t>& value) override { to_(key, value); }
+  void operator()(const char* key,
+                  std::map<std::string, std::vector<std::string>>& value) override {
+    to_(key, value);
+  }
+  void section(const char* key, const std::function<void(Fields&)>& body) override {
+    if (!method_.empty() && key == method_) return;
+    to_.section(key, body);
+  }
+  void entries(const char* key, const std::vector<std::string>& existing,
+               const std::function<void(const std::string&, Fields&)>& body) override {
+    to_.entries(key, existing, body);
+  }
+
+ private:
+  Fields& to_;
+  std::string method_;
+};
+
+}  // namespace
+
+void visit_without_method(Fields& to, const std::function<void(Fields&)>& visit) {
+  WithoutMethod without(to);
+  visit(without);
+}
+
 }  // namespace mlo

@@ -68,7 +68,8 @@ void EngineNodes::make_paths() {
         EngineNode& curr = this->node(path[i]);
         EngineNode& prev = this->node(path[i + 1]);
         MLO_INTERNAL_ASSERT(curr.level && prev.level, "a path before its levels");
-        hops.push_back({curr.level, prev.level, curr.method});
+        hops.push_back({curr.level, prev.level, curr.method,
+                        curr.problem->config().method().reevaluation().upper_gradients_only});
       }
       node->paths.emplace_back(std::move(hops));
     }

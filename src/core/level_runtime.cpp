@@ -96,11 +96,31 @@ at::Tensor LevelRuntime::loss(const Batch& batch) {
 at::Tensor LevelRuntime::evaluate(const Batch& batch, LossCall call) {
   // NOTE: the previous call comes back also when training_step throws, and after a nested call
   // (another problem's step may re-evaluate this one's loss while this one is idle).
-  const auto restore = c10::make_scope_exit([this, saved = problem_.call_] {
-    problem_.call_ = saved;
-  });
+  const auto restore =
+      c10::make_scope_exit([this, saved = problem_.call_] {
+        problem_.call_ = saved;
+      });
   problem_.call_ = call;
   memory::AutocastGuard autocast(problem_.config().precision(), device_.type());
+  if (call != LossCall::kReevaluation || upper_only_ == nullptr) {
+    return problem_.training_step(batch);
+  }
+  // A method that differentiates this re-evaluation with respect to `upper_only_`'s parameters
+  // alone: this problem's own parameters take no gradient, so its forward keeps no graph, and
+  // casts without history are not cached (memory/precision.h).
+  std::vector<at::Tensor> off;
+  const auto& upper = upper_only_->parameters();
+  for (const auto& t : trainable_) {
+    const bool shared = std::any_of(upper.begin(), upper.end(), [&](const at::Tensor& u) {
+      return u.unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
+    });
+    if (!shared && t.requires_grad()) off.push_back(t);
+  }
+  const auto back_on = c10::make_scope_exit([&off] {
+    for (auto& t : off) t.requires_grad_(true);
+  });
+  for (auto& t : off) t.requires_grad_(false);
+  memory::CastCacheOff no_cache;
   return problem_.training_step(batch);
 }
 

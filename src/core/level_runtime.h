@@ -81,6 +81,11 @@ class LevelRuntime final : public Level {
   std::string sharding_summary() const { return sync_->summary(problem_.name()); }
   // The runtime of a problem that an engine has resolved (null before).
   static LevelRuntime* of(const Problem& problem) { return problem.runtime_; }
+  // While a method that differentiates this level's re-evaluations with respect to `upper`'s
+  // parameters only runs (`Reevaluation::upper_gradients_only`; null: none), the level's other
+  // parameters take no gradient in them (Path::propagate sets it around such a hop).
+  void set_upper_gradients_only(const Level* upper) { upper_only_ = upper; }
+  const Level* upper_gradients_only() const { return upper_only_; }
 
  private:
   // `training_step(batch)` under the level's precision, with `loss_call()` set to `call`.
@@ -118,6 +123,7 @@ class LevelRuntime final : public Level {
   std::vector<at::Tensor> peer_buffers_;
   std::unique_ptr<GradientSync> sync_;
   Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)
+  const Level* upper_only_ = nullptr;  // set_upper_gradients_only
   std::vector<Level*> parents_;      // the hops' `prev` levels (set_parents)
   // This process's steps with a hypergradient, and how many of them, from the first on, were
   // exactly zero (a warning names the problem when they stay so).

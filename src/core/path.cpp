@@ -1,8 +1,12 @@
 #include <mlo/core/path.h>
 
+#include "level_runtime.h"
+
 #include <mlo/base/error.h>
 #include <mlo/core/level.h>
 #include <mlo/core/method.h>
+
+#include <c10/util/ScopeExit.h>
 
 #include <utility>
 
@@ -20,6 +24,12 @@ Path::Path(std::vector<Hop> hops) : hops_(std::move(hops)) {
 
 std::vector<at::Tensor> Path::propagate(std::vector<at::Tensor> v) const {
   for (const Hop& hop : hops_) {
+    detail::LevelRuntime* runtime =
+        hop.upper_gradients_only ? dynamic_cast<detail::LevelRuntime*>(hop.curr) : nullptr;
+    if (runtime != nullptr) runtime->set_upper_gradients_only(hop.prev);
+    const auto reset = c10::make_scope_exit([runtime] {
+      if (runtime != nullptr) runtime->set_upper_gradients_only(nullptr);
+    });
     v = hop.method->apply(v, *hop.curr, *hop.prev);
     // Under data parallelism the hop evaluated `curr`'s loss on this rank's shard only. With the
     // same v everywhere, every hop is linear in that loss's batch (a finite difference, or a

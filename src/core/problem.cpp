@@ -104,7 +104,14 @@ std::vector<at::Tensor> Problem::parameters() const {
   return out;
 }
 
-Level* Problem::level() const { return runtime_; }
+double squared_norm(const Problem& problem, const std::vector<at::Tensor>& vector) {
+  double local = 0;
+  for (const auto& t : vector) {
+    if (t.defined()) local += t.detach().pow(2).sum(at::kDouble).item<double>();
+  }
+  const detail::LevelRuntime* runtime = detail::runtime_of(problem);
+  return runtime != nullptr ? runtime->sum_over_shards(local) : local;
+}
 
 c10::Device Problem::device() const {
   if (runtime_) return runtime_->device();

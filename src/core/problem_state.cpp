@@ -142,6 +142,9 @@ void Problem::state_dict(torch::serialize::OutputArchive& archive) const {
     if (grad.defined()) grad_archive.write(std::to_string(i), grad, /*is_buffer=*/true);
   }
   archive.write("accumulated_grads", grad_archive);
+  torch::serialize::OutputArchive values_archive;
+  save_step_values(values_archive);
+  archive.write("step_values", values_archive);
   torch::serialize::OutputArchive step_archive;
   save_step_state(step_archive);
   archive.write("step_state", step_archive);
@@ -225,8 +228,14 @@ void Problem::load_state_dict(torch::serialize::InputArchive& archive) {
         std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
                     static_cast<size_t>(bytes.numel())));
   }
-  // NOTE: states saved before subclasses had a step state lack it: a subclass then starts from
-  // an empty one (the reweighting classifier: its next own steps refill it).
+  // NOTE: states saved before the library kept step values (or subclasses a step state) lack
+  // them: they start empty (the next own steps refill them).
+  torch::serialize::InputArchive values_archive;
+  if (archive.try_read("step_values", values_archive)) {
+    load_step_values(values_archive);
+  } else {
+    step_values_.clear();
+  }
   torch::serialize::InputArchive step_archive;
   if (archive.try_read("step_state", step_archive)) load_step_state(step_archive);
   apply_schedule();

@@ -2,6 +2,7 @@
 
 #include <mlo/core/level.h>
 #include <mlo/core/problem.h>
+#include <mlo/core/stop_gradient.h>
 #include <mlo/detail/torch_compat.h>
 
 #include <c10/util/Exception.h>
@@ -43,6 +44,10 @@ auto translating(const std::string& who, const Level& curr, const char* route,
     return body();
   } catch (const c10::OutOfMemoryError&) {
     throw;  // (not forward mode's to decide: the same error in any route)
+  } catch (const mlo::StoppedTangent& e) {
+    // (the loss met a constant computed from the parameters: name the method and the problem)
+    throw ForwardModeUnsupported(c10::str(who, ": problem '", curr.name(), "': ", e.what(),
+                                          "; ", remedy));
   } catch (const c10::Error& e) {
     const std::string message = e.what_without_backtrace();
     if (message.find("custom Function") != std::string::npos) {

@@ -30,8 +30,10 @@ inline std::string threads_error(const int64_t& threads) {
 }
 
 // Everything after `experiment` (read first: it decides which settings describe the rest).
-// `c.settings` must hold the experiment's settings.
-inline void visit_after_experiment(Fields& v, run::RunConfig& c) {
+// `c.settings` must hold the experiment's settings. `record`: writing the resolved
+// configuration, where a problem with no problem above it (whose hypergradient method nothing
+// uses) is written without its `method` and that method's section.
+inline void visit_after_experiment(Fields& v, run::RunConfig& c, bool record = false) {
   v("name", c.name, run_name_error);
   v("seed", c.seed, seed_error);
   v("threads", c.threads, threads_error);
@@ -44,8 +46,13 @@ inline void visit_after_experiment(Fields& v, run::RunConfig& c) {
   c.settings->visit(v);
   std::vector<std::string> names;
   for (const auto& entry : c.problems) names.push_back(entry.first);
+  const DependencyConfig graph = record ? resolved_dependencies(c) : DependencyConfig();
   v.entries("problems", names, [&](const std::string& name, Fields& s) {
-    c.problems[name].visit(s);
+    if (record && parents_of(graph, name).empty()) {
+      visit_without_method(s, [&](Fields& w) { c.problems[name].visit(w); });
+    } else {
+      c.problems[name].visit(s);
+    }
     c.settings->visit_problem(name, s);
   });
   v.section("dependencies", [&](Fields& s) {

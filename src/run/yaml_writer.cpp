@@ -13,7 +13,7 @@ std::string to_yaml(const run::RunConfig& config) {
   if (!copy.settings) copy.settings = run::SettingsHolder(run::make_settings(copy.experiment));
   return yaml_text([&](Fields& f) {
     f("experiment", copy.experiment, nullptr);
-    schema::visit_after_experiment(f, copy);
+    schema::visit_after_experiment(f, copy, /*record=*/true);
   });
 }
 

@@ -164,7 +164,7 @@ TEST_CASE("Forward mode: darts jvp refuses weights on unfrozen inputs; auto take
   };
   CHECK_THROWS_AS(apply(mlo::DartsMode::kJvp), mlo::hypergrad::ForwardModeUnsupported);
   CHECK_THROWS_WITH(apply(mlo::DartsMode::kJvp),
-                    Contains("problem 'classifier': the weight net's inputs are not frozen"));
+                    Contains("problem 'classifier'") && Contains("the weight net's inputs"));
   const auto want = apply(mlo::DartsMode::kFiniteDifference);
   const auto got = apply(mlo::DartsMode::kAuto);
   for (size_t i = 0; i < want.size(); ++i) CHECK(torch::equal(got[i], want[i]));

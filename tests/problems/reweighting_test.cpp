@@ -274,8 +274,13 @@ TEST_CASE("Reweighting: a finite-difference re-evaluation without the classifier
     mlo::Engine engine(mlo::EngineConfig().train_iters(1));
     engine.add(p.reweighter).add(p.classifier).link(p.reweighter, p.classifier);
     engine.run();
-    auto method = p.classifier->config().method().make();
-    return method->apply(v, engine.level(*p.classifier), engine.level(*p.reweighter));
+    // As the engine's path runs the hop: the classifier's parameters take no gradient in the
+    // re-evaluations exactly when the method's options say so.
+    const auto& options = p.classifier->config().method();
+    auto method = options.make();
+    const mlo::Path path({{&engine.level(*p.classifier), &engine.level(*p.reweighter),
+                           method.get(), options.reevaluation().upper_gradients_only}});
+    return path.propagate(v);
   };
   REQUIRE(mlo::SamaOptions().reevaluation().upper_gradients_only);
   REQUIRE_FALSE(SamaWithGraph().reevaluation().upper_gradients_only);

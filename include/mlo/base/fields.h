@@ -119,6 +119,11 @@ class Fields {
   }
 };
 
+/// Passes what `visit` describes on to `to`, except a `method` key and the section it names:
+/// writes a problem's configuration without the hypergradient method, for a problem whose
+/// method nothing uses (no hypergradient path passes through it).
+void visit_without_method(Fields& to, const std::function<void(Fields&)>& visit);
+
 /// Every key a visit describes, with its value as text ("name" -> "sgd", "section.key" -> "0.1"):
 /// what `visit` would write, for comparisons (is a section at its defaults?) and listings.
 std::map<std::string, std::string> field_values(const std::function<void(Fields&)>& visit);

@@ -28,6 +28,11 @@ struct Hop {
   Level* prev = nullptr;
   /// `curr`'s hypergradient method (not owned).
   Hypergradient* method = nullptr;
+  /// Whether the method differentiates its re-evaluations of `curr`'s loss with respect to
+  /// `prev`'s parameters only (`Reevaluation::upper_gradients_only` of its options): `propagate`
+  /// then has `curr`'s own parameters take no gradient in them, so `curr`'s forward keeps no
+  /// graph through them.
+  bool upper_gradients_only = false;
 };
 
 /// A hypergradient path `[U, P1, ..., L, U]`, as its hops `P1 -> P2`, ..., `L -> U`.

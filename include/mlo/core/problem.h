@@ -99,8 +99,8 @@ class Problem {
   virtual void param_callback() {}
   /// Replaces the optimizer step when it returns true (the default returns false).
   virtual bool custom_optimizer_step() { return false; }
-  /// Saves a subclass's own step state: whatever its later steps or re-evaluations read besides
-  /// the module, the optimizer and the counters (e.g. inputs frozen at its latest own step), so
+  /// Saves a subclass's own step state: whatever its later steps read besides the module, the
+  /// optimizer, the counters and its step values (`step_value`, which the library saves), so
   /// that a resumed run continues bit for bit. Called by `state_dict`.
   virtual void save_step_state(torch::serialize::OutputArchive& archive) const { (void)archive; }
   /// Restores what `save_step_state` wrote. Called by `load_state_dict` after the problem's own
@@ -199,6 +199,7 @@ class Problem {
   std::string parameter_name(const at::Tensor& parameter) const;
   /// Bytes of this level's parameters, gradients and optimizer state (`memory::footprint`).
   memory::Footprint footprint() const;
+
   /// The level's loss scaler, or null when loss scaling is off (made at engine initialization).
   const memory::LossScaler* loss_scaler() const { return scaler_.get(); }
 
@@ -234,11 +235,26 @@ class Problem {
   void load_state_dict(torch::serialize::InputArchive& archive);
 
  protected:
-  /// This problem as the engine that runs it sees it, or null when no engine runs it (before
-  /// `Engine::initialize`, after the engine is gone): for a subclass whose own loss needs what
-  /// data parallelism adds, e.g. `level()->sum_over_shards(local)` for a dot product over
-  /// parameters zero3 shards.
-  Level* level() const;
+  /// A value fixed at this problem's own step on `batch` (the batch `training_step` was given):
+  /// in the own step (`LossCall::kOwnStep`), a detached copy of `value` is kept under `key` for
+  /// that batch and returned; when the loss of that batch is evaluated again (a hypergradient's
+  /// re-evaluation at other parameters, an evaluation), the kept copy is returned and `value` is
+  /// not used. For a batch no own step kept it, `stop_gradient(value)`. E.g. the
+  /// Meta-Weight-Net's inputs, the per-sample losses of the classifier's step:
+  ///
+  /// ```
+  /// const at::Tensor inputs = step_value(batch, "losses", losses);   // losses at the step's w
+  /// return (weight_net->forward(inputs) * losses).mean();
+  /// ```
+  ///
+  /// Kept for the latest `gradient_accumulation x unroll_steps` own steps (the batches a method
+  /// re-evaluates or replays), saved with the problem's state and restored on resume for the
+  /// latest accumulation window. A kept copy is matched to its batch by the batch's data tensor
+  /// (the same tensor object, not equal values) and by `value`'s shape.
+  at::Tensor step_value(const Batch& batch, const std::string& key, const at::Tensor& value);
+  /// Forgets the values kept under `key` (e.g. when the rule that made them changes): later
+  /// evaluations of those batches see `stop_gradient(value)` until an own step keeps new ones.
+  void forget_step_values(const std::string& key);
 
  private:
   friend class Engine;
@@ -280,6 +296,25 @@ class Problem {
   std::unique_ptr<detail::Zero3> zero3_;
   // The runtime of the engine that runs this problem (null before one initializes; not owned).
   detail::LevelRuntime* runtime_ = nullptr;
+  // The step values (`step_value`), each for the batch (its data tensor) of the own step that
+  // kept it.
+  // NOTE: a weak reference to the data tensor: it keeps the tensor's address from being reused
+  // by a later batch without keeping its storage alive.
+  struct StepValue {
+    using Ref = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+    Ref batch;
+    std::string key;
+    at::Tensor value;
+  };
+  std::vector<StepValue> step_values_;
+  void save_step_values(torch::serialize::OutputArchive& archive) const;
+  void load_step_values(torch::serialize::InputArchive& archive);
 };
+
+/// The squared Euclidean norm of a vector over `problem`'s trainable parameters, one tensor per
+/// tensor of `problem.parameters()` (an undefined tensor counts as zeros), summed in double.
+/// Under zero3, where each rank holds its shards, the sum over the ranks: a collective every
+/// rank of the level calls.
+double squared_norm(const Problem& problem, const std::vector<at::Tensor>& vector);
 
 }  // namespace mlo
