@@ -96,10 +96,9 @@ at::Tensor LevelRuntime::loss(const Batch& batch) {
 at::Tensor LevelRuntime::evaluate(const Batch& batch, LossCall call) {
   // NOTE: the previous call comes back also when training_step throws, and after a nested call
   // (another problem's step may re-evaluate this one's loss while this one is idle).
-  const auto restore =
-      c10::make_scope_exit([this, saved = problem_.call_] {
-        problem_.call_ = saved;
-      });
+  const auto restore = c10::make_scope_exit([this, saved = problem_.call_] {
+    problem_.call_ = saved;
+  });
   problem_.call_ = call;
   memory::AutocastGuard autocast(problem_.config().precision(), device_.type());
   if (call != LossCall::kReevaluation || upper_only_ == nullptr) {

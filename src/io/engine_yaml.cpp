@@ -9,6 +9,7 @@
 #include <vector>
 
 namespace mlo {
+
 std::string engine_yaml(const Engine& engine) {
   return yaml_text([&](Fields& f) {
     EngineConfig config = engine.config();
