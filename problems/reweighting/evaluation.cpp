@@ -56,7 +56,7 @@ Metrics ReweightingExperiment::evaluate(run::EvalSet set) {
     if (reweighter_ && reweighter_->has_weight_net() && set == run::EvalSet::kValid) {
       // The weight net's view of the balanced validation set: per-class mean weight.
       // (on the losses the weight net reads in training: shifted by a logit adjustment)
-      const auto* options = std::get_if<WeightNetOptions>(&classifier_->weighting());
+      const auto* options = classifier_->weighting_as<WeightNetOptions>();
       const at::Tensor shift = options != nullptr ? options->logit_shift() : at::Tensor();
       const at::Tensor losses = torch::nn::functional::cross_entropy(
           shift.defined() ? logits + shift.to(logits.device(), logits.scalar_type()) : logits, y,

@@ -14,12 +14,13 @@
 ///   classifier computes its weights from a one-step look-ahead on a meta batch
 ///   (problems/reweighting/l2rw.h).
 ///
-/// The classifier's weighting is one options struct (`Weighting`): `PlainOptions` (the
-/// baseline, the plain mean loss), `WeightNetOptions` (mwn, class_mwn: the reweighter's
-/// weights), `L2rwOptions` (l2rw: the meta batches and the look-ahead's step), or one of the two
-/// one-level long-tail baselines (class_priors.h): `ClassWeightOptions` (class-balanced
-/// cross-entropy) and `LogitAdjustmentOptions` (logit adjustment), or `LearnedLossOptions` (the
-/// learned loss: the reweighter's per-class logit terms).
+/// The classifier's weighting is an object implementing `Weighting` (its checks and its loss):
+/// `PlainOptions` (the baseline, the plain mean loss), `WeightNetOptions` (mwn, class_mwn: the
+/// reweighter's weights), `L2rwOptions` (l2rw: the meta batches and the look-ahead's step), one
+/// of the two one-level long-tail baselines (class_priors.h): `ClassWeightOptions`
+/// (class-balanced cross-entropy) and `LogitAdjustmentOptions` (logit adjustment), or
+/// `LearnedLossOptions` (the learned loss: the reweighter's per-class logit terms). A scheme of
+/// one's own implements `Weighting` too (scheme.h), without changing `Classifier`.
 ///
 /// The weight net's input is the *detached* per-sample loss: the classifier's gradient is the
 /// weighted gradient, and phi enters the lower loss only through the weights. With
@@ -36,19 +37,42 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <variant>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace mlo {
 namespace problems {
 namespace reweighting {
 
+class Classifier;
 class Reweighter;
 class LogitTermsImpl;
 
+/// How the classifier weights its samples: the training loss of a batch. Set on a classifier
+/// with `Classifier::weighting`, which keeps a copy and calls `check` once.
+class Weighting {
+ public:
+  virtual ~Weighting() = default;
+  /// Throws `mlo::Error` naming `classifier` for options it cannot train with; by default none.
+  virtual void check(const Classifier& classifier) const { (void)classifier; }
+  /// The classifier's training loss on `batch` (`Classifier::training_step`); records "acc"
+  /// and, with per-sample weights, the weight metrics (`Classifier::record_weights`).
+  virtual at::Tensor loss(Classifier& classifier, const Batch& batch) const = 0;
+  /// `Problem::separable_reevaluation` of a classifier with this weighting; by default false.
+  virtual bool separable_reevaluation() const { return false; }
+
+ protected:
+  /// `Problem::step_value` of `classifier`: a value fixed at its own step on `batch`.
+  static at::Tensor step_value(Classifier& classifier, const Batch& batch, const std::string& key,
+                               const at::Tensor& value);
+};
+
 /// Plain training: every sample weighs the same, the loss is the mean cross-entropy (the
 /// baseline).
-struct PlainOptions {};
+struct PlainOptions : Weighting {
+  at::Tensor loss(Classifier& classifier, const Batch& batch) const override;
+};
 
 /// Weights from the weight net of the level above (mwn, class_mwn): w_i = reweighter(l_i, y_i),
 /// on the detached per-sample losses.
@@ -56,7 +80,7 @@ struct PlainOptions {};
 /// ```
 /// classifier->weighting(WeightNetOptions(reweighter.get()).normalize(false));
 /// ```
-struct WeightNetOptions {
+struct WeightNetOptions : Weighting {
   /// `reweighter`: the upper problem (a non-owning handle; it must not be null).
   explicit WeightNetOptions(Reweighter* reweighter) : reweighter_(reweighter) {}
   /// The level above, whose module computes the weights.
@@ -92,6 +116,11 @@ struct WeightNetOptions {
   /// predictions use the plain logits. Undefined (the default): none.
   TORCH_ARG(at::Tensor, logit_shift);
 
+  void check(const Classifier& classifier) const override;
+  at::Tensor loss(Classifier& classifier, const Batch& batch) const override;
+  /// true on frozen inputs (`freeze_inputs`): see `Classifier::separable_reevaluation`.
+  bool separable_reevaluation() const override { return freeze_inputs(); }
+
  private:
   Reweighter* reweighter_;
 };
@@ -102,7 +131,7 @@ struct WeightNetOptions {
 /// ```
 /// classifier->weighting(ClassWeightOptions(class_balanced_weights(counts, 0.999)));
 /// ```
-struct ClassWeightOptions {
+struct ClassWeightOptions : Weighting {
   /// `class_weights`: [C], finite, >= 0, with a positive sum.
   explicit ClassWeightOptions(at::Tensor class_weights)
       : class_weights_(std::move(class_weights)) {}
@@ -110,6 +139,9 @@ struct ClassWeightOptions {
   TORCH_ARG(at::Tensor, class_weights);
   /// As `WeightNetOptions::normalize`: sum_i w_i l_i / sum_i w_i (true) or mean_i w_i l_i.
   TORCH_ARG(bool, normalize) = true;
+
+  void check(const Classifier& classifier) const override;
+  at::Tensor loss(Classifier& classifier, const Batch& batch) const override;
 };
 
 /// Logit adjustment (class_priors.h): the loss is the mean of CE(f(x_i) + tau log pi, y_i), and
@@ -118,13 +150,16 @@ struct ClassWeightOptions {
 /// ```
 /// classifier->weighting(LogitAdjustmentOptions(log_class_prior(counts)).tau(1.0));
 /// ```
-struct LogitAdjustmentOptions {
+struct LogitAdjustmentOptions : Weighting {
   /// `log_prior`: [C], finite (log_class_prior).
   explicit LogitAdjustmentOptions(at::Tensor log_prior) : log_prior_(std::move(log_prior)) {}
   /// log pi_c of each class.
   TORCH_ARG(at::Tensor, log_prior);
   /// The adjustment's scale; >= 0 (0: plain cross-entropy).
   TORCH_ARG(double, tau) = 1.0;
+
+  void check(const Classifier& classifier) const override;
+  at::Tensor loss(Classifier& classifier, const Batch& batch) const override;
 };
 
 /// Learning to Reweight (l2rw.h): no weight net and no upper problem; every call of the loss
@@ -134,13 +169,16 @@ struct LogitAdjustmentOptions {
 /// ```
 /// classifier->weighting(L2rwOptions([stream] { return stream->next(); }).alpha(0.01));
 /// ```
-struct L2rwOptions {
+struct L2rwOptions : Weighting {
   /// `meta`: where the meta batches come from (it must not be empty).
   explicit L2rwOptions(std::function<Batch()> meta) : meta_(std::move(meta)) {}
   /// The meta batches.
   TORCH_ARG(std::function<Batch()>, meta);
   /// The finite-difference step relative to |v| (l2rw.h); > 0.
   TORCH_ARG(double, alpha) = 0.01;
+
+  void check(const Classifier& classifier) const override;
+  at::Tensor loss(Classifier& classifier, const Batch& batch) const override;
 };
 
 /// A learned loss (learned_loss.h): the classifier trains on the cross-entropy of its logits
@@ -151,7 +189,7 @@ struct L2rwOptions {
 /// reweighter->module(LogitTerms(counts, 1.0, false));
 /// classifier->weighting(LearnedLossOptions(reweighter.get()));
 /// ```
-struct LearnedLossOptions {
+struct LearnedLossOptions : Weighting {
   /// `reweighter`: the upper problem, whose module is a `LogitTerms` (a non-owning handle; it
   /// must not be null).
   explicit LearnedLossOptions(Reweighter* reweighter) : reweighter_(reweighter) {}
@@ -160,62 +198,80 @@ struct LearnedLossOptions {
   /// With class weights: sum_i c_i l_i / sum_i c_i (true) or mean_i c_i l_i (false).
   TORCH_ARG(bool, normalize) = true;
 
+  void check(const Classifier& classifier) const override;
+  at::Tensor loss(Classifier& classifier, const Batch& batch) const override;
+
  private:
   Reweighter* reweighter_;
 };
 
-/// How the classifier weights its samples: exactly one of the modes.
-using Weighting = std::variant<PlainOptions, WeightNetOptions, L2rwOptions, ClassWeightOptions,
-                               LogitAdjustmentOptions, LearnedLossOptions>;
+namespace detail {
+/// Enables an overload for a `Weighting` type `W`.
+template <typename W>
+using IfWeighting = std::enable_if_t<std::is_base_of<Weighting, std::decay_t<W>>::value>;
+}  // namespace detail
 
 /// Lower level: a classifier whose module is an `mlo::nn::Chain` producing logits.
 class Classifier : public Problem {
  public:
-  /// A classifier named `name` weighting its samples by `weighting` (throws `mlo::Error` for a
-  /// null reweighter, a max_relative_weight in (0, 1) or negative, a weight_floor outside [0, 1),
-  /// a negative weight_floor_after,
-  /// an empty meta-batch function, alpha <= 0, class weights that are not a
-  /// finite non-negative vector with a positive sum, a log prior that is not a finite vector or
-  /// tau < 0).
-  explicit Classifier(std::string name, ProblemConfig config = ProblemConfig(),
-                      Weighting weighting = PlainOptions());
-  /// Replaces the weighting, checked as in the constructor; e.g. once the reweighter exists (it
-  /// refers back to the classifier).
-  Classifier& weighting(Weighting weighting);
+  /// A classifier named `name`, trained on the plain mean loss (`PlainOptions`) until
+  /// `weighting` sets another.
+  explicit Classifier(std::string name, ProblemConfig config = ProblemConfig());
+  /// A classifier named `name` weighting its samples by `weighting` (a `Weighting`), checked as
+  /// by `weighting(...)`.
+  template <typename W, typename = detail::IfWeighting<W>>
+  Classifier(std::string name, ProblemConfig config, W&& weighting)
+      : Classifier(std::move(name), std::move(config)) {
+    this->weighting(std::forward<W>(weighting));
+  }
+  /// Replaces the weighting by a copy of `weighting` (a `Weighting`, e.g. `WeightNetOptions`),
+  /// after its `check` (the built-in options throw `mlo::Error` for a null reweighter, a
+  /// max_relative_weight in (0, 1) or negative, a weight_floor outside [0, 1), a negative
+  /// weight_floor_after, an empty meta-batch function, alpha <= 0, class weights that are not
+  /// a finite non-negative vector with a positive sum, a log prior that is not a finite vector
+  /// or tau < 0); e.g. once the reweighter exists (it refers back to the classifier).
+  template <typename W, typename = detail::IfWeighting<W>>
+  Classifier& weighting(W&& weighting) {
+    return this->weighting(std::make_shared<const std::decay_t<W>>(std::forward<W>(weighting)));
+  }
+  /// Replaces the weighting by `weighting` (not null), after its `check`.
+  Classifier& weighting(std::shared_ptr<const Weighting> weighting);
   /// The weighting in use.
-  const Weighting& weighting() const { return weighting_; }
+  const Weighting& weighting() const { return *weighting_; }
+  /// The weighting in use as a `W`, or null when it is of another type.
+  template <typename W>
+  const W* weighting_as() const {
+    return dynamic_cast<const W*>(weighting_.get());
+  }
   /// Number of classes, for the per-class weight metrics ("wclass/<k>"; 0: none).
   int64_t num_classes = 0;
-  /// The weighted mean of per-sample cross-entropy (see `Weighting`); records "acc" and, with
-  /// weights, "weight_mean", "weight_std", "weight_min", "weight_max", "weight_peak" (max / mean:
-  /// under normalized weights the largest per-sample step relative to uniform weights),
+  /// The weighting's loss on `batch` (`Weighting::loss`). The built-in weightings record "acc"
+  /// and, with weights, "weight_mean", "weight_std", "weight_min", "weight_max", "weight_peak" (max
+  /// / mean: under normalized weights the largest per-sample step relative to uniform weights),
   /// "weight_ess" ((sum w)^2 / (N sum w^2), the effective sample size as a fraction of the
   /// batch), "wclass/<k>", the mean weight of the batch's class-k samples divided by the batch
   /// mean weight (1 = no preference; only classes in the batch), and, with a weight net,
   /// "weight_saturated" (the fraction of the net's own outputs, before a floor or a bound,
   /// below 0.01 or above 0.99, where its sigmoid passes less than 4% of its largest gradient).
   at::Tensor training_step(const Batch& batch) override;
+  /// Records the weight metrics above for per-sample weights `w` [N] of class `target` [N].
+  void record_weights(const at::Tensor& w, const at::Tensor& target);
   /// The default headline metrics and "weight_std" (the spread of the batch's weights).
   std::vector<std::string> headline_metrics() const override;
-  /// true with a weight net (mwn, class_mwn) on frozen inputs: the loss is a weighted mean (or
-  /// normalized sum) of per-sample losses whose weights come from the reweighter and from the
-  /// losses frozen at the classifier's step (`step_value`). Without frozen inputs a forward-mode
-  /// re-evaluation throws `hypergrad::ForwardModeUnsupported` (the weights follow w through a
-  /// stopped gradient: `mlo::stop_gradient`).
+  /// The weighting's (`Weighting::separable_reevaluation`): true with a weight net (mwn,
+  /// class_mwn) on frozen inputs: the loss is a weighted mean (or normalized sum) of per-sample
+  /// losses whose weights come from the reweighter and from the losses frozen at the
+  /// classifier's step (`step_value`). Without frozen inputs a forward-mode re-evaluation throws
+  /// `hypergrad::ForwardModeUnsupported` (the weights follow w through a stopped gradient:
+  /// `mlo::stop_gradient`).
   bool separable_reevaluation() const override;
   /// Logits of the classifier for `x`.
   at::Tensor logits(const at::Tensor& x);
 
  private:
-  at::Tensor plain_loss(const Batch& batch);
-  at::Tensor weight_net_loss(const Batch& batch, const WeightNetOptions& options);
-  at::Tensor l2rw_loss(const Batch& batch, const L2rwOptions& options);
-  at::Tensor class_weight_loss(const Batch& batch, const ClassWeightOptions& options);
-  at::Tensor logit_adjusted_loss(const Batch& batch, const LogitAdjustmentOptions& options);
-  at::Tensor learned_loss(const Batch& batch, const LearnedLossOptions& options);
-  void record_weights(const at::Tensor& w, const at::Tensor& target);
+  friend class Weighting;  // step_value for the weightings
 
-  Weighting weighting_;
+  std::shared_ptr<const Weighting> weighting_;
 };
 
 /// Upper level: the weight net (`mlo::nn::MWN`, or `ClassMWN` for class_mwn) or the learned

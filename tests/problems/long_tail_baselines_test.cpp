@@ -33,7 +33,8 @@ double cross_entropy(double z0, double z1, int64_t y) {
   return std::log(std::exp(z0) + std::exp(z1)) - (y == 0 ? z0 : z1);
 }
 
-std::unique_ptr<rw::Classifier> classifier(rw::Weighting weighting) {
+template <typename W>
+std::unique_ptr<rw::Classifier> classifier(W weighting) {
   auto c = std::make_unique<rw::Classifier>("classifier", mlo::ProblemConfig(), std::move(weighting));
   c->module(mlo_test::identity_chain());
   c->num_classes = 2;
@@ -47,7 +48,7 @@ rw::WeightNetOptions weight_net_options_of(const std::vector<std::string>& overr
   auto experiment = mlo::run::make_experiment(config);
   for (const auto& p : experiment->engine().problems()) {
     if (const auto c = std::dynamic_pointer_cast<rw::Classifier>(p)) {
-      const auto* o = std::get_if<rw::WeightNetOptions>(&c->weighting());
+      const auto* o = c->weighting_as<rw::WeightNetOptions>();
       REQUIRE(o != nullptr);
       return *o;
     }
@@ -147,7 +148,7 @@ TEST_CASE("Classifier: baseline options that cannot work are refused where they 
   CHECK_THROWS_WITH(c->weighting(rw::LogitAdjustmentOptions(
                         torch::tensor(std::vector<double>{0.0, INFINITY}))),
                     Contains("needs a finite vector log prior"));
-  CHECK(std::holds_alternative<rw::PlainOptions>(c->weighting()));
+  CHECK(c->weighting_as<rw::PlainOptions>() != nullptr);
   // Sizes that do not match the logits fail at the step, naming both.
   c->weighting(rw::ClassWeightOptions(torch::ones({3}, torch::kDouble)));
   CHECK_THROWS_WITH(c->training_step(mlo_test::three_samples()), Contains("3 class weights for 2 logits"));
@@ -180,7 +181,7 @@ problems:
     auto& ex = dynamic_cast<rw::ReweightingExperiment&>(*experiment);
     const auto c = classifier_of(ex);
     REQUIRE(c);
-    const auto* o = std::get_if<rw::ClassWeightOptions>(&c->weighting());
+    const auto* o = c->weighting_as<rw::ClassWeightOptions>();
     REQUIRE(o != nullptr);
     CHECK(torch::equal(o->class_weights(), rw::class_balanced_weights(ex.train_counts(), 0.99)));
     CHECK(o->normalize());
@@ -194,7 +195,7 @@ problems:
         {"reweighting.method=logit_adjusted", "reweighting.logit_adjusted.tau=1.5"});
     auto experiment = mlo::run::make_experiment(config);
     auto& ex = dynamic_cast<rw::ReweightingExperiment&>(*experiment);
-    const auto* o = std::get_if<rw::LogitAdjustmentOptions>(&classifier_of(ex)->weighting());
+    const auto* o = classifier_of(ex)->weighting_as<rw::LogitAdjustmentOptions>();
     REQUIRE(o != nullptr);
     CHECK(o->tau() == 1.5);
     CHECK(torch::equal(o->log_prior(), rw::log_class_prior(ex.train_counts())));
@@ -249,7 +250,7 @@ TEST_CASE("Experiment: reweighting.<net>.logit_adjustment puts tau log(prior) un
   auto& ex = dynamic_cast<rw::ReweightingExperiment&>(*experiment);
   for (const auto& p : ex.engine().problems()) {
     if (const auto c = std::dynamic_pointer_cast<rw::Classifier>(p)) {
-      const auto* o = std::get_if<rw::WeightNetOptions>(&c->weighting());
+      const auto* o = c->weighting_as<rw::WeightNetOptions>();
       REQUIRE(o != nullptr);
       CHECK(torch::allclose(o->logit_shift(), rw::log_class_prior(ex.train_counts()) * 0.5));
     }

@@ -209,7 +209,7 @@ TEST_CASE("Reweighting: DARTS differentiates the update with the weights' input 
   const mlo::Batch meta(torch::randn({9, 6}, torch::kDouble), torch::randint(3, {9}));
   auto p =
       make_double_pair(train, meta, mlo::ProblemConfig().method(mlo::DartsOptions().alpha(1e-4)));
-  REQUIRE(std::get<rw::WeightNetOptions>(p.classifier->weighting()).freeze_inputs());  // default
+  REQUIRE(p.classifier->weighting_as<rw::WeightNetOptions>()->freeze_inputs());  // default
   std::vector<torch::Tensor> v;
   for (const auto& t : p.classifier->parameters()) v.push_back(torch::randn_like(t));
   const auto got = apply_after_one_step(p, v);
