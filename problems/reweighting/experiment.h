@@ -80,7 +80,7 @@ struct DataConfig {
 
 /// `reweighting:` the classifier's weighting scheme (`method`, a registered scheme:
 /// problems/reweighting/scheme.h; built in: mwn, class_mwn, l2rw, class_balanced,
-/// logit_adjusted) and that scheme's own keys.
+/// logit_adjusted, learned_loss, focal) and that scheme's own keys.
 using ReweightingConfig = SchemeConfig;
 
 /// The experiment. Problems: "classifier" (required) and "reweighter" (optional: without it,

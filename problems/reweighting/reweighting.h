@@ -1,8 +1,8 @@
 #pragma once
 /// \file
 /// Data reweighting (bilevel), three methods (`reweighting.method` in YAML), a learned loss
-/// (learned_loss.h), and two one-level baselines (class_balanced, logit_adjusted;
-/// class_priors.h):
+/// (learned_loss.h), and one-level baselines (class_balanced, logit_adjusted: class_priors.h;
+/// focal: schemes/focal.cpp):
 ///
 ///   lower (Classifier):  min_w  sum_i w_i l_i(w) / Z        l_i = per-sample cross-entropy
 ///   upper (Reweighter):  min_phi  CE(meta set; w*(phi))     phi = the weight net's parameters

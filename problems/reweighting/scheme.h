@@ -2,19 +2,30 @@
 // The reweighting experiment's weighting schemes by name (`reweighting.method` in YAML), one
 // file each under problems/reweighting/schemes/. A scheme is an options type (its name, its own
 // keys in its section of `reweighting:`, whether it learns with a weight net in a `reweighter`
-// problem) that sets up the classifier's weighting; registered like a hypergradient method,
-// under the registry's rule for names (base/registry.h), and configured like one:
+// problem) that sets up the classifier's weighting (a `Weighting`, reweighting.h: the loss);
+// registered like a hypergradient method, under the registry's rule for names
+// (base/registry.h), and configured like one:
 // `reweighting: {method: class_mwn, class_mwn: {weight_floor: 0.1}}` (other schemes' sections
 // are read and validated, and used only when `method` selects them).
 //
+//   struct MyWeighting : mlo::problems::reweighting::Weighting {
+//     double strength = 1.0;
+//     at::Tensor loss(Classifier& c, const Batch& batch) const override { ... }
+//   };
 //   struct MyScheme : mlo::problems::reweighting::SchemeFor<MyScheme> {
 //     static constexpr const char* kName = "mine";
 //     double strength = 1.0;
 //     void visit(mlo::Fields& f) override { f("strength", strength, mlo::positive()); }
 //     WeightNet weight_net() const override { return WeightNet::kNone; }
-//     void apply(const SchemeContext& c) const override { c.classifier.weighting(...); }
+//     void apply(const SchemeContext& c) const override {
+//       MyWeighting w;
+//       w.strength = strength;
+//       c.classifier.weighting(w);
+//     }
 //   };
 //   MLO_REGISTER_WEIGHTING(MyScheme);   // reweighting: {method: mine, mine: {strength: 2}}
+//
+// (schemes/focal.cpp is one; examples/self_paced_weighting registers one from a program.)
 
 #include "problems/reweighting/reweighting.h"
 

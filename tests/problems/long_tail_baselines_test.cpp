@@ -4,6 +4,7 @@
 #include "problems/reweighting/class_priors.h"
 #include "problems/reweighting/experiment.h"
 #include "problems/reweighting/reweighting.h"
+#include "problems/reweighting/scheme.h"
 #include "support/tiny_reweighting.h"
 
 #include <mlo/mlo.h>
@@ -258,6 +259,68 @@ TEST_CASE("Experiment: reweighting.<net>.logit_adjustment puts tau log(prior) un
   CHECK_THAT(ex.describe(), Contains("on logit-adjusted losses (tau 0.5)"));
   CHECK_THROWS_WITH(weight_net_options_of({"reweighting.mwn.logit_adjustment=-1"}),
                     Contains("reweighting.mwn.logit_adjustment: must be finite and >= 0"));
+}
+
+TEST_CASE("Experiment: the focal scheme weighs samples by (1 - p)^gamma, from YAML by name",
+          "[problems][reweighting][run]") {
+  // Applied by name on the identity model, gamma 2 (the default):
+  // mean_i (1 - p_i)^2 l_i with p_i = exp(-l_i).
+  auto c = classifier(rw::PlainOptions());
+  rw::make_scheme("focal")->apply(rw::SchemeContext{*c, nullptr, {30, 10}, {}});
+  const double l[3] = {cross_entropy(1, 0, 0), cross_entropy(0, 0, 1), cross_entropy(0, 2, 0)};
+  double want = 0, w_sum = 0;
+  for (double li : l) {
+    const double w = std::pow(1 - std::exp(-li), 2);
+    want += w * li / 3;
+    w_sum += w;
+  }
+  const at::Tensor loss = c->training_step(mlo_test::three_samples());
+  CHECK(loss.item<double>() == Approx(want).epsilon(1e-13));
+  CHECK(c->metrics().at("weight_mean") == Approx(w_sum / 3).epsilon(1e-13));
+  // The gradient runs through the factor too: against central differences in the bias.
+  loss.backward();
+  const auto chain = c->module_as<mlo::nn::ChainImpl>();
+  const at::Tensor bias = chain->named_parameters()["fc.bias"];
+  const at::Tensor grad = bias.grad().clone();
+  for (int64_t k = 0; k < 2; ++k) {
+    const double h = 1e-6;
+    auto loss_at = [&](double d) {
+      torch::NoGradGuard no_grad;
+      bias[k].add_(d);
+      const double v = c->training_step(mlo_test::three_samples()).item<double>();
+      bias[k].sub_(d);
+      return v;
+    };
+    CHECK(grad[k].item<double>() == Approx((loss_at(h) - loss_at(-h)) / (2 * h)).epsilon(1e-7));
+  }
+  // From YAML: the section's gamma reaches the classifier's loss.
+  const char* yaml = R"(experiment: reweighting
+name: tiny
+seed: 2
+threads: 1
+engine: {train_iters: 2, valid_step: 0, log_step: 0, save_step: 0}
+data: {dataset: synthetic, synthetic_size: 60, synthetic_test_size: 3, imbalance: 10,
+       meta_size: 20, valid_size: 50, batch_size: 8, meta_batch_size: 10}
+reweighting: {method: focal, focal: {gamma: 0.5}}
+problems:
+  classifier:
+    model: {name: cnn}
+    optimizer: {name: sgd, lr: 0.05}
+)";
+  auto experiment = mlo::run::make_experiment(mlo::run::parse_run_config(yaml, "focal.yaml"));
+  experiment->engine().run();
+  const auto trained =
+      std::dynamic_pointer_cast<rw::Classifier>(experiment->engine().problems().front());
+  REQUIRE(trained);
+  const mlo::Batch batch = trained->current_batch();
+  const at::Tensor losses = torch::nn::functional::cross_entropy(
+      trained->logits(batch.data).to(torch::kDouble), batch.target,
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  const double focal = ((1 - (-losses).exp()).pow(0.5) * losses).mean().item<double>();
+  CHECK(trained->training_step(batch).item<double>() == Approx(focal).epsilon(1e-5));
+  // gamma < 0 is refused naming the key.
+  CHECK_THROWS_WITH(mlo::run::parse_run_config(yaml, "focal.yaml", {"reweighting.focal.gamma=-1"}),
+                    Contains("reweighting.focal.gamma"));
 }
 
 }  // namespace long_tail_baselines_test
