@@ -5,7 +5,7 @@
 // smallest losses, and f_t grows linearly to 1, so training starts on the easy samples and takes
 // in the hard ones later:
 //
-//   f_t = min(1, start + (1 - start) t / ramp_steps)      (t = the classifier's step count)
+//   f_t = min(1, start + (1 - start) t / ramp_steps)      (t = 0 in the classifier's first step)
 //   v_i = 1 for the ceil(f_t N) smallest l_i, else 0;     loss = sum_i v_i l_i / sum_i v_i
 //
 // (A fixed loss threshold instead of a fraction lets a classifier that settles on the largest
@@ -35,7 +35,7 @@ namespace rw = mlo::problems::reweighting;
 
 /// The classifier's loss: the mean of the step's easiest fraction of the batch.
 struct SelfPacedWeighting : rw::Weighting {
-  double start = 0.8;        // f_0 in (0, 1]
+  double start = 0.8;        // the first step's fraction, in (0, 1]
   int64_t ramp_steps = 200;  // steps until every sample counts; >= 0 (0: from the first)
 
   void check(const rw::Classifier& c) const override {
@@ -43,7 +43,7 @@ struct SelfPacedWeighting : rw::Weighting {
               "': self-paced learning needs start in (0, 1] and ramp_steps >= 0, got ", start,
               " and ", ramp_steps);
   }
-  /// The fraction of a batch the step at `step` trains on.
+  /// The fraction of a batch the step after `step` earlier ones trains on.
   double fraction(int64_t step) const {
     if (ramp_steps == 0) return 1.0;
     return std::min(
@@ -53,8 +53,10 @@ struct SelfPacedWeighting : rw::Weighting {
     const at::Tensor out = c.logits(batch.data);
     const at::Tensor losses = rw::per_sample_cross_entropy(out, batch.target);
     c.log_metric("acc", rw::accuracy(out.detach(), batch.target));
-    const double f = fraction(c.step_count());
+    // (step_count() is 1 in the first step; 0 outside the engine)
+    const double f = fraction(std::max<int64_t>(0, c.step_count() - 1));
     const int64_t n = losses.size(0);
+    MLO_CHECK(n > 0, "problem '", c.name(), "': self-paced learning got an empty batch");
     const int64_t kept = std::max<int64_t>(
         1,
         std::min<int64_t>(n, static_cast<int64_t>(std::ceil(f * static_cast<double>(n) - 1e-9))));

@@ -50,7 +50,9 @@ class Reweighter;
 class LogitTermsImpl;
 
 /// How the classifier weights its samples: the training loss of a batch. Set on a classifier
-/// with `Classifier::weighting`, which keeps a copy and calls `check` once.
+/// with `Classifier::weighting`, which calls `check` once and then keeps it. A scheme of one's
+/// own derives from `Weighting` itself: a type derived from a built-in options struct would be
+/// sliced back to the struct by the struct's setters (they return the struct).
 class Weighting {
  public:
   virtual ~Weighting() = default;
@@ -208,7 +210,8 @@ struct LearnedLossOptions : Weighting {
 namespace detail {
 /// Enables an overload for a `Weighting` type `W`.
 template <typename W>
-using IfWeighting = std::enable_if_t<std::is_base_of<Weighting, std::decay_t<W>>::value>;
+using IfWeighting = std::enable_if_t<std::is_base_of<Weighting, std::decay_t<W>>::value &&
+                                     !std::is_abstract<std::decay_t<W>>::value>;
 }  // namespace detail
 
 /// Lower level: a classifier whose module is an `mlo::nn::Chain` producing logits.
@@ -232,9 +235,10 @@ class Classifier : public Problem {
   /// or tau < 0); e.g. once the reweighter exists (it refers back to the classifier).
   template <typename W, typename = detail::IfWeighting<W>>
   Classifier& weighting(W&& weighting) {
-    return this->weighting(std::make_shared<const std::decay_t<W>>(std::forward<W>(weighting)));
+    return this->weighting(std::make_shared<std::decay_t<W>>(std::forward<W>(weighting)));
   }
-  /// Replaces the weighting by `weighting` (not null), after its `check`.
+  /// Replaces the weighting by `weighting` (not null, shared, and not to be changed by its
+  /// other owners afterwards), after its `check`.
   Classifier& weighting(std::shared_ptr<const Weighting> weighting);
   /// The weighting in use.
   const Weighting& weighting() const { return *weighting_; }

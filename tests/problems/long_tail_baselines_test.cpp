@@ -318,6 +318,17 @@ problems:
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   const double focal = ((1 - (-losses).exp()).pow(0.5) * losses).mean().item<double>();
   CHECK(trained->training_step(batch).item<double>() == Approx(focal).epsilon(1e-5));
+  // gamma 0 is plain cross-entropy.
+  auto plain_run = mlo::run::make_experiment(
+      mlo::run::parse_run_config(yaml, "focal.yaml", {"reweighting.focal.gamma=0"}));
+  plain_run->engine().run();
+  const auto plain =
+      std::dynamic_pointer_cast<rw::Classifier>(plain_run->engine().problems().front());
+  const at::Tensor plain_losses = torch::nn::functional::cross_entropy(
+      plain->logits(batch.data).to(torch::kDouble), batch.target,
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  CHECK(plain->training_step(batch).item<double>() ==
+        Approx(plain_losses.mean().item<double>()).epsilon(1e-5));
   // gamma < 0 is refused naming the key.
   CHECK_THROWS_WITH(mlo::run::parse_run_config(yaml, "focal.yaml", {"reweighting.focal.gamma=-1"}),
                     Contains("reweighting.focal.gamma"));
