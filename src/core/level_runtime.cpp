@@ -30,6 +30,17 @@ namespace detail {
 namespace {
 // A level whose hypergradient is exactly zero at this many of its first steps gets a warning.
 constexpr int64_t kZeroHypergradientSteps = 3;
+
+// The sum of the squares of `v`'s defined tensors on this rank, in double.
+double local_squares(const std::vector<at::Tensor>& v) {
+  at::Tensor squares;
+  for (const auto& t : v) {
+    if (!t.defined()) continue;
+    const at::Tensor s = t.to(at::kDouble).pow(2).sum();
+    squares = squares.defined() ? squares + s : s;
+  }
+  return squares.defined() ? squares.item<double>() : 0.0;
+}
 }  // namespace
 
 LevelRuntime::LevelRuntime(Problem& problem, memory::MemoryMeter* meter,
@@ -294,11 +305,7 @@ std::vector<at::Tensor> LevelRuntime::gradients(const at::Tensor& loss,
       // (the first hypergradient: a result that is exactly zero may be a link written the
       // wrong way round, which the graph's edges alone do not show when each loss reads the
       // other's parameters)
-      double local = 0;
-      for (const auto& t : v) {
-        if (t.defined()) local += t.to(at::kDouble).pow(2).sum().item<double>();
-      }
-      if (sum_over_shards(local) == 0) check_zero_path(path);
+      if (sum_over_shards(local_squares(v)) == 0) check_zero_path(path);
     }
     for (const Hop& hop : path.hops()) {
       for (const auto& [key, value] : hop.method->diagnostics()) {
@@ -313,16 +320,9 @@ std::vector<at::Tensor> LevelRuntime::gradients(const at::Tensor& loss,
   if (!paths.empty() && !p.nonfinite_window_) {
     // The hypergradient alone (every path's sum, without the direct gradient) of this step's
     // loss: without the loss scale and the accumulation window's 1/G that `loss` carries.
-    at::Tensor squares;
-    for (const auto& t : hyper) {
-      if (!t.defined()) continue;
-      const at::Tensor s = t.to(at::kDouble).pow(2).sum();
-      squares = squares.defined() ? squares + s : s;
-    }
     double factor = static_cast<double>(p.config().gradient_accumulation());
     if (p.scaler_) factor /= p.scaler_->scale();
-    const double local = squares.defined() ? squares.item<double>() : 0.0;
-    const double norm = factor * std::sqrt(sum_over_shards(local));
+    const double norm = factor * std::sqrt(sum_over_shards(local_squares(hyper)));
     p.metrics_["hypergrad/norm"] = norm;
     ++hypergradients_;
     if (norm == 0 && zero_hypergradients_ == hypergradients_ - 1 &&
