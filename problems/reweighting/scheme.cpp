@@ -1,8 +1,8 @@
 #include "problems/reweighting/scheme.h"
 
+#include <mlo/base/choice.h>
 #include <mlo/base/error.h>
 
-#include <algorithm>
 #include <utility>
 
 namespace mlo {
@@ -54,18 +54,7 @@ SchemeConfig& SchemeConfig::operator=(const SchemeConfig& other) {
 }
 
 void SchemeConfig::visit(Fields& f) {
-  std::string name = scheme_->name();
-  const std::vector<std::string> names = scheme_names();
-  std::vector<std::string> choices = names;
-  if (std::find(choices.begin(), choices.end(), name) == choices.end()) choices.push_back(name);
-  f("method", name, one_of(choices));
-  if (name != scheme_->name()) scheme_ = make_scheme(name);
-  f.section(name.c_str(), [&](Fields& s) { scheme_->visit(s); });
-  for (const auto& other : names) {
-    if (other == name) continue;
-    const auto scratch = make_scheme(other);
-    f.alternative(other.c_str(), [&](Fields& s) { scratch->visit(s); });
-  }
+  visit_choice(f, "method", scheme_, scheme_names(), make_scheme, ChoiceKeys::kOwnSection);
 }
 
 }  // namespace reweighting

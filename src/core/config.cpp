@@ -1,6 +1,6 @@
 #include <mlo/core/config.h>
 
-#include <algorithm>
+#include <mlo/base/choice.h>
 
 namespace mlo {
 
@@ -42,22 +42,10 @@ void ProblemConfig::visit(Fields& f) {
     loss_scaling_ = enabled ? std::optional<LossScaling>(scaling) : std::nullopt;
   });
   f.section("checkpointing", [&](Fields& s) { checkpointing_.visit(s); });
-  const std::vector<std::string> names = method_names();
-  std::string name = method().name();
-  // (a method selected in code by its options needs no registration: its name is valid here)
-  std::vector<std::string> choices = names;
-  if (std::find(choices.begin(), choices.end(), name) == choices.end()) choices.push_back(name);
-  f("method", name, one_of(choices));
-  // The selected method's section; a name that changed selects that method's defaults first.
-  std::shared_ptr<MethodOptions> options =
-      name == method().name() ? method().clone() : method_options(name);
-  f.section(name.c_str(), [&](Fields& s) { options->visit(s); });
+  // (a copy: configurations share their options, and a read must not change another's)
+  std::shared_ptr<MethodOptions> options = method().clone();
+  visit_choice(f, "method", options, method_names(), method_options, ChoiceKeys::kOwnSection);
   method_ = options;
-  for (const auto& other : names) {
-    if (other == name) continue;
-    const auto scratch = method_options(other);
-    f.alternative(other.c_str(), [&](Fields& s) { scratch->visit(s); });
-  }
   f("log_step", log_step_, at_least(0));
   f("data_parallel", data_parallel_);
   f("allow_unused_parameters", allow_unused_parameters_);

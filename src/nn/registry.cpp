@@ -1,5 +1,6 @@
 #include <mlo/nn/registry.h>
 
+#include <mlo/base/choice.h>
 #include <mlo/base/error.h>
 #include <mlo/nn/activations.h>
 #include <mlo/nn/cnn.h>
@@ -90,12 +91,7 @@ ModelConfig& ModelConfig::operator=(const ModelConfig& other) {
 }
 
 void ModelConfig::visit(Fields& f) {
-  std::string name = options_->name();
-  std::vector<std::string> names = model_names();
-  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-  f("name", name, one_of(names));
-  if (name != options_->name()) options_ = model_options(name);
-  options_->visit(f);
+  visit_choice(f, "name", options_, model_names(), model_options, ChoiceKeys::kBeside);
 }
 
 std::shared_ptr<torch::nn::Module> ModelConfig::make(const ModelInput& input) const {
