@@ -38,6 +38,7 @@ using distill::Top;
 // The experiment: builds the three problems and the engine from the configuration.
 class DistillExperiment : public mlo::run::Experiment {
  public:
+  static constexpr const char* kName = "distill";  // `experiment: distill` in YAML
   // The experiment's own YAML keys: `data:` and `top:`, and its rules.
   struct Settings : mlo::run::SettingsFor<Settings> {
     int64_t features = 10;
@@ -160,6 +161,6 @@ class DistillExperiment : public mlo::run::Experiment {
 
 }  // namespace
 
-MLO_REGISTER_EXPERIMENT("distill", DistillExperiment);
+MLO_REGISTER_EXPERIMENT(DistillExperiment);
 
 int main(int argc, char** argv) { return mlo::cli::main(argc, argv); }

@@ -357,6 +357,6 @@ std::string FewshotExperiment::report(const Metrics& test, const Metrics& valid)
 }  // namespace fewshot
 }  // namespace problems
 
-MLO_REGISTER_EXPERIMENT("fewshot", problems::fewshot::FewshotExperiment);
+MLO_REGISTER_EXPERIMENT(problems::fewshot::FewshotExperiment);
 
 }  // namespace mlo

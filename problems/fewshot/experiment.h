@@ -67,6 +67,8 @@ struct FewshotDataConfig {
 
 class FewshotExperiment : public run::Experiment {
  public:
+  /// Its name in YAML: `experiment: fewshot`.
+  static constexpr const char* kName = "fewshot";
   struct Settings : run::SettingsFor<Settings> {
     FewshotConfig fewshot;
     FewshotDataConfig data;

@@ -241,6 +241,6 @@ std::string HpoExperiment::report(const Metrics& test, const Metrics& valid) con
 }  // namespace hpo
 }  // namespace problems
 
-MLO_REGISTER_EXPERIMENT("hpo", problems::hpo::HpoExperiment);
+MLO_REGISTER_EXPERIMENT(problems::hpo::HpoExperiment);
 
 }  // namespace mlo

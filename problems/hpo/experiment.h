@@ -50,6 +50,8 @@ class FrozenBaseline;
 /// The experiment.
 class HpoExperiment : public run::Experiment, public run::MemoryTarget {
  public:
+  /// Its name in YAML: `experiment: hpo`.
+  static constexpr const char* kName = "hpo";
   /// The experiment's own YAML keys and rules.
   struct Settings : run::SettingsFor<Settings> {
     HpoDataConfig data;

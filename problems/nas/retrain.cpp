@@ -120,6 +120,6 @@ std::string NasRetrainExperiment::describe() const {
 }  // namespace nas
 }  // namespace problems
 
-MLO_REGISTER_EXPERIMENT("nas_retrain", problems::nas::NasRetrainExperiment);
+MLO_REGISTER_EXPERIMENT(problems::nas::NasRetrainExperiment);
 
 }  // namespace mlo

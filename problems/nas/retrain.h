@@ -53,6 +53,8 @@ class Retrained : public Problem {
 
 class NasRetrainExperiment : public run::Experiment {
  public:
+  /// Its name in YAML: `experiment: nas_retrain`.
+  static constexpr const char* kName = "nas_retrain";
   struct Settings : run::SettingsFor<Settings> {
     NasDataConfig data;
     RetrainConfig nas;

@@ -166,6 +166,6 @@ std::string NasSearchExperiment::report(const Metrics& test, const Metrics& vali
 }  // namespace nas
 }  // namespace problems
 
-MLO_REGISTER_EXPERIMENT("nas", problems::nas::NasSearchExperiment);
+MLO_REGISTER_EXPERIMENT(problems::nas::NasSearchExperiment);
 
 }  // namespace mlo

@@ -82,6 +82,8 @@ class ArchitectureSearch : public Problem {
 
 class NasSearchExperiment : public run::Experiment {
  public:
+  /// Its name in YAML: `experiment: nas`.
+  static constexpr const char* kName = "nas";
   struct Settings : run::SettingsFor<Settings> {
     NasDataConfig data;
     SearchSpaceConfig nas;

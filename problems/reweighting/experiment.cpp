@@ -248,6 +248,6 @@ Batch ReweightingExperiment::sample_batch(const std::string& name) {
 }  // namespace reweighting
 }  // namespace problems
 
-MLO_REGISTER_EXPERIMENT("reweighting", problems::reweighting::ReweightingExperiment);
+MLO_REGISTER_EXPERIMENT(problems::reweighting::ReweightingExperiment);
 
 }  // namespace mlo

@@ -87,6 +87,8 @@ using ReweightingConfig = SchemeConfig;
 /// the baseline, plain training on the long-tailed set).
 class ReweightingExperiment : public run::Experiment, public run::MemoryTarget {
  public:
+  /// Its name in YAML: `experiment: reweighting`.
+  static constexpr const char* kName = "reweighting";
   /// Every dataset has this many classes.
   static constexpr int64_t kClasses = 10;
 

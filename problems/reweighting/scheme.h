@@ -151,7 +151,8 @@ bool register_scheme_type(const char* file, int line) {
 }  // namespace problems
 }  // namespace mlo
 
-/// Registers the weighting scheme `T` (default-constructible, with `kName`) at load time.
-#define MLO_REGISTER_WEIGHTING(T)                          \
-  static const bool mlo_registered_weighting_##T =         \
-      ::mlo::problems::reweighting::detail::register_scheme_type<T>(__FILE__, __LINE__)
+/// Registers the weighting scheme `T` (default-constructible, with `kName`) at load time, at
+/// namespace scope in a source file: `reweighting.method: <kName>` selects it.
+#define MLO_REGISTER_WEIGHTING(T) \
+  MLO_REGISTRATION(                \
+      ::mlo::problems::reweighting::detail::register_scheme_type<T>(__FILE__, __LINE__))

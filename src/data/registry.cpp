@@ -122,20 +122,23 @@ DatasetEntry synthetic() {
 
 // The built-in datasets, each a type of its own for the registry's rule.
 struct FashionMnistDataset {
+  static constexpr const char* kName = "fashion_mnist";
   static DatasetEntry entry() { return fashion_mnist(); }
 };
 struct Cifar10Dataset {
+  static constexpr const char* kName = "cifar10";
   static DatasetEntry entry() { return cifar10(); }
 };
 struct SyntheticDataset {
+  static constexpr const char* kName = "synthetic";
   static DatasetEntry entry() { return synthetic(); }
 };
 
 }  // namespace
 
-MLO_REGISTER_DATASET("fashion_mnist", FashionMnistDataset);
-MLO_REGISTER_DATASET("cifar10", Cifar10Dataset);
-MLO_REGISTER_DATASET("synthetic", SyntheticDataset);
+MLO_REGISTER_DATASET(FashionMnistDataset);
+MLO_REGISTER_DATASET(Cifar10Dataset);
+MLO_REGISTER_DATASET(SyntheticDataset);
 
 bool register_dataset(const std::string& name, std::type_index type, DatasetEntry entry,
                       const std::string& where) {

@@ -34,11 +34,10 @@ const Entry& find(const std::string& name) { return registry().at(name); }
 }  // namespace
 
 bool register_experiment(const std::string& name, std::type_index type, ExperimentFactory create,
-                         SettingsFactory settings, const char* file, int line) {
+                         SettingsFactory settings, const std::string& where) {
   MLO_CHECK(create && settings, "register_experiment: empty factory for experiment '", name,
-            "' (", file, ":", line, ")");
-  return registry().add(name, type, Entry{std::move(create), std::move(settings)},
-                        registered_at(file, line));
+            "' (", where, ")");
+  return registry().add(name, type, Entry{std::move(create), std::move(settings)}, where);
 }
 
 std::vector<std::string> experiment_names() { return registry().names(); }

@@ -23,6 +23,7 @@ namespace {
 // towards `toy.target`; every problem takes its optimizer from problems.p<i>.
 class ChainExperiment : public mlo::run::Experiment {
  public:
+  static constexpr const char* kName = "test_chain";  // `experiment: test_chain` in YAML
   struct Settings : mlo::run::SettingsFor<Settings> {
     int64_t levels = 2;
     double target = 1.0;
@@ -78,7 +79,7 @@ class ChainExperiment : public mlo::run::Experiment {
   mlo::Engine engine_;
 };
 
-MLO_REGISTER_EXPERIMENT("test_chain", ChainExperiment);
+MLO_REGISTER_EXPERIMENT(ChainExperiment);
 
 const char* kChain = R"(experiment: test_chain
 toy:
@@ -139,11 +140,11 @@ TEST_CASE("Registry: the same class again is a no-op; another under a taken name
     return std::make_unique<ChainExperiment::Settings>();
   };
   const std::type_index chain(typeid(ChainExperiment));
-  mlo::run::register_experiment("test_twice", chain, create, settings, "first.cpp", 10);
-  mlo::run::register_experiment("test_twice", chain, create, settings, "again.cpp", 15);
+  mlo::run::register_experiment("test_twice", chain, create, settings, "first.cpp:10");
+  mlo::run::register_experiment("test_twice", chain, create, settings, "again.cpp:15");
   CHECK_NOTHROW(mlo::run::make_settings("test_twice"));
   mlo::run::register_experiment("test_twice", std::type_index(typeid(OtherChain)), create,
-                                settings, "second.cpp", 20);
+                                settings, "second.cpp:20");
   REQUIRE_THROWS_WITH(mlo::run::make_settings("test_twice"),
                       Contains("the experiment 'test_twice' is registered twice, by two different "
                                "types (first.cpp:10 and second.cpp:20)"));

@@ -13,6 +13,19 @@
 ///   configs ambiguous. A plug-in registered by value, without a type, is always another.
 ///
 /// Looking up a name that is not registered is an error listing the registered names.
+///
+/// Every kind registers the same way: a type that carries its name (`static constexpr const
+/// char* kName`) and the kind's macro, at namespace scope in a source file:
+///
+/// ```
+/// MLO_REGISTER_METHOD(MyMethodOptions);        // problems.<p>.method: <kName>
+/// MLO_REGISTER_MODEL(MyModel);                 // model: {name: <kName>, ...}
+/// MLO_REGISTER_DATASET(MyDataset);             // data.dataset: <kName>
+/// MLO_REGISTER_EXPERIMENT(MyExperiment);       // experiment: <kName>
+/// ```
+///
+/// (and `MLO_REGISTER_WEIGHTING(MyScheme)` for the reweighting experiment's schemes). Each
+/// macro is `MLO_REGISTRATION` around its kind's `register_..._type<T>(file, line)`.
 
 #include <mlo/base/error.h>
 
@@ -109,3 +122,12 @@ inline std::string registered_at(const char* file, int line) {
 }
 
 }  // namespace mlo
+
+/// Pastes `a` and `b` into one token (the helper of `MLO_CONCAT`).
+#define MLO_CONCAT_(a, b) a##b
+/// Pastes `a` and `b` after expanding them (`__COUNTER__` becomes its number).
+#define MLO_CONCAT(a, b) MLO_CONCAT_(a, b)
+/// Evaluates `registration` (a call returning true) at load time, in a variable of its own:
+/// what each kind's `MLO_REGISTER_...` macro expands to.
+#define MLO_REGISTRATION(registration) \
+  static const bool MLO_CONCAT(mlo_registration_, __COUNTER__) = (registration)

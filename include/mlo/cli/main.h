@@ -9,8 +9,11 @@
 /// #include <mlo/cli/main.h>
 /// #include <mlo/run/experiment.h>
 ///
-/// class MyExperiment : public mlo::run::Experiment { ... };
-/// MLO_REGISTER_EXPERIMENT("mine", MyExperiment);
+/// class MyExperiment : public mlo::run::Experiment {
+///   static constexpr const char* kName = "mine";
+///   ...
+/// };
+/// MLO_REGISTER_EXPERIMENT(MyExperiment);
 ///
 /// int main(int argc, char** argv) { return mlo::cli::main(argc, argv); }
 /// ```

@@ -203,11 +203,19 @@ const MethodOptions& registered_defaults(const std::string& name);
 /// The registered methods' names, sorted.
 std::vector<std::string> method_names();
 
+namespace detail {
+/// `register_method` for an options type `Options` (default-constructible, with `kName`).
+template <typename Options>
+bool register_method_type(const char* file, int line) {
+  return register_method(
+      Options::kName, []() -> std::shared_ptr<MethodOptions> { return std::make_shared<Options>(); },
+      registered_at(file, line));
+}
+}  // namespace detail
+
 }  // namespace mlo
 
-/// Registers the options type `Options` (default-constructible, with `kName`) at load time.
-#define MLO_REGISTER_METHOD(Options)                                                           \
-  static const bool mlo_registered_method_##Options = ::mlo::register_method(                   \
-      Options::kName,                                                                           \
-      []() -> std::shared_ptr<::mlo::MethodOptions> { return std::make_shared<Options>(); },    \
-      ::mlo::registered_at(__FILE__, __LINE__))
+/// Registers the method options type `Options` (default-constructible, with `kName`) at load
+/// time, at namespace scope in a source file: `method: <kName>` in a problem selects it.
+#define MLO_REGISTER_METHOD(Options) \
+  MLO_REGISTRATION(::mlo::detail::register_method_type<Options>(__FILE__, __LINE__))

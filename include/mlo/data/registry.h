@@ -4,8 +4,9 @@
 /// loads its train and test splits into memory, says where its files are by default and whether
 /// they are present, where its files are published (for downloads) and gives its normalization.
 /// Built in: `fashion_mnist`, `cifar10`, `synthetic` (CIFAR-shaped, seeded). A program adds its
-/// own with `MLO_REGISTER_DATASET("name", Class)` (a class with `static DatasetEntry entry()`)
-/// or `register_dataset`, under the registry's rule for names (base/registry.h).
+/// own with `MLO_REGISTER_DATASET(Class)` (a class with its name, `kName`, and
+/// `static DatasetEntry entry()`) or `register_dataset`, under the registry's rule for names
+/// (base/registry.h).
 ///
 /// ```
 /// auto data = mlo::data::load_dataset("cifar10", mlo::data::DatasetRequest());
@@ -111,11 +112,19 @@ ImageDataset load_dataset(const std::string& name, DatasetRequest request);
 /// The transform options of `name` for training or evaluation.
 TransformOptions dataset_transform(const std::string& name, bool train);
 
+namespace detail {
+/// `register_dataset` for a class `Class` with `kName` and `static DatasetEntry entry()`.
+template <typename Class>
+bool register_dataset_type(const char* file, int line) {
+  return register_dataset(Class::kName, std::type_index(typeid(Class)), Class::entry(),
+                          registered_at(file, line));
+}
+}  // namespace detail
+
 }  // namespace data
 }  // namespace mlo
 
-/// Registers the dataset `NAME` that the class `Class` (with `static DatasetEntry entry()`)
-/// defines, at load time, at namespace scope in a source file: `data.dataset: NAME`.
-#define MLO_REGISTER_DATASET(NAME, Class)                                          \
-  static const bool mlo_registered_dataset_##Class = ::mlo::data::register_dataset( \
-      NAME, std::type_index(typeid(Class)), Class::entry(), ::mlo::registered_at(__FILE__, __LINE__))
+/// Registers the dataset that the class `Class` (with `kName` and `static DatasetEntry entry()`)
+/// defines, at load time, at namespace scope in a source file: `data.dataset: <kName>`.
+#define MLO_REGISTER_DATASET(Class) \
+  MLO_REGISTRATION(::mlo::data::detail::register_dataset_type<Class>(__FILE__, __LINE__))

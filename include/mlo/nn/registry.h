@@ -186,6 +186,5 @@ bool register_model_type(const char* file, int line) {
 
 /// Registers the model options type `Options` (default-constructible, with `kName`) at load
 /// time, at namespace scope in a source file: `model: {name: <kName>, ...}` selects it.
-#define MLO_REGISTER_MODEL(Options)                                       \
-  static const bool mlo_registered_model_##Options =                      \
-      ::mlo::nn::detail::register_model_type<Options>(__FILE__, __LINE__)
+#define MLO_REGISTER_MODEL(Options) \
+  MLO_REGISTRATION(::mlo::nn::detail::register_model_type<Options>(__FILE__, __LINE__))

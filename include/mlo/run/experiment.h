@@ -12,16 +12,18 @@
 /// ```
 /// class MyExperiment : public mlo::run::Experiment {
 ///  public:
+///   static constexpr const char* kName = "mine";   // `experiment: mine` in YAML
 ///   struct Settings : mlo::run::SettingsFor<Settings> { ... };   // optional: own YAML keys
 ///   explicit MyExperiment(const mlo::run::RunConfig& config);
 ///   ...
 /// };
-/// MLO_REGISTER_EXPERIMENT("mine", MyExperiment);   // `experiment: mine` in YAML
+/// MLO_REGISTER_EXPERIMENT(MyExperiment);
 /// ```
 ///
 /// The ready-made ones: `reweighting` (problems/reweighting/experiment.h) and `hpo`
 /// (problems/hpo/experiment.h).
 
+#include <mlo/base/registry.h>
 #include <mlo/core/batch.h>
 #include <mlo/core/engine.h>
 #include <mlo/core/problem.h>
@@ -88,12 +90,12 @@ using ExperimentFactory = std::function<std::unique_ptr<Experiment>(const RunCon
 /// Builds an experiment's settings with their defaults.
 using SettingsFactory = std::function<std::unique_ptr<ExperimentSettings>()>;
 
-/// Registers an experiment under `name`, defined by the class `type`; `file` and `line` say
-/// where (for messages). Returns true (for static registration). The registry's rule for names
+/// Registers an experiment under `name`, defined by the class `type`, at `where` ("file.cpp:12",
+/// for messages). Returns true (for static registration). The registry's rule for names
 /// (base/registry.h): the same class again is a no-op, another under a taken name makes that
 /// name an error naming both places.
 bool register_experiment(const std::string& name, std::type_index type, ExperimentFactory create,
-                         SettingsFactory settings, const char* file, int line);
+                         SettingsFactory settings, const std::string& where);
 /// The registered names, sorted.
 std::vector<std::string> experiment_names();
 /// Whether `name` is registered.
@@ -117,8 +119,9 @@ struct SettingsOf<T, std::void_t<typename T::Settings>> {
   using type = typename T::Settings;
 };
 
+/// `register_experiment` for a class `Class` with `kName` (see `MLO_REGISTER_EXPERIMENT`).
 template <typename Class>
-bool register_experiment_class(const char* name, const char* file, int line) {
+bool register_experiment_type(const char* file, int line) {
   using S = typename SettingsOf<Class>::type;
   static_assert(std::is_base_of<Experiment, Class>::value,
                 "MLO_REGISTER_EXPERIMENT: the class must derive from mlo::run::Experiment");
@@ -126,27 +129,21 @@ bool register_experiment_class(const char* name, const char* file, int line) {
                 "MLO_REGISTER_EXPERIMENT: Class::Settings must derive from "
                 "mlo::run::SettingsFor<Settings>");
   return register_experiment(
-      name, std::type_index(typeid(Class)),
+      Class::kName, std::type_index(typeid(Class)),
       [](const RunConfig& config) -> std::unique_ptr<Experiment> {
         return std::make_unique<Class>(config);
       },
-      []() -> std::unique_ptr<ExperimentSettings> { return std::make_unique<S>(); }, file, line);
+      []() -> std::unique_ptr<ExperimentSettings> { return std::make_unique<S>(); },
+      registered_at(file, line));
 }
 
 }  // namespace detail
 }  // namespace run
 }  // namespace mlo
 
-/// Pastes `a` and `b` into one token (the helper of `MLO_EXPERIMENT_CONCAT`).
-#define MLO_EXPERIMENT_CONCAT_(a, b) a##b
-/// Pastes `a` and `b` after expanding them (`__COUNTER__` becomes its number): how
-/// `MLO_REGISTER_EXPERIMENT` names a variable of its own at each use.
-#define MLO_EXPERIMENT_CONCAT(a, b) MLO_EXPERIMENT_CONCAT_(a, b)
-
 /// Registers `Class` (derived from `mlo::run::Experiment`, constructible from
-/// `const mlo::run::RunConfig&`, with an optional nested `Settings` type for its own YAML keys)
-/// as the experiment `NAME` (`experiment: NAME` in YAML), at load time. Use it at namespace
-/// scope in a source file.
-#define MLO_REGISTER_EXPERIMENT(NAME, Class)                                         \
-  static const bool MLO_EXPERIMENT_CONCAT(mlo_registered_experiment_, __COUNTER__) = \
-      ::mlo::run::detail::register_experiment_class<Class>(NAME, __FILE__, __LINE__)
+/// `const mlo::run::RunConfig&`, with its name `kName` and an optional nested `Settings` type for
+/// its own YAML keys) at load time, at namespace scope in a source file: `experiment: <kName>`
+/// in YAML selects it.
+#define MLO_REGISTER_EXPERIMENT(Class) \
+  MLO_REGISTRATION(::mlo::run::detail::register_experiment_type<Class>(__FILE__, __LINE__))
