@@ -3,6 +3,7 @@
 #include "core/level_runtime.h"
 #include "support/chain_fit.h"
 #include "support/in_memory_state.h"
+#include "support/names.h"
 #include "support/toy.h"
 
 #include <mlo/nn/chain.h>
@@ -23,21 +24,19 @@ using mlo::ProblemConfig;
 
 TEST_CASE("Engine: bad or unsupported settings are refused, naming problem and field",
           "[core][engine]") {
-  auto check = [](ProblemConfig config, const std::string& message) {
+  auto check = [](ProblemConfig config, std::vector<std::string> names) {
     auto p = mlo_test::toy("inner", std::move(config), nullptr);
     mlo::Engine engine;
     engine.add(p);
-    REQUIRE_THROWS_WITH(engine.initialize(), Contains(message));
+    REQUIRE_THROWS_WITH(engine.initialize(), mlo_test::Names(std::move(names)));
   };
-  check(ProblemConfig().gradient_accumulation(0),
-        "problem 'inner': gradient_accumulation: must be >= 1, got 0");
+  check(ProblemConfig().gradient_accumulation(0), {"'inner'", "gradient_accumulation", "0"});
   check(ProblemConfig().gradient_accumulation(2).roll_back(true),
-        "problem 'inner': roll_back with gradient_accumulation > 1 is not supported");
+        {"'inner'", "roll_back", "gradient_accumulation"});
   check(ProblemConfig().checkpointing(mlo::Checkpointing::kSqrt),
-        "problem 'inner': checkpointing sqrt needs a model that is an mlo::nn::Chain");
-  check(ProblemConfig().unroll_steps(0), "problem 'inner': unroll_steps: must be >= 1, got 0");
-  check(ProblemConfig().method(mlo::CGOptions().iterations(0)),
-        "problem 'inner': cg.iterations: must be >= 1, got 0");
+        {"'inner'", "checkpointing sqrt", "mlo::nn::Chain"});
+  check(ProblemConfig().unroll_steps(0), {"'inner'", "unroll_steps", "0"});
+  check(ProblemConfig().method(mlo::CGOptions().iterations(0)), {"'inner'", "cg.iterations", "0"});
 }
 
 TEST_CASE("Engine: a problem without an optimizer is refused", "[core][engine]") {
@@ -49,7 +48,7 @@ TEST_CASE("Engine: a problem without an optimizer is refused", "[core][engine]")
   p->module(mlo_test::Scalar(0.0));
   mlo::Engine engine;
   engine.add(p);
-  REQUIRE_THROWS_WITH(engine.initialize(), Contains("problem 'lonely': no optimizer"));
+  REQUIRE_THROWS_WITH(engine.initialize(), mlo_test::Names({"'lonely'", "optimizer"}));
 }
 
 TEST_CASE("Engine: a parameter that gets no gradient is an error naming it, not a zero",
@@ -67,8 +66,7 @@ TEST_CASE("Engine: a parameter that gets no gradient is an error naming it, not 
   p->data(std::vector<mlo::Batch>{mlo::Batch(torch::ones({2, 3}))});
   mlo::Engine engine(mlo::EngineConfig().train_iters(1));
   engine.add(p);
-  REQUIRE_THROWS_WITH(engine.run(), Contains("problem 'fit': its loss does not depend on "
-                                             "its parameter 'bias'"));
+  REQUIRE_THROWS_WITH(engine.run(), mlo_test::Names({"'fit'", "'bias'"}));
   // Frozen on purpose: fine.
   auto q = std::make_shared<WeightOnly>("frozen_bias");
   auto linear = torch::nn::Linear(3, 1);
@@ -136,41 +134,36 @@ TEST_CASE("Engine: early stopping stops after `tolerance` validations without im
     mlo::Engine engine(mlo::EngineConfig().train_iters(2).valid_step(1).early_stopping(
         mlo::EarlyStopping().metric("acc")));
     engine.add(p).validation([] { return mlo::Metrics{{"loss", 1.0}}; });
-    REQUIRE_THROWS_WITH(engine.run(), Contains("early_stopping metric 'acc' is not among"));
+    REQUIRE_THROWS_WITH(engine.run(), mlo_test::Names({"early_stopping", "'acc'", "loss"}));
   }
   SECTION("early stopping without validation is refused at start") {
     auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
     mlo::Engine engine(mlo::EngineConfig().early_stopping(mlo::EarlyStopping()));
     engine.add(p);
-    REQUIRE_THROWS_WITH(engine.initialize(), Contains("early_stopping needs valid_step > 0"));
+    REQUIRE_THROWS_WITH(engine.initialize(), mlo_test::Names({"early_stopping", "valid_step"}));
   }
 }
 
 TEST_CASE("Engine: data-parallel setups a method cannot serve exactly are refused",
           "[core][engine][dist]") {
   // One process (no rendezvous variables): a group of one rank, enough for the checks.
-  auto check = [](mlo::dist::Strategy strategy, ProblemConfig config, const std::string& message) {
+  auto check = [](mlo::dist::Strategy strategy, ProblemConfig config,
+                  std::vector<std::string> names) {
     auto outer = mlo_test::toy("outer", ProblemConfig(), nullptr);
     auto inner = mlo_test::toy("inner", std::move(config), nullptr);
     mlo::Engine engine(mlo::EngineConfig().strategy(strategy));
     engine.add(outer).add(inner);
     mlo_test::link(engine, outer, inner);
-    REQUIRE_THROWS_WITH(engine.initialize(), Contains(message));
+    REQUIRE_THROWS_WITH(engine.initialize(), mlo_test::Names(std::move(names)));
   };
   check(mlo::dist::Strategy::kDistributed, ProblemConfig().method("unrolled"),
-        "problem 'inner': the unrolled method cannot run data parallel");
-  check(mlo::dist::Strategy::kZero1, ProblemConfig().method("sama"),
-        "problem 'inner': sama reads the optimizer state of every parameter, which strategy "
-        "zero1 shards");
+        {"'inner'", "unrolled", "data parallel"});
+  check(mlo::dist::Strategy::kZero1, ProblemConfig().method("sama"), {"'inner'", "sama", "zero1"});
   // zero3 shards the parameters of Chains only; a toy's Scalar is served as zero2.
   check(mlo::dist::Strategy::kZero3, ProblemConfig().method("sama"),
-        "problem 'inner': sama reads the optimizer state of every parameter, which strategy "
-        "zero3 shards over the ranks (this problem's module is not an mlo::nn::Chain, so zero3 "
-        "serves it as zero2)");
+        {"'inner'", "sama", "zero3", "mlo::nn::Chain", "zero2"});
   check(mlo::dist::Strategy::kDefault, ProblemConfig().offload(mlo::Offload::kCpu),
-        "problem 'inner': offload cpu moves the parameter shards of strategy zero3, which needs "
-        "engine.strategy zero3, data_parallel true and an mlo::nn::Chain model (this run: "
-        "strategy default)");
+        {"'inner'", "offload cpu", "engine.strategy zero3", "data_parallel", "strategy default"});
   // Opting the level out makes both fine.
   for (auto strategy : {mlo::dist::Strategy::kDistributed, mlo::dist::Strategy::kZero2}) {
     auto outer = mlo_test::toy("outer", ProblemConfig(), nullptr);
@@ -211,11 +204,9 @@ TEST_CASE("Engine: a ZeRO state resumes only on the same split, a complete one n
   const std::string zero1 = saved(Strategy::kZero1), complete = saved(Strategy::kDistributed);
   CHECK(load(Strategy::kZero1, zero1) == 2);
   CHECK(load(Strategy::kDefault, complete) == 2);
-  REQUIRE_THROWS_WITH(load(Strategy::kDefault, zero1),
-                      Contains("saved by strategy zero1 on 1 rank(s)") &&
-                          Contains("this run: default on 1"));
+  REQUIRE_THROWS_WITH(load(Strategy::kDefault, zero1), mlo_test::Names({"zero1", "default"}));
   REQUIRE_THROWS_WITH(load(Strategy::kZero2, complete),
-                      Contains("saved by strategy distributed (complete optimizer state)"));
+                      mlo_test::Names({"distributed", "zero2"}));
 }
 
 namespace {
@@ -432,10 +423,9 @@ TEST_CASE("Engine: zero3 refuses checkpointing plans made from each rank's own t
     mlo::Engine engine(mlo::EngineConfig().strategy(mlo::dist::Strategy::kZero3));
     engine.add(p);
     REQUIRE_THROWS_WITH(engine.initialize(),
-                        Contains("problem 'fit': checkpointing " +
-                                 std::string(mlo::to_string(strategy)) +
-                                 " plans from this rank's own block timings") &&
-                            Contains("use uniform or sqrt"));
+                        mlo_test::Names({"'fit'",
+                                         "checkpointing " + std::string(mlo::to_string(strategy)),
+                                         "uniform", "sqrt"}));
   }
   // A plan from the block count alone is the same on every rank.
   auto p = chain_fit(ProblemConfig().checkpointing(mlo::Checkpointing::kSqrt));
@@ -449,9 +439,7 @@ TEST_CASE("Engine: offload cpu on a model that is on the CPU is refused", "[core
   mlo::Engine engine(mlo::EngineConfig().strategy(mlo::dist::Strategy::kZero3));
   engine.add(p);
   REQUIRE_THROWS_WITH(engine.initialize(),
-                      Contains("problem 'fit': offload cpu keeps the parameter shards in host "
-                               "memory away from a GPU, but this problem's parameters are on "
-                               "cpu already (use device cuda, or offload none)"));
+                      mlo_test::Names({"'fit'", "offload cpu", "device cuda", "offload none"}));
 }
 
 }  // namespace engine_test

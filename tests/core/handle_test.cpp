@@ -2,6 +2,8 @@
 // each problem's first step: a handle that names no problem, one of another type, one used
 // before the engine links it, and a link() whose arguments are swapped are errors naming the
 // problems involved, never a crash.
+#include "support/names.h"
+
 #include <mlo/core/engine.h>
 #include <mlo/core/handle.h>
 #include <mlo/core/problem.h>
@@ -10,8 +12,6 @@
 #include <torch/torch.h>
 
 namespace handle_test {
-
-using Catch::Contains;
 
 namespace {
 
@@ -101,8 +101,7 @@ TEST_CASE("Handle: used before an engine links it, it is an error naming both pr
           "[core][handle]") {
   Pair p = make_pair();
   CHECK_THROWS_WITH(p.outer->training_step(mlo::Batch(torch::randn({2, 4}), torch::ones({2}))),
-                    Contains("problem 'outer': its handle to 'inner' (") &&
-                        Contains("is used before an engine linked it"));
+                    mlo_test::Names({"'outer'", "'inner'", "engine"}));
 }
 
 TEST_CASE("Handle: one that names no problem of the engine, or one of another type, is refused",
@@ -111,9 +110,7 @@ TEST_CASE("Handle: one that names no problem of the engine, or one of another ty
     auto lone = with_linear(std::make_shared<Pointing<Outer>>("lone", "missing"));
     mlo::Engine engine;
     engine.add(lone);
-    CHECK_THROWS_WITH(engine.initialize(),
-                      Contains("problem 'lone': its handle to 'missing' (") &&
-                          Contains("names no problem of this engine (its problems: lone)"));
+    CHECK_THROWS_WITH(engine.initialize(), mlo_test::Names({"'lone'", "'missing'", ": lone)"}));
   }
   {
     Pair p = make_pair();
@@ -121,25 +118,21 @@ TEST_CASE("Handle: one that names no problem of the engine, or one of another ty
     mlo::Engine engine;
     engine.add(p.outer).add(p.inner).add(wrong).link(p.outer, p.inner).link(p.outer, wrong);
     CHECK_THROWS_WITH(engine.initialize(),
-                      Contains("problem 'wrong': its handle to 'inner' wants a ") &&
-                          Contains("Outer, but problem 'inner' is a ") && Contains("Inner"));
+                      mlo_test::Names({"'wrong'", "'inner'", "Outer", "Inner"}));
   }
   {
     // By type: none, then several.
     auto by_type = with_linear(std::make_shared<Pointing<Outer>>("by_type", ""));
     mlo::Engine engine;
     engine.add(by_type);
-    CHECK_THROWS_WITH(engine.initialize(),
-                      Contains("problem 'by_type': its handle to a ") &&
-                          Contains("Outer finds no such problem in this engine"));
+    CHECK_THROWS_WITH(engine.initialize(), mlo_test::Names({"'by_type'", "Outer"}));
     Pair a = make_pair();
     auto second = std::make_shared<Outer>("second");
     second->module(torch::nn::Linear(torch::nn::LinearOptions(4, 1).bias(false)))
         .optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
     mlo::Engine two;
     two.add(a.outer).add(second).add(a.inner).link(a.outer, a.inner).link(second, a.inner);
-    CHECK_THROWS_WITH(two.initialize(), Contains("problem 'inner': its handle to a ") &&
-                                            Contains("finds several (outer, second)"));
+    CHECK_THROWS_WITH(two.initialize(), mlo_test::Names({"'inner'", "(outer, second)"}));
   }
 }
 
@@ -151,10 +144,7 @@ TEST_CASE("Engine: a swapped link(upper, lower) is an error at the first step, n
   Pair p = make_pair();
   mlo::Engine engine(mlo::EngineConfig().train_iters(2).valid_step(0).log_step(0));
   engine.add(p.outer).add(p.inner).link(/*upper=*/p.inner, /*lower=*/p.outer);
-  CHECK_THROWS_WITH(engine.run(),
-                    Contains("problem 'outer': its loss does not depend on any of its own "
-                             "trainable parameters") &&
-                        Contains("check the order of link(upper, lower)'s arguments"));
+  CHECK_THROWS_WITH(engine.run(), mlo_test::Names({"'outer'", "link(upper, lower)"}));
   CHECK(p.outer->optimizer_steps() == 0);
 }
 
@@ -165,10 +155,7 @@ TEST_CASE("Engine: an edge the losses do not have is an error at the first step,
   auto other = with_linear(std::make_shared<Pointing<Inner>>("other", "inner"));
   mlo::Engine engine(mlo::EngineConfig().train_iters(2).valid_step(0).log_step(0));
   engine.add(p.outer).add(other).add(p.inner).link(p.outer, p.inner).link(other, p.inner);
-  CHECK_THROWS_WITH(engine.run(),
-                    Contains("problem 'inner': its loss does not depend on the parameters of "
-                             "problem 'other'") &&
-                        Contains("u2l other -> inner"));
+  CHECK_THROWS_WITH(engine.run(), mlo_test::Names({"'inner'", "'other'", "u2l other -> inner"}));
 }
 
 }  // namespace handle_test
