@@ -72,4 +72,41 @@ void EngineConfig::visit(Fields& f) {
   f("timeout_s", timeout_s_, above_up_to(0, kMaxTimeoutSeconds));
 }
 
+std::optional<OptionError> ProblemConfig::validate(const EngineConfig& engine) const {
+  if (roll_back_ && gradient_accumulation_ > 1) {
+    return OptionError{"roll_back", "with gradient_accumulation > 1 is not supported (the redone "
+                                    "step would see one micro-batch)"};
+  }
+  const bool zero3 = engine.strategy() == dist::Strategy::kZero3 && data_parallel_;
+  const Checkpointing plan = checkpointing_.strategy();
+  // NOTE: optimal and min_memory pick segments by each rank's own measured block times; under
+  // zero3 two ranks could pick different plans, whose gathers (3 per checkpointed block, 2 per
+  // stored one) would not pair up.
+  if (zero3 && (plan == Checkpointing::kOptimal || plan == Checkpointing::kMinMemory)) {
+    return OptionError{"checkpointing.strategy",
+                       std::string(to_string(plan)) + " plans from this rank's own block " +
+                           "timings, which under engine.strategy zero3 could differ between " +
+                           "ranks (and so would their collectives); use uniform or sqrt"};
+  }
+  if (offload_ == Offload::kCpu && !zero3) {
+    return OptionError{"offload",
+                       std::string("cpu moves the parameter shards of strategy zero3, which ") +
+                           "needs engine.strategy zero3 and data_parallel true (this run: " +
+                           "strategy " + dist::to_string(engine.strategy()) +
+                           (data_parallel_ ? "" : ", data_parallel false") + ")"};
+  }
+  if (auto broken = method().validate()) {
+    return OptionError{method().name() + "." + broken->key, broken->what};
+  }
+  return std::nullopt;
+}
+
+std::optional<OptionError> EngineConfig::validate() const {
+  if (early_stopping_.enabled() && valid_step_ == 0) {
+    return OptionError{"early_stopping",
+                       "needs valid_step > 0 (validation supplies its metric)"};
+  }
+  return std::nullopt;
+}
+
 }  // namespace mlo

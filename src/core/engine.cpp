@@ -112,11 +112,11 @@ void Engine::initialize() {
     const std::string failed = first_failed_check([&](Fields& f) { copy.visit(f); });
     MLO_CHECK(failed.empty(), "engine: ", failed);
   }
-  if (config_.early_stopping().enabled()) {
-    MLO_CHECK(config_.valid_step() > 0 && validation_,
-              "engine: early_stopping needs valid_step > 0",
-              " and a validation hook (engine.validation(...))");
+  if (const auto broken = config_.validate()) {
+    throw Error("engine: " + broken->key + ": " + broken->what);
   }
+  MLO_CHECK(!config_.early_stopping().enabled() || validation_,
+            "engine: early_stopping needs a validation hook (engine.validation(...))");
   for (const auto& problem : problems_) check_config(*problem);
   nodes_ = std::make_unique<detail::EngineNodes>(graph_, config_.log_step());
   MLO_CHECK(!nodes_->schedule().leaves().empty(),

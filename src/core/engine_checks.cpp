@@ -29,9 +29,9 @@ void Engine::check_config(const Problem& problem) const {
     const std::string failed = first_failed_check([&](Fields& f) { copy.visit(f); });
     MLO_CHECK(failed.empty(), "problem '", name, "': ", failed);
   }
-  MLO_CHECK(!(c.roll_back() && c.gradient_accumulation() > 1), "problem '", name,
-            "': roll_back with gradient_accumulation > 1 is not supported (the redone step would ",
-            "see one micro-batch)");
+  if (const auto broken = c.validate(config_)) {
+    throw Error("problem '" + name + "': " + broken->key + ": " + broken->what);
+  }
   const auto params = problem.module().parameters();
   const c10::DeviceType device = params.empty() ? c10::kCPU : params.front().device().type();
   MLO_CHECK(memory::precision_supported(c.precision(), device), "problem '", name, "': precision ",
@@ -51,22 +51,10 @@ void Engine::check_config(const Problem& problem) const {
                    name, memory::cpu_bf16_shortfall());
     }
   }
-  // NOTE: optimal and min_memory pick segments by each rank's own measured block times; under
-  // zero3 two ranks could pick different plans, whose gathers (3 per checkpointed block, 2 per
-  // stored one) would not pair up.
-  MLO_CHECK(!(config_.strategy() == dist::Strategy::kZero3 && c.data_parallel() &&
-              (c.checkpointing().strategy() == Checkpointing::kOptimal ||
-               c.checkpointing().strategy() == Checkpointing::kMinMemory)),
-            "problem '", name, "': checkpointing ", to_string(c.checkpointing().strategy()),
-            " plans from this rank's own block timings, which under strategy zero3 could differ "
-            "between ranks (and so would their collectives); use uniform or sqrt");
   if (c.offload() == Offload::kCpu) {
-    MLO_CHECK(config_.strategy() == dist::Strategy::kZero3 && c.data_parallel() &&
-                  dynamic_cast<const nn::ChainImpl*>(&problem.module()) != nullptr,
-              "problem '", name, "': offload cpu moves the parameter shards of strategy zero3, ",
-              "which needs engine.strategy zero3, data_parallel true and an mlo::nn::Chain model ",
-              "(this run: strategy ", dist::to_string(config_.strategy()),
-              c.data_parallel() ? "" : ", data_parallel false", ")");
+    MLO_CHECK(dynamic_cast<const nn::ChainImpl*>(&problem.module()) != nullptr, "problem '", name,
+              "': offload cpu moves the parameter shards of strategy zero3, which shards an ",
+              "mlo::nn::Chain model only");
     MLO_CHECK(device == c10::kCUDA, "problem '", name, "': offload cpu keeps the parameter ",
               "shards in host memory away from a GPU, but this problem's parameters are on ",
               c10::DeviceTypeName(device, /*lower_case=*/true),

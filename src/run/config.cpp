@@ -203,15 +203,15 @@ void check_config(const RunConfig& c) {
                (has_children ? " (it is the top level)" : "") + ", so it would have no effect; "
                "remove it");
   }
-  // The selected method's rules across its keys, here where keys still have their file
-  // positions (the method's constructor checks the same for a configuration built in code). A
-  // section of a method the problem does not run is read and validated, and has no effect: it
+  // Each problem's rules across its keys (ProblemConfig::validate, the selected method's
+  // included), here where keys still have their file positions (the engine applies the same
+  // rules to a configuration built in code). A section of a method the problem does not run is read and validated, and has no effect: it
   // is accepted (kept for switching with --set ...method=) only when `method` was chosen, for
   // set without it, the section would be silently ignored for the default method.
   for (const auto& [name, p] : c.problems) {
     const MethodOptions& options = p.config.method();
-    if (const auto broken = options.validate()) {
-      c.fail("problems." + name + "." + options.name() + "." + broken->key, broken->what);
+    if (const auto broken = p.config.validate(c.engine)) {
+      c.fail("problems." + name + "." + broken->key, broken->what);
     }
     const std::string method_key = "problems." + name + ".method";
     // NOTE: only for a configuration read from YAML (it has key locations): one built in code
@@ -262,10 +262,8 @@ void check_config(const RunConfig& c) {
                  "unroll_steps, warmup_steps or gradient_accumulation");
     }
   }
+  if (const auto broken = c.engine.validate()) c.fail("engine." + broken->key, broken->what);
   const EarlyStopping& rule = c.engine.early_stopping();
-  if (rule.enabled() && c.engine.valid_step() == 0) {
-    c.fail("engine.early_stopping", "needs engine.valid_step > 0 (validation supplies its metric)");
-  }
   // Validation metrics are "valid/<name>" (Experiment::evaluate).
   if (rule.enabled() && rule.metric().rfind("valid/", 0) != 0) {
     c.fail("engine.early_stopping.metric",

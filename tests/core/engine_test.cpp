@@ -140,7 +140,12 @@ TEST_CASE("Engine: early stopping stops after `tolerance` validations without im
     auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
     mlo::Engine engine(mlo::EngineConfig().early_stopping(mlo::EarlyStopping()));
     engine.add(p);
-    REQUIRE_THROWS_WITH(engine.initialize(), mlo_test::Names({"early_stopping", "valid_step"}));
+    REQUIRE_THROWS_WITH(engine.initialize(),
+                        mlo_test::Names({"early_stopping", "engine.validation(...)"}));
+    auto q = mlo_test::toy("q", ProblemConfig(), nullptr);
+    mlo::Engine never(mlo::EngineConfig().valid_step(0).early_stopping(mlo::EarlyStopping()));
+    never.add(q).validation([] { return mlo::Metrics{{"valid/loss", 1.0}}; });
+    REQUIRE_THROWS_WITH(never.initialize(), mlo_test::Names({"early_stopping", "valid_step"}));
   }
 }
 
@@ -163,7 +168,7 @@ TEST_CASE("Engine: data-parallel setups a method cannot serve exactly are refuse
   check(mlo::dist::Strategy::kZero3, ProblemConfig().method("sama"),
         {"'inner'", "sama", "zero3", "mlo::nn::Chain", "zero2"});
   check(mlo::dist::Strategy::kDefault, ProblemConfig().offload(mlo::Offload::kCpu),
-        {"'inner'", "offload cpu", "engine.strategy zero3", "data_parallel", "strategy default"});
+        {"'inner'", "offload", "engine.strategy zero3", "data_parallel", "strategy default"});
   // Opting the level out makes both fine.
   for (auto strategy : {mlo::dist::Strategy::kDistributed, mlo::dist::Strategy::kZero2}) {
     auto outer = mlo_test::toy("outer", ProblemConfig(), nullptr);
@@ -423,8 +428,8 @@ TEST_CASE("Engine: zero3 refuses checkpointing plans made from each rank's own t
     mlo::Engine engine(mlo::EngineConfig().strategy(mlo::dist::Strategy::kZero3));
     engine.add(p);
     REQUIRE_THROWS_WITH(engine.initialize(),
-                        mlo_test::Names({"'fit'",
-                                         "checkpointing " + std::string(mlo::to_string(strategy)),
+                        mlo_test::Names({"'fit'", "checkpointing",
+                                         std::string(mlo::to_string(strategy)), "zero3",
                                          "uniform", "sqrt"}));
   }
   // A plan from the block count alone is the same on every rank.

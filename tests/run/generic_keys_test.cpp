@@ -33,7 +33,8 @@ namespace {
 constexpr double kLr = 0.05;
 
 struct Case {
-  std::vector<std::string> overrides;  // besides the key's own value, what makes it act
+  std::vector<std::string> overrides;  // besides the key's own value, what makes it act (keys of
+                                       // the problem, or "engine.<key>")
   std::string value;                   // the key's value
   bool run = false;                    // check after training `engine.train_iters` steps
   std::function<void(mlo::Problem&)> check;
@@ -165,7 +166,7 @@ std::map<std::string, Case> cases() {
        {{}, "true", false, [](P& p) { CHECK(p.config().allow_unused_parameters()); }}},
       // (built only: the engine refuses it on a CPU model at initialization)
       {"offload",
-       {{}, "cpu", false, [](P& p) { CHECK(p.config().offload() == mlo::Offload::kCpu); }}},
+       {{"engine.strategy=zero3"}, "cpu", false, [](P& p) { CHECK(p.config().offload() == mlo::Offload::kCpu); }}},
   };
 }
 
@@ -390,7 +391,10 @@ TEST_CASE("Generic keys: every key of problems.<name> reaches the built problem"
       // A case that only builds the pair runs long enough for every problem to take an
       // optimizer step under any value of its key (the configuration check asks that).
       if (!c.run) overrides.push_back("engine.train_iters=20");
-      for (const auto& o : c.overrides) overrides.push_back("problems." + target + "." + o);
+      // (a case's overrides are the problem's keys, or engine keys it needs: "engine.strategy")
+      for (const auto& o : c.overrides) {
+        overrides.push_back(o.rfind("engine.", 0) == 0 ? o : "problems." + target + "." + o);
+      }
       overrides.push_back("problems." + target + "." + key + "=" + c.value);
       CAPTURE(target, overrides);
       auto experiment = mlo::run::make_experiment(

@@ -7,6 +7,7 @@
 #include <mlo/run/builders.h>
 
 #include "problems/reweighting/experiment.h"
+#include "support/names.h"
 
 #include <catch2/catch.hpp>
 
@@ -381,6 +382,32 @@ TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "
       Contains("c.yaml:12:") &&
           Contains("problems.classifier.unrolled.budget_bytes: give snapshots or budget_bytes, "
                    "not both (snapshots is 3)"));
+}
+
+TEST_CASE("YAML: the core's rules across keys name the file, line and key, before anything is "
+          "built",
+          "[io][yaml]") {
+  const auto with = [](const std::string& lines) {
+    return std::string(kValid).replace(std::string(kValid).find("  reweighter:"), 0, lines);
+  };
+  // (ProblemConfig::validate and EngineConfig::validate: the rules the engine applies to a
+  // configuration built in code)
+  REQUIRE_THROWS_WITH(
+      parse_run_config(with("    roll_back: true\n    gradient_accumulation: 2\n"), "r.yaml"),
+      mlo_test::Names({"r.yaml:11:16: problems.classifier.roll_back:", "gradient_accumulation"}));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(with("    checkpointing: {strategy: optimal}\n"), "z.yaml",
+                       {"engine.strategy=zero3"}),
+      mlo_test::Names({"z.yaml:11:31: problems.classifier.checkpointing.strategy:", "optimal",
+                       "zero3"}));
+  CHECK_NOTHROW(parse_run_config(with("    checkpointing: {strategy: optimal}\n"), "z.yaml"));
+  REQUIRE_THROWS_WITH(parse_run_config(with("    offload: cpu\n"), "o.yaml"),
+                      mlo_test::Names({"o.yaml:11:14: problems.classifier.offload:", "zero3",
+                                       "strategy default"}));
+  REQUIRE_THROWS_WITH(
+      parse_run_config(kValid, "e.yaml",
+                       {"engine.early_stopping.enabled=true", "engine.valid_step=0"}),
+      mlo_test::Names({"e.yaml: engine.early_stopping:", "valid_step"}));
 }
 
 TEST_CASE("YAML: a section of a method that does not run needs an explicit method",

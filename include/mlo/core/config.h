@@ -3,7 +3,9 @@
 /// Options structs for problems and the engine: plain values with chained setters. Each
 /// describes its own keys (`visit`, base/fields.h), which is how YAML reads and writes them and
 /// where every range check is (the engine applies the same checks to values set in code).
-/// Derived settings and cross-field rules are checked once, when the Engine initializes.
+/// Rules across keys are written once, as `validate` (the first broken one, with its key): the
+/// Engine applies them when it initializes, and the YAML reader before anything is built,
+/// naming the file, line and key.
 
 #include <mlo/base/enum_names.h>
 #include <mlo/base/error.h>
@@ -39,6 +41,8 @@ struct EnumNames<Mode> {
 
 /// Name of an enum value as written in configs and logs ("min", "max").
 inline const char* to_string(Mode mode) { return detail::enum_name(mode); }
+
+struct EngineConfig;
 
 /// Per-problem configuration. Example:
 /// `ProblemConfig().unroll_steps(10).method(NeumannOptions().iterations(5)).gradient_clipping(1)`
@@ -108,6 +112,10 @@ struct ProblemConfig {
   /// registered name) with the selected method's section (`neumann: {iterations: 5}`), and
   /// every other registered method's section as an alternative (read and validated, not kept).
   void visit(Fields& fields);
+  /// The first rule across keys these settings break under `engine`'s (a key relative to the
+  /// problem: "roll_back", "checkpointing.strategy", "offload", "<method>.<key>"), or nothing.
+  /// What only the built problem tells (its module's type, its device) the Engine checks.
+  std::optional<OptionError> validate(const EngineConfig& engine) const;
 
  private:
   // NOTE: shared and never changed after it is set (every setter replaces it), so copies of a
@@ -174,6 +182,9 @@ struct EngineConfig {
  public:
   /// Describes the keys, with the checks of single values.
   void visit(Fields& fields);
+  /// The first rule across keys these settings break (a key relative to `engine:`, e.g.
+  /// "early_stopping"), or nothing.
+  std::optional<OptionError> validate() const;
 };
 
 }  // namespace mlo
