@@ -44,6 +44,8 @@ class Retrained : public Problem {
   Retrained(std::string name, ProblemConfig config, std::string genotype);
   at::Tensor training_step(const Batch& batch) override;
   at::Tensor logits(const at::Tensor& x) const;
+
+ protected:
   void save_step_state(torch::serialize::OutputArchive& archive) const override;
   void load_step_state(torch::serialize::InputArchive& archive) override;
 

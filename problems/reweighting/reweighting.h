@@ -262,6 +262,10 @@ class Classifier : public Problem {
   void record_weights(const at::Tensor& w, const at::Tensor& target);
   /// The default headline metrics and "weight_std" (the spread of the batch's weights).
   std::vector<std::string> headline_metrics() const override;
+  /// Logits of the classifier for `x`.
+  at::Tensor logits(const at::Tensor& x);
+
+ protected:
   /// The weighting's (`Weighting::separable_reevaluation`): true with a weight net (mwn,
   /// class_mwn) on frozen inputs: the loss is a weighted mean (or normalized sum) of per-sample
   /// losses whose weights come from the reweighter and from the losses frozen at the
@@ -269,8 +273,6 @@ class Classifier : public Problem {
   /// `hypergrad::ForwardModeUnsupported` (the weights follow w through a stopped gradient:
   /// `mlo::stop_gradient`).
   bool separable_reevaluation() const override;
-  /// Logits of the classifier for `x`.
-  at::Tensor logits(const at::Tensor& x);
 
  private:
   friend class Weighting;  // step_value for the weightings

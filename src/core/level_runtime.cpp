@@ -25,6 +25,8 @@ const std::string& Level::name() const { return problem().name(); }
 const ProblemConfig& Level::config() const { return problem().config(); }
 torch::optim::Optimizer& Level::optimizer() const { return problem().optimizer(); }
 
+bool Level::separable_reevaluation() const { return problem().separable_reevaluation(); }
+
 namespace detail {
 
 namespace {

@@ -181,7 +181,7 @@ TensorList forward_mixed(Level& curr, const TensorList& lambda, const TensorList
   const TensorList& u = direction.unit;
   at::AutoGradMode enable_grad(true);
   TensorList total = zeros_like(lambda);
-  if (curr.problem().separable_reevaluation()) {
+  if (curr.separable_reevaluation()) {
     // L = sum_i c_i l_i: the tangent of L along u is sum_i c_i dl_i, with a graph through the
     // coefficients only; its gradient is taken after the level exits, in reverse mode alone.
     const std::size_t n = std::max<std::size_t>(1, curr.batches().size());
@@ -236,7 +236,7 @@ TensorList negative_mixed(Level& curr, Level& prev, const TensorList& u, MixedMo
       route.logged = true;
       spdlog::info("{}: problem '{}' takes the exact mixed product in forward mode ({})",
                    method, curr.name(),
-                   curr.problem().separable_reevaluation()
+                   curr.separable_reevaluation()
                        ? "its separable loss's terms forward, the coefficients backward"
                        : "forward-over-reverse");
     }
@@ -268,7 +268,7 @@ TensorList SecondOrder::take(Forward&& forward, Reverse&& reverse) {
         route_->logged = true;
         spdlog::info("{}: problem '{}' takes its second-order products in forward mode ({})",
                      method_, curr_->name(),
-                     curr_->problem().separable_reevaluation()
+                     curr_->separable_reevaluation()
                          ? "Hessian-vector products forward-over-reverse, the mixed product "
                            "through the separable loss's terms"
                          : "forward-over-reverse");

@@ -46,6 +46,9 @@ class Level {
   const ProblemConfig& config() const;
   /// The problem's optimizer.
   torch::optim::Optimizer& optimizer() const;
+  /// Whether the problem declares its re-evaluated loss separable
+  /// (`Problem::separable_reevaluation`, a hook the problem overrides).
+  bool separable_reevaluation() const;
 
   /// The trainable tensors, listed at initialization: the module's parameters that require
   /// gradients or, when the level shards its parameters (zero3), this rank's shards of them (a

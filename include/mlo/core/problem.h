@@ -99,27 +99,11 @@ class Problem {
   virtual void param_callback() {}
   /// Replaces the optimizer step when it returns true (the default returns false).
   virtual bool custom_optimizer_step() { return false; }
-  /// Saves a subclass's own step state: whatever its later steps read besides the module, the
-  /// optimizer, the counters and its step values (`step_value`, which the library saves), so
-  /// that a resumed run continues bit for bit. Called by `state_dict`.
-  virtual void save_step_state(torch::serialize::OutputArchive& archive) const { (void)archive; }
-  /// Restores what `save_step_state` wrote. Called by `load_state_dict` after the problem's own
-  /// state: `current_batches()` already holds the saved accumulation window.
-  virtual void load_step_state(torch::serialize::InputArchive& archive) { (void)archive; }
   /// The metrics of this problem's console line, in that order (those the step recorded; the
   /// rest reach only the run's metrics files). The default: "loss", "acc", "lr" and, when the
   /// engine meters memory, "mem_peak_mb". A problem adds a few of its own:
   /// `auto names = Problem::headline_metrics(); names.push_back("weight_std"); return names;`.
   virtual std::vector<std::string> headline_metrics() const;
-  /// Declares the structure of this problem's loss in a re-evaluation (`LossCall::kReevaluation`)
-  /// that a method differentiates with respect to the upper problems' parameters only
-  /// (`Reevaluation::upper_gradients_only`). true promises that the loss is
-  /// `sum_i c_i * l_i`, where the terms l_i depend on this problem's parameters and the
-  /// coefficients c_i do not (they come from the upper problems' parameters and from inputs
-  /// fixed at the problem's own step; a weighted mean or a normalized weighted sum qualifies).
-  /// A forward-mode method (`darts.mode: jvp`) then differentiates the terms in forward mode
-  /// only and the coefficients in reverse mode only. The default, false, promises nothing.
-  virtual bool separable_reevaluation() const { return false; }
 
   // ---- Setup (chained). ---------------------------------------------------------------------
 
@@ -235,6 +219,22 @@ class Problem {
   void load_state_dict(torch::serialize::InputArchive& archive);
 
  protected:
+  /// Saves a subclass's own step state: whatever its later steps read besides the module, the
+  /// optimizer, the counters and its step values (`step_value`, which the library saves), so
+  /// that a resumed run continues bit for bit. Called by `state_dict`.
+  virtual void save_step_state(torch::serialize::OutputArchive& archive) const { (void)archive; }
+  /// Restores what `save_step_state` wrote. Called by `load_state_dict` after the problem's own
+  /// state: `current_batches()` already holds the saved accumulation window.
+  virtual void load_step_state(torch::serialize::InputArchive& archive) { (void)archive; }
+  /// Declares the structure of this problem's loss in a re-evaluation (`LossCall::kReevaluation`)
+  /// that a method differentiates with respect to the upper problems' parameters only
+  /// (`Reevaluation::upper_gradients_only`). true promises that the loss is
+  /// `sum_i c_i * l_i`, where the terms l_i depend on this problem's parameters and the
+  /// coefficients c_i do not (they come from the upper problems' parameters and from inputs
+  /// fixed at the problem's own step; a weighted mean or a normalized weighted sum qualifies).
+  /// A forward-mode method (`darts.mode: jvp`, which reads it through `Level`) then differentiates the terms in forward mode
+  /// only and the coefficients in reverse mode only. The default, false, promises nothing.
+  virtual bool separable_reevaluation() const { return false; }
   /// A value fixed at this problem's own step on `batch` (the batch `training_step` was given):
   /// in the own step (`LossCall::kOwnStep`), a detached copy of `value` is kept under `key` for
   /// that batch and returned; when the loss of that batch is evaluated again (a hypergradient's
@@ -258,6 +258,7 @@ class Problem {
 
  private:
   friend class Engine;
+  friend class Level;
   friend class detail::HandleBase;
   friend class detail::LevelRuntime;
   void apply_schedule();
