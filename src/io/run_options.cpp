@@ -15,7 +15,8 @@ void RunOptions::visit(Fields& f) {
 }
 
 RunOptions RunOptions::from_command_line(int argc, const char* const* argv,
-                                         std::string default_dir) {
+                                         std::string default_dir,
+                                         std::vector<std::string>* rest) {
   RunOptions options(std::move(default_dir));
   bool have_dir = false;
   const std::string program = argc > 0 && argv[0] ? argv[0] : "program";
@@ -23,7 +24,11 @@ RunOptions RunOptions::from_command_line(int argc, const char* const* argv,
                             " [DIR] [--resume] [--overwrite] [--stop-at STEP] [--no-progress]";
   for (int i = 0; i < argc; ++i) options.command_line_.push_back(argv[i] ? argv[i] : "");
   for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
+    const std::string arg = argv[i] ? argv[i] : "";
+    if (arg == "--" && rest != nullptr) {
+      for (++i; i < argc; ++i) rest->push_back(argv[i] ? argv[i] : "");
+      break;
+    }
     if (arg == "--resume") {
       options.resume(true);
     } else if (arg == "--overwrite") {
@@ -44,7 +49,8 @@ RunOptions RunOptions::from_command_line(int argc, const char* const* argv,
                 value, "'");
       options.stop_at(step);
     } else if (!arg.empty() && arg[0] == '-') {
-      throw Error("unknown option '" + arg + "'; " + usage);
+      MLO_CHECK(rest != nullptr, "unknown option '", arg, "'; ", usage);
+      rest->push_back(arg);
     } else {
       MLO_CHECK(!have_dir, "one output folder, got '", options.dir(), "' and '", arg, "'; ",
                 usage);

@@ -287,4 +287,17 @@ TEST_CASE("Run: a program's command line gives the folder and --resume", "[io][r
                     Contains("--stop-at: must be a global step >= 1, got '0'"));
 }
 
+TEST_CASE("Run: a program's own options pass through to it, in order", "[io][run]") {
+  const char* argv[] = {"prog", "--lr=0.5", "out/dir", "-v", "--resume", "--", "--stop-at", "x"};
+  std::vector<std::string> mine;
+  const auto options = mlo::RunOptions::from_command_line(8, argv, "runs/default", &mine);
+  CHECK(options.dir() == "out/dir");
+  CHECK(options.resume());
+  CHECK(options.stop_at() == 0);  // after "--": the program's, not the run's
+  CHECK(mine == std::vector<std::string>{"--lr=0.5", "-v", "--stop-at", "x"});
+  // The run's own options are still checked.
+  const char* zero[] = {"prog", "--stop-at", "0", "--mine"};
+  CHECK_THROWS(mlo::RunOptions::from_command_line(4, zero, "runs/x", &mine));
+}
+
 }  // namespace run_test

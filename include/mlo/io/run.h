@@ -78,9 +78,18 @@ struct RunOptions {
   void visit(Fields& fields);
   /// What a program's own command line asks for: `PROGRAM [DIR] [--resume] [--overwrite]
   /// [--stop-at STEP] [--no-progress]`, the folder defaulting to `default_dir`; the command
-  /// line is recorded. Throws `mlo::Error` naming an argument it does not know.
+  /// line is recorded. Without `rest`, an option it does not know is an `mlo::Error` naming it.
+  /// A program with options of its own passes `rest`: every option this does not know (`-x`,
+  /// `--name=value`) and every argument after a lone `--` is appended there, in order, for the
+  /// program to read:
+  ///
+  /// ```
+  /// std::vector<std::string> mine;   // PROGRAM [DIR] [--resume] ... --lr=0.5
+  /// auto options = mlo::RunOptions::from_command_line(argc, argv, "runs/mine", &mine);
+  /// ```
   static RunOptions from_command_line(int argc, const char* const* argv,
-                                      std::string default_dir);
+                                      std::string default_dir,
+                                      std::vector<std::string>* rest = nullptr);
 };
 
 /// How a run ended (`Run::start`).
