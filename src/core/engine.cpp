@@ -173,6 +173,7 @@ void Engine::step_problem(const Schedule::Step& step) {
   context.unroll_start = step.unroll_start;
   context.redo = step.redo;
   context.method = node.method;
+  context.global_step = global_step_;
   if (!node.checked && !step.redo) {
     context.inputs = &node.inputs;
     node.checked = true;

@@ -146,6 +146,7 @@ void LevelRuntime::mean_gradient(const std::vector<at::Tensor>& grads, const Lev
 void LevelRuntime::step(const StepContext& context) {
   Problem& p = problem_;
   method_ = context.method;
+  global_step_ = context.global_step;
   const auto restore = c10::make_scope_exit([&p, saved = p.call_] { p.call_ = saved; });
   p.call_ = LossCall::kOwnStep;
   if (context.redo) {
@@ -289,7 +290,8 @@ std::vector<at::Tensor> LevelRuntime::gradients(const at::Tensor& loss,
       // window is skipped at the optimizer step, where the loss scaler backs off and counts it.
       MLO_CHECK(p.scaler_, "problem '", name, "': the gradient of its loss with respect to the ",
                 "parameters of problem '", first.name(), "' is not finite (loss ", p.last_loss_,
-                "); lower the learning rate, or enable loss scaling to skip such steps");
+                ") at global step ", global_step_, "; lower the learning rate, or enable loss ",
+                "scaling to skip such steps");
       p.nonfinite_window_ = true;
       break;
     }
@@ -298,8 +300,8 @@ std::vector<at::Tensor> LevelRuntime::gradients(const at::Tensor& loss,
     if (!sync_->finite_everywhere(detail::all_finite(v))) {
       // A hop overflowed on the way (e.g. a low-precision re-evaluation): the same rule.
       MLO_CHECK(p.scaler_, "problem '", name, "': the hypergradient along ", path.describe(),
-                " is not finite; lower the learning rate, or enable loss scaling to skip such "
-                "steps");
+                " is not finite at global step ", global_step_, "; lower the learning rate, or ",
+                "enable loss scaling to skip such steps");
       p.nonfinite_window_ = true;
       break;
     }

@@ -42,6 +42,8 @@ struct StepContext {
   // says enter its loss (`u2l` edges from above: true; `l2u` edges from below: false). The step
   // checks, on the graph of its loss, that each is reached (a swapped `link` is caught here).
   const std::vector<std::pair<const Problem*, bool>>* inputs = nullptr;
+  // The engine's global step this step belongs to (for messages).
+  int64_t global_step = 0;
 };
 
 // One problem as an engine runs it (see the file comment).
@@ -128,6 +130,7 @@ class LevelRuntime final : public Level {
   // This process's steps with a hypergradient, and how many of them, from the first on, were
   // exactly zero (a warning names the problem when they stay so).
   int64_t hypergradients_ = 0;
+  int64_t global_step_ = 0;  // of the step running (StepContext::global_step)
   int64_t zero_hypergradients_ = 0;
 };
 

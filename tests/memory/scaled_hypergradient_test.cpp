@@ -164,6 +164,8 @@ TEST_CASE("Without loss scaling a non-finite incoming vector is a clear error, f
       CHECK(what.find("problem 'upper'") != std::string::npos);
       CHECK(what.find("'lower'") != std::string::npos);
       CHECK(what.find("not finite") != std::string::npos);
+      // (the upper steps after the lower's unroll of 2: its first step is global step 2)
+      CHECK(what.find("at global step 2;") != std::string::npos);
       CHECK(what.find("loss scaling") != std::string::npos);
     }
   }
