@@ -125,12 +125,12 @@ class LevelRuntime final : public Level {
   std::vector<at::Tensor> peer_buffers_;
   std::unique_ptr<GradientSync> sync_;
   Hypergradient* method_ = nullptr;  // of the current step (StepContext::method)
+  int64_t global_step_ = 0;          // of the current step (StepContext::global_step)
   const Level* upper_only_ = nullptr;  // set_upper_gradients_only
   std::vector<Level*> parents_;      // the hops' `prev` levels (set_parents)
   // This process's steps with a hypergradient, and how many of them, from the first on, were
   // exactly zero (a warning names the problem when they stay so).
   int64_t hypergradients_ = 0;
-  int64_t global_step_ = 0;  // of the step running (StepContext::global_step)
   int64_t zero_hypergradients_ = 0;
 };
 

@@ -37,7 +37,7 @@ RunOptions RunOptions::from_command_line(int argc, const char* const* argv,
       options.progress(false);
     } else if (arg == "--stop-at") {
       MLO_CHECK(i + 1 < argc, "--stop-at needs a global step; ", usage);
-      const std::string value = argv[++i];
+      const std::string value = argv[++i] ? argv[i] : "";
       size_t used = 0;
       int64_t step = 0;
       try {
@@ -50,6 +50,13 @@ RunOptions RunOptions::from_command_line(int argc, const char* const* argv,
       options.stop_at(step);
     } else if (!arg.empty() && arg[0] == '-') {
       MLO_CHECK(rest != nullptr, "unknown option '", arg, "'; ", usage);
+      // NOTE: whether a program's option takes a value is the program's to know: a word after
+      // one would be read as the output folder.
+      const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
+      MLO_CHECK(arg.find('=') != std::string::npos || next == nullptr || next[0] == '-',
+                "option '", arg, "' is followed by '", next ? next : "", "': give a value as ",
+                arg, "=VALUE, put the output folder first, or the program's own arguments after ",
+                "--; ", usage);
       rest->push_back(arg);
     } else {
       MLO_CHECK(!have_dir, "one output folder, got '", options.dir(), "' and '", arg, "'; ",

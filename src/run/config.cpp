@@ -205,9 +205,10 @@ void check_config(const RunConfig& c) {
   }
   // Each problem's rules across its keys (ProblemConfig::validate, the selected method's
   // included), here where keys still have their file positions (the engine applies the same
-  // rules to a configuration built in code). A section of a method the problem does not run is read and validated, and has no effect: it
-  // is accepted (kept for switching with --set ...method=) only when `method` was chosen, for
-  // set without it, the section would be silently ignored for the default method.
+  // rules to a configuration built in code). A section of a method the problem does not run is
+  // read and validated, and has no effect: it is accepted (kept for switching with --set
+  // ...method=) only when `method` was chosen, for set without it, the section would be
+  // silently ignored for the default method.
   for (const auto& [name, p] : c.problems) {
     const MethodOptions& options = p.config.method();
     if (const auto broken = p.config.validate(c.engine)) {

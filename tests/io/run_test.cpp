@@ -297,7 +297,16 @@ TEST_CASE("Run: a program's own options pass through to it, in order", "[io][run
   CHECK(mine == std::vector<std::string>{"--lr=0.5", "-v", "--stop-at", "x"});
   // The run's own options are still checked.
   const char* zero[] = {"prog", "--stop-at", "0", "--mine"};
-  CHECK_THROWS(mlo::RunOptions::from_command_line(4, zero, "runs/x", &mine));
+  CHECK_THROWS_WITH(mlo::RunOptions::from_command_line(4, zero, "runs/x", &mine),
+                    Contains("--stop-at"));
+  // A word after an option it does not know could be the folder: refused, not guessed.
+  const char* spaced[] = {"prog", "--lr", "0.5"};
+  CHECK_THROWS_WITH(mlo::RunOptions::from_command_line(3, spaced, "runs/x", &mine),
+                    Contains("'--lr'") && Contains("--lr=VALUE"));
+  const char* last[] = {"prog", "out", "--verbose"};
+  mine.clear();
+  CHECK(mlo::RunOptions::from_command_line(3, last, "runs/x", &mine).dir() == "out");
+  CHECK(mine == std::vector<std::string>{"--verbose"});
 }
 
 }  // namespace run_test

@@ -166,7 +166,8 @@ std::map<std::string, Case> cases() {
        {{}, "true", false, [](P& p) { CHECK(p.config().allow_unused_parameters()); }}},
       // (built only: the engine refuses it on a CPU model at initialization)
       {"offload",
-       {{"engine.strategy=zero3"}, "cpu", false, [](P& p) { CHECK(p.config().offload() == mlo::Offload::kCpu); }}},
+       {{"engine.strategy=zero3"}, "cpu", false,
+        [](P& p) { CHECK(p.config().offload() == mlo::Offload::kCpu); }}},
   };
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// `visit_choice`: a plug-in chosen by name in a configuration (a problem's hypergradient
-/// method, a model, a weighting scheme), with its own keys. Every registry's choice is read,
+/// method, a model, a weighting scheme), with its own keys. Those three choices are read,
 /// checked and written this way, so each reads like the others:
 ///
 /// ```
@@ -12,6 +12,7 @@
 ///                   mlo::ChoiceKeys::kOwnSection);
 /// ```
 
+#include <mlo/base/error.h>
 #include <mlo/base/fields.h>
 
 #include <algorithm>
@@ -43,7 +44,11 @@ void visit_choice(Fields& f, const char* key, std::shared_ptr<Options>& selected
   std::vector<std::string> choices = names;
   if (std::find(choices.begin(), choices.end(), name) == choices.end()) choices.push_back(name);
   f(key, name, one_of(choices));
-  if (name != selected->name()) selected = make(name);
+  if (name != selected->name()) {
+    selected = make(name);
+    MLO_CHECK(selected, key, ": the plug-in '", name,
+              "' has no defaults (its factory returned null)");
+  }
   if (keys == ChoiceKeys::kBeside) {
     selected->visit(f);
     return;
@@ -52,6 +57,8 @@ void visit_choice(Fields& f, const char* key, std::shared_ptr<Options>& selected
   for (const auto& other : names) {
     if (other == name) continue;
     const std::shared_ptr<Options> scratch = make(other);
+    MLO_CHECK(scratch, key, ": the plug-in '", other,
+              "' has no defaults (its factory returned null)");
     f.alternative(other.c_str(), [&](Fields& s) { scratch->visit(s); });
   }
 }

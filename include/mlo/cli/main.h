@@ -10,6 +10,7 @@
 /// #include <mlo/run/experiment.h>
 ///
 /// class MyExperiment : public mlo::run::Experiment {
+///  public:
 ///   static constexpr const char* kName = "mine";
 ///   ...
 /// };

@@ -208,7 +208,8 @@ namespace detail {
 template <typename Options>
 bool register_method_type(const char* file, int line) {
   return register_method(
-      Options::kName, []() -> std::shared_ptr<MethodOptions> { return std::make_shared<Options>(); },
+      Options::kName,
+      []() -> std::shared_ptr<MethodOptions> { return std::make_shared<Options>(); },
       registered_at(file, line));
 }
 }  // namespace detail

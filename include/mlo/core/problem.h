@@ -232,8 +232,9 @@ class Problem {
   /// `sum_i c_i * l_i`, where the terms l_i depend on this problem's parameters and the
   /// coefficients c_i do not (they come from the upper problems' parameters and from inputs
   /// fixed at the problem's own step; a weighted mean or a normalized weighted sum qualifies).
-  /// A forward-mode method (`darts.mode: jvp`, which reads it through `Level`) then differentiates the terms in forward mode
-  /// only and the coefficients in reverse mode only. The default, false, promises nothing.
+  /// A forward-mode method (`darts.mode: jvp`, which reads it through `Level`) then
+  /// differentiates the terms in forward mode only and the coefficients in reverse mode only.
+  /// The default, false, promises nothing.
   virtual bool separable_reevaluation() const { return false; }
   /// A value fixed at this problem's own step on `batch` (the batch `training_step` was given):
   /// in the own step (`LossCall::kOwnStep`), a detached copy of `value` is kept under `key` for

@@ -81,7 +81,8 @@ struct RunOptions {
   /// line is recorded. Without `rest`, an option it does not know is an `mlo::Error` naming it.
   /// A program with options of its own passes `rest`: every option this does not know (`-x`,
   /// `--name=value`) and every argument after a lone `--` is appended there, in order, for the
-  /// program to read:
+  /// program to read. A value goes with its option (`--lr=0.5`) or after `--`: a word right
+  /// after an option this does not know is an error, since it could be the output folder.
   ///
   /// ```
   /// std::vector<std::string> mine;   // PROGRAM [DIR] [--resume] ... --lr=0.5
