@@ -16,7 +16,11 @@ Problem::Problem(std::string name, ProblemConfig config)
   MLO_CHECK(!name_.empty(), "a problem needs a non-empty name");
 }
 
-Problem::~Problem() = default;
+Problem::~Problem() {
+  // (a copy: each handle leaves the list as it is unlinked)
+  const std::vector<detail::HandleBase*> linked = linked_from_;
+  for (detail::HandleBase* handle : linked) handle->target_destroyed(name_);
+}
 
 std::vector<at::Tensor> Problem::full_parameters() const {
   std::vector<at::Tensor> out;

@@ -104,6 +104,31 @@ TEST_CASE("Handle: used before an engine links it, it is an error naming both pr
                     mlo_test::Names({"'outer'", "'inner'", "before an engine linked"}));
 }
 
+TEST_CASE("Handle: one whose problem was destroyed is an error naming both, not a dangling pointer",
+          "[core][handle]") {
+  Pair p = make_pair();
+  {
+    mlo::Engine engine(mlo::EngineConfig().train_iters(1).valid_step(0).log_step(0));
+    engine.add(p.outer).add(p.inner).link(p.outer, p.inner);
+    engine.run();
+  }
+  REQUIRE(p.outer->inner.linked());
+  CHECK(p.outer->inner.get() == p.inner.get());
+  p.inner.reset();  // the last owner of 'inner' (the engine is gone too)
+  CHECK_FALSE(p.outer->inner.linked());
+  CHECK_THROWS_WITH(p.outer->training_step(mlo::Batch(torch::randn({2, 4}), torch::ones({2}))),
+                    mlo_test::Names({"'outer'", "'inner'", "destroyed"}));
+  // The other way round: a destroyed holder leaves nothing behind in the problem it named.
+  Pair q = make_pair();
+  {
+    mlo::Engine engine;
+    engine.add(q.outer).add(q.inner).link(q.outer, q.inner);
+    engine.initialize();
+  }
+  q.outer.reset();
+  q.inner.reset();  // (its destructor would reach the freed handle if it were still listed)
+}
+
 TEST_CASE("Handle: one that names no problem of the engine, or one of another type, is refused",
           "[core][handle]") {
   {

@@ -35,7 +35,7 @@ class HandleBase {
  public:
   HandleBase(const HandleBase&) = delete;
   HandleBase& operator=(const HandleBase&) = delete;
-  virtual ~HandleBase() = default;
+  virtual ~HandleBase();
 
   /// The problem that holds the handle.
   const Problem& owner() const { return *owner_; }
@@ -51,12 +51,22 @@ class HandleBase {
  protected:
   /// Registers the handle with `owner` (a member's constructor runs after its problem's).
   HandleBase(Problem* owner, std::string target);
-  /// Throws `mlo::Error` naming the owner and the target: the handle is not linked yet.
+  /// Records the link to `problem` (null: none) with that problem, which unlinks the handle
+  /// when it is destroyed first.
+  void attach(Problem* problem);
+  /// Throws `mlo::Error` naming the owner and the target: the handle is not linked yet, or
+  /// its problem has been destroyed.
   [[noreturn]] void unresolved() const;
 
  private:
+  friend class mlo::Problem;
+  // Called by the linked problem's destructor: the handle is unlinked, and says why.
+  void target_destroyed(const std::string& name);
+
   Problem* owner_;
   std::string target_;
+  Problem* attached_ = nullptr;
+  std::string destroyed_;  // the name of a linked problem that was destroyed
 };
 
 /// The name of type `info` as written in C++ (demangled).
@@ -97,6 +107,7 @@ class Handle : public detail::HandleBase {
     problem_ = problem == nullptr ? nullptr : dynamic_cast<T*>(problem);
     MLO_INTERNAL_ASSERT(problem == nullptr || problem_ != nullptr, "a handle linked to a ",
                         "problem of another type");
+    attach(problem);
   }
 
  private:

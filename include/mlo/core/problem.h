@@ -271,6 +271,8 @@ class Problem {
   std::string name_;
   ProblemConfig config_;
   std::vector<detail::HandleBase*> handles_;  // members of the subclass; linked by the engine
+  // Other problems' handles linked to this one, unlinked when this problem is destroyed.
+  std::vector<detail::HandleBase*> linked_from_;
   std::shared_ptr<torch::nn::Module> module_;
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
   LrSchedule schedule_;
