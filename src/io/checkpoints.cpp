@@ -1,6 +1,7 @@
 #include "checkpoints.h"
 
 #include "metrics_files.h"
+#include "run_record.h"
 
 #include <mlo/base/error.h>
 #include <mlo/core/engine.h>
@@ -118,6 +119,22 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) {
               "' end at step " + std::to_string(*last) +
               ": it is not the state of the run whose records are there (copied from another "
               "folder?); start a new run there with --overwrite, or in another folder";
+  }
+  // ... and with which configuration: this run's, or one the folder records (a resume may
+  // change it: the folder then keeps each one it went on with).
+  if (refusal.empty() && rank_ == 0 && !saved.config.empty() && !identity_.config.empty()) {
+    const std::string changes = arithmetic_changes(saved.config, identity_.config);
+    const auto records = recorded_configs(out_dir_);
+    const bool recorded = std::any_of(records.begin(), records.end(), [&](const std::string& r) {
+      return arithmetic_changes(saved.config, r).empty();
+    });
+    if (!changes.empty() && !recorded) {
+      refusal = "the state file '" + (loaded != nullptr ? *loaded : path()) +
+                "' was saved by a run of another configuration than this one and than any "
+                "recorded in '" + out_dir_ + "' (it differs from this one in " + changes +
+                "): it is not the state of the run there (copied from another folder?); start "
+                "a new run there with --overwrite, or in another folder";
+    }
   }
   // Every rank goes on from one step, or all refuse: each rank reads the state it sees (a stale
   // copy would set the ranks apart), and rank 0's verdict is every rank's (the others would

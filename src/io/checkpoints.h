@@ -51,7 +51,9 @@ class Checkpoints : public Callback {
   /// `mlo::Error` naming the file when it is missing or does not fit, when it names another
   /// run or seed than this one's identity, and (rank 0) when it is ahead of the folder's
   /// metrics: its run had written records to a later step than the folder's last, so it is not
-  /// the state of the run that wrote them. `loaded` (optional) receives the file it was
+  /// the state of the run that wrote them, or when its configuration differs from this run's
+  /// and from every one the folder records in a key that changes the arithmetic
+  /// (`arithmetic_changes`). `loaded` (optional) receives the file it was
   /// finally read from.
   int64_t load(Engine& engine, std::string* loaded = nullptr);
 

@@ -222,9 +222,13 @@ RunResult Run::start() {
   }
   // Rank 0 claims the folder (lock, and the checks of what it holds) before anything is
   // written; under zero the other ranks write their own state files into it.
+  const std::string resolved = s.config ? *s.config : engine_yaml(engine);
+  io::StateIdentity identity;
+  identity.run = s.named ? s.name : std::string();
+  identity.seed = s.seed;
+  identity.config = resolved;
   auto checkpoints = std::make_shared<io::Checkpoints>(
-      options.dir(), engine.config().strategy(), place.rank, options.save_step(),
-      io::StateIdentity{s.named ? s.name : std::string(), s.seed});
+      options.dir(), engine.config().strategy(), place.rank, options.save_step(), identity);
   std::optional<io::RunFolder> folder;
   if (place.main) folder.emplace(options.dir(), options.resume(), options.overwrite());
   if (!place.main && checkpoints->saves()) {
@@ -247,7 +251,6 @@ RunResult Run::start() {
     spdlog::info("the files of an earlier run in {} moved to {}", options.dir(),
                  folder->replaced());
   }
-  const std::string resolved = s.config ? *s.config : engine_yaml(engine);
   const io::RunMetadata meta = s.start_record(place, start, loaded, resolved);
   // The engine callbacks of the run, after the program's own: rank 0's records and progress,
   // then the stops on request and the checkpoints (which see every callback's decision).

@@ -66,9 +66,31 @@ std::map<std::string, std::string> flat_keys(const std::string& text) {
   return out;
 }
 
-// "engine.train_iters (200 -> 400), seed (0 -> 4)": the keys whose values differ.
-std::string changed_keys(const std::string& before, const std::string& after) {
-  const auto a = flat_keys(before), b = flat_keys(after);
+// Keys that say how long a run goes on, what it reports and where it runs, but not what its
+// steps compute (the seed has a check of its own).
+bool arithmetic_key(const std::string& key) {
+  static const char* const kOthers[] = {
+      "name", "seed", "threads", "device", "engine.train_iters", "engine.valid_step",
+      "engine.log_step", "engine.track_memory", "engine.timeout_s", "engine.save_step",
+      "engine.tensorboard", "engine.backend", "engine.cudnn_benchmark"};
+  for (const char* other : kOthers) {
+    if (key == other) return false;
+  }
+  const std::string log = ".log_step";
+  return !(key.rfind("problems.", 0) == 0 && key.size() > log.size() &&
+           key.compare(key.size() - log.size(), log.size(), log) == 0);
+}
+
+// "engine.train_iters (200 -> 400), seed (0 -> 4)": the keys whose values differ (only those
+// `counted`, when given).
+std::string changed_keys(const std::string& before, const std::string& after,
+                         bool (*counted)(const std::string&) = nullptr) {
+  auto a = flat_keys(before), b = flat_keys(after);
+  for (auto* keys : {&a, &b}) {
+    for (auto it = keys->begin(); it != keys->end();) {
+      it = counted != nullptr && !counted(it->first) ? keys->erase(it) : std::next(it);
+    }
+  }
   const auto shown = [](const std::string& value) {
     const std::string one = value.substr(0, value.find('\n'));
     return one.empty() ? std::string("(none)") : one.size() > 40 ? one.substr(0, 40) + "..." : one;
@@ -122,6 +144,22 @@ std::optional<RunResults> finished_results(const std::string& dir, int64_t train
   }
   if (results.steps < train_iters && !results.stopped_early) return std::nullopt;
   return results;
+}
+
+std::string arithmetic_changes(const std::string& before, const std::string& after) {
+  return changed_keys(before, after, arithmetic_key);
+}
+
+std::vector<std::string> recorded_configs(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    const bool record = name == "config.yaml" || (name.rfind("config.resumed", 0) == 0 &&
+                                                  entry.path().extension() == ".yaml");
+    if (record && entry.is_regular_file(error)) out.push_back(read_file(entry.path()));
+  }
+  return out;
 }
 
 void write_results(const std::string& dir, const RunResults& results) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlo {
 namespace io {
@@ -32,6 +33,17 @@ struct RunResults {
 /// the file when it cannot be read as mlo writes it. (`experiment`, `meta` and `synthetic` are
 /// not read back.)
 std::optional<RunResults> finished_results(const std::string& dir, int64_t train_iters);
+
+/// The keys whose values differ between two configurations as a run records them (YAML),
+/// "data.noise (0.1 -> 0.3), ...", counting only those that change what the run's steps
+/// compute: not `name`, `seed` (checked on its own), `threads`, `device`, the engine's
+/// `train_iters`, `valid_step`, `log_step`, `track_memory`, `timeout_s`, `save_step`,
+/// `tensorboard`, `backend`, `cudnn_benchmark`, nor a problem's `log_step`. "" when none does.
+std::string arithmetic_changes(const std::string& before, const std::string& after);
+
+/// The configurations recorded in `dir` (config.yaml and each config.resumed*.yaml), in no
+/// particular order; none when it has none.
+std::vector<std::string> recorded_configs(const std::string& dir);
 
 /// Writes `results` into `dir`/results.json (atomically; NaN and the infinities as strings).
 void write_results(const std::string& dir, const RunResults& results);

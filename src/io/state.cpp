@@ -61,6 +61,7 @@ void save_state(const std::string& path, const Engine& engine, const StateIdenti
   archive.write("identity.seed", c10::IValue(identity.seed.value_or(-1)));
   archive.write("identity.has_seed", c10::IValue(identity.seed.has_value()));
   archive.write("identity.last_record", c10::IValue(identity.last_record));
+  archive.write("identity.config", c10::IValue(identity.config));
   torch::serialize::OutputArchive engine_archive;
   engine.state_dict(engine_archive);
   archive.write("engine", engine_archive);
@@ -135,6 +136,10 @@ int64_t load_state(const std::string& path, Engine& engine, const StateIdentity&
   if (archive.try_read("identity.last_record", value)) {
     if (!value.isInt()) throw damaged("identity.last_record");
     identity.last_record = value.toInt();
+  }
+  if (archive.try_read("identity.config", value)) {
+    if (!value.isString()) throw damaged("identity.config");
+    identity.config = value.toStringRef();
   }
   const std::string start_new = "start a new run there with --overwrite (its files are moved "
                                 "aside), or in another folder";

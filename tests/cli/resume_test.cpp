@@ -1,5 +1,6 @@
 // `mlo run` on a tiny synthetic config: an interrupted run resumed with --resume ends exactly
 // where the uninterrupted run does (bitwise on CPU at the same thread count).
+#include "support/names.h"
 #include "support/scratch.h"
 #include "runner.h"
 
@@ -425,8 +426,23 @@ TEST_CASE("Resume: another run's state is refused, naming what differs, with no 
                                               "reached step 8, but the metrics in '" +
                                               (base / "seed3").string() + "' end at step 4"));
   CHECK(files_of(base / "seed3") == before);
+  // A state of the same seed and step, saved by a run with another learning rate.
+  REQUIRE(run("slower", {"problems.classifier.optimizer.lr=0.02"}, 4, false).interrupted);
+  fs::copy_file(base / "slower" / "state.pt", base / "seed3" / "state.pt",
+                fs::copy_options::overwrite_existing);
+  before = files_of(base / "seed3");
+  CHECK_THROWS_WITH(run("seed3", {}, 0, true),
+                    mlo_test::Names({"state.pt", "another configuration",
+                                     "problems.classifier.optimizer.lr (0.02 -> 0.05)"}));
+  CHECK(files_of(base / "seed3") == before);
   // Its own state resumes.
   CHECK(run("seed5", {"seed=5"}, 0, true).steps == 12);
+  // So does a run resumed with another learning rate (which its folder records), and then
+  // with the first one again: its state was saved by a configuration the folder holds.
+  REQUIRE(run("retuned", {}, 4, false).interrupted);
+  REQUIRE(run("retuned", {"problems.classifier.optimizer.lr=0.02"}, 8, true).interrupted);
+  CHECK(fs::exists(base / "retuned" / "config.resumed.yaml"));
+  CHECK(run("retuned", {}, 0, true).steps == 12);
   // A run resumed with another log_step is its own: metrics every 4 steps to step 6 (a row at
   // 4), then every 5 from step 6 to 7 (none: 5 was before the resume), then on to the end.
   REQUIRE(run("spacing", {"engine.log_step=4"}, 6, false).interrupted);

@@ -22,6 +22,9 @@ struct StateIdentity {
   std::optional<int64_t> seed;  ///< the run's seed, when it says
   /// The global step of the last metrics record in the run's folder when it saved (-1: unsaid).
   int64_t last_record = -1;
+  /// The configuration the run went on with when it saved, as its folder records it (YAML);
+  /// "": unsaid. `load_state` does not compare it (a resume may change the configuration).
+  std::string config;
 };
 
 /// Saves the state of `engine` to `path` atomically, with `identity`.
