@@ -61,19 +61,19 @@ void FewshotExperiment::Settings::visit(Fields& v) {
   v.section("fewshot", [&](Fields& s) {
     s("tasks", fewshot.tasks, one_of({"sinusoid", "classes"}));
     s("ways", fewshot.ways, at_least(2));
-    s("shots", fewshot.shots, at_least(1));
-    s("queries", fewshot.queries, at_least(1));
+    s("shots", fewshot.shots, int_in_range(1, 10000));
+    s("queries", fewshot.queries, int_in_range(1, 10000));
     s("train_classes", fewshot.train_classes);
     s("test_classes", fewshot.test_classes);
     s("reg", fewshot.reg, non_negative());
-    s("hidden", fewshot.hidden, at_least(1));
-    s("channels", fewshot.channels, at_least(1));
+    s("hidden", fewshot.hidden, int_in_range(1, 4096));
+    s("channels", fewshot.channels, int_in_range(1, 1024));
     s("eval_tasks", fewshot.eval_tasks, at_least(1));
     s("adapt_steps", fewshot.adapt_steps, at_least(0));
     s("baseline_steps", fewshot.baseline_steps, at_least(0));
     s("pretrain_steps", fewshot.pretrain_steps, at_least(0));
     s("pretrain_lr", fewshot.pretrain_lr, positive());
-    s("pretrain_batch", fewshot.pretrain_batch, at_least(1));
+    s("pretrain_batch", fewshot.pretrain_batch, int_in_range(1, 100000));
   });
   v.section("data", [&](Fields& s) {
     s("dataset", data.dataset, one_of(data::dataset_names()));

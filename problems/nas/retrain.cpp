@@ -47,9 +47,9 @@ void NasRetrainExperiment::Settings::visit(Fields& v) {
   v.section("nas", [&](Fields& s) {
     s("architecture", nas.architecture);
     s("random_seed", nas.random_seed, at_least(-1));
-    s("nodes", nas.nodes, at_least(1));
+    s("nodes", nas.nodes, int_in_range(1, 16));
     s("cells", nas.cells, at_least(1));
-    s("channels", nas.channels, at_least(1));
+    s("channels", nas.channels, int_in_range(1, 1024));
   });
 }
 

@@ -60,9 +60,9 @@ at::Tensor ArchitectureSearch::training_step(const Batch& batch) {
 void NasSearchExperiment::Settings::visit(Fields& v) {
   v.section("data", [&](Fields& s) { data.visit(s); });
   v.section("nas", [&](Fields& s) {
-    s("nodes", nas.nodes, at_least(1));
+    s("nodes", nas.nodes, int_in_range(1, 16));
     s("cells", nas.cells, at_least(1));
-    s("channels", nas.channels, at_least(1));
+    s("channels", nas.channels, int_in_range(1, 1024));
     s("init_scale", nas.init_scale, non_negative());
   });
 }

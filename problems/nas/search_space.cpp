@@ -47,6 +47,8 @@ std::ostream& operator<<(std::ostream& out, const GenotypeEdge& edge) {
 void Genotype::check(const std::string& where) const {
   MLO_CHECK(nodes >= 1 && cells >= 1 && channels >= 1, where, ": nodes, cells and channels ",
             "must be >= 1, got ", nodes, ", ", cells, ", ", channels);
+  MLO_CHECK(nodes <= 16 && channels <= 1024, where, ": nodes must be at most 16 and channels ",
+            "at most 1024 (as nas.nodes and nas.channels), got ", nodes, " and ", channels);
   std::set<std::pair<int64_t, int64_t>> seen;
   std::vector<bool> fed(static_cast<size_t>(nodes + 1), false);
   for (const GenotypeEdge& e : edges) {

@@ -48,8 +48,8 @@ void ReweightingExperiment::Settings::visit(Fields& v) {
     s("augment", c.augment);
     s("download", c.download);
     s("synthetic_fallback", c.synthetic_fallback);
-    s("synthetic_size", c.synthetic_size, at_least(1));
-    s("synthetic_test_size", c.synthetic_test_size, at_least(1));
+    s("synthetic_size", c.synthetic_size, int_in_range(1, 60000));
+    s("synthetic_test_size", c.synthetic_test_size, int_in_range(1, 60000));
   });
   v.section("reweighting", [&](Fields& s) { reweighting.visit(s); });
 }

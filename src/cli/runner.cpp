@@ -23,6 +23,22 @@ std::vector<std::string> headline_names(const run::Experiment& experiment,
   return names;
 }
 
+// "; the sizes this configuration sets: problems.reweighter.model.hidden = ... (r.yaml:12:15)":
+// the keys set in the configuration that size a model or a batch, for an out-of-memory error.
+std::string sizes_set(const run::RunConfig& config) {
+  std::string out;
+  for (const auto& [key, where] : config.locations) {
+    const std::string last = key.substr(key.rfind('.') + 1);
+    const bool model = key.find("model.") != std::string::npos && last != "name";
+    bool size = false;
+    for (const char* word : {"hidden", "channels", "width", "batch_size"}) {
+      size = size || last.find(word) != std::string::npos;
+    }
+    if (model || size) out += (out.empty() ? "" : ", ") + key + " (" + where + ")";
+  }
+  return out.empty() ? std::string() : "; the sizes this configuration sets: " + out;
+}
+
 }  // namespace
 
 RunResult run_experiment(const run::RunConfig& config, const RunOptions& command,
@@ -40,7 +56,16 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& command
   // own beside the run's (the architecture a search derived).
   run::RunConfig with_folder = config;
   with_folder.run = options;
-  const auto owned = run::make_experiment(with_folder);
+  std::unique_ptr<run::Experiment> owned;
+  try {
+    owned = run::make_experiment(with_folder);
+  } catch (const c10::Error& e) {
+    if (!is_out_of_memory(e)) throw;
+    throw OutOfMemory("", "building experiment '" + config.experiment + "'" +
+                              " ran out of memory (LibTorch: " + first_line(e) +
+                              "): a model or data set the configuration asks for does not fit; "
+                              "lower the sizes of its models or data" + sizes_set(config));
+  }
   run::Experiment& experiment = *owned;
   Engine& engine = experiment.engine();
   // Validation (and early stopping) sees only the validation set held out of the training data;
@@ -83,7 +108,12 @@ RunResult run_experiment(const run::RunConfig& config, const RunOptions& command
     fault = std::make_shared<RaiseAtStep>(raise_at, rank);
     engine.add_callback(fault);
   }
-  const RunResult result = run.start();
+  RunResult result;
+  try {
+    result = run.start();
+  } catch (const OutOfMemory& e) {
+    throw OutOfMemory(e.problem(), e.what() + sizes_set(config));
+  }
   if (fault) engine.remove_callback(*fault);
   if (!result.interrupted && !result.already_finished && !result.final.empty()) {
     std::cout << experiment.report(result.final, result.valid);

@@ -178,7 +178,18 @@ void Engine::step_problem(const Schedule::Step& step) {
     context.inputs = &node.inputs;
     node.checked = true;
   }
-  node.level->step(context);
+  try {
+    node.level->step(context);
+  } catch (const c10::Error& e) {
+    if (!is_out_of_memory(e)) throw;
+    throw OutOfMemory(p.name(),
+                      c10::str("problem '", p.name(), "', global step ", global_step_,
+                               ": out of memory (LibTorch: ", first_line(e),
+                               "): the step, with the problems its loss calls, does not "
+                               "fit; lower a model's size or a batch size, or see "
+                               "docs/memory.md for accumulation, checkpointing and lower "
+                               "precision"));
+  }
   if (!step.redo && node.log_step > 0 && p.step_count() % node.log_step == 0) log_problem(p);
 }
 

@@ -53,7 +53,7 @@ std::shared_ptr<torch::nn::Module> ResNetModel::build(bool fifty, const ModelInp
       .ptr();
 }
 
-void MwnModel::visit(Fields& f) { f("hidden", hidden, at_least(1)); }
+void MwnModel::visit(Fields& f) { f("hidden", hidden, int_in_range(1, 65536)); }
 
 std::shared_ptr<torch::nn::Module> MwnModel::make(const ModelInput&) const {
   return MWN(MWNOptions(hidden)).ptr();

@@ -270,6 +270,15 @@ std::vector<Case> cases(const Runs& runs) {
        {"run", "{d}/rw.yaml", "--no-progress", "--out", "{d}/run", "--set",
         "data.meta_batch_size=5000"},
        2, "data.meta_batch_size: a meta batch of 5000 is larger than the meta set's 20 images"},
+      {"model.hidden: 1e8 (a weight net no machine's memory holds)",
+       config_file(mlo_test::kTinyReweighting, "rw.yaml"),
+       {"run", "{d}/rw.yaml", "--no-progress", "--out", "{d}/run", "--set",
+        "problems.reweighter.model.hidden=100000000"},
+       2, "problems.reweighter.model.hidden: must be in [1, 65536], got 100000000"},
+      {"data.synthetic_size: 1e9", config_file(mlo_test::kTinyReweighting, "rw.yaml"),
+       {"run", "{d}/rw.yaml", "--no-progress", "--out", "{d}/run", "--set",
+        "data.synthetic_size=1000000000"},
+       2, "data.synthetic_size: must be in [1, 60000], got 1000000000"},
       // What the configuration file may be.
       {"a second YAML document (--- then seed: 9)",
        config_file(std::string(kTiny) + "---\nseed: 9\n", "c.yaml"), run_c, 2,
@@ -335,7 +344,7 @@ TEST_CASE("Probe: bad inputs and folder states are named errors that change no f
   fs::create_directories(base);
   const Runs runs = make_runs(base);
   const auto table = cases(runs);
-  REQUIRE(table.size() >= 57);
+  REQUIRE(table.size() >= 59);
 
   std::ostringstream report;
   report << "| case | exit status | message | earlier files unchanged |\n|---|---|---|---|\n";

@@ -88,6 +88,48 @@ TEST_CASE("Engine: a parameter that gets no gradient is an error naming it, not 
   CHECK(torch::equal(r->module_as<torch::nn::LinearImpl>()->bias, bias));
 }
 
+TEST_CASE("Engine: LibTorch's failed allocation in a step is an error naming the problem, the "
+          "step and the bytes",
+          "[core][engine]") {
+  struct Greedy : mlo::Problem {
+    using mlo::Problem::Problem;
+    int calls = 0;
+    torch::Tensor training_step(const mlo::Batch& b) override {
+      // (what LibTorch's CPU allocator throws when malloc fails), in the third step
+      TORCH_CHECK(++calls < 3, "DefaultCPUAllocator: can't allocate memory: you tried to ",
+                  "allocate 123456789 bytes.");
+      return module_as<torch::nn::LinearImpl>()->forward(b.data).pow(2).mean();
+    }
+  };
+  auto p = std::make_shared<Greedy>("greedy");
+  p->module(torch::nn::Linear(3, 1)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+  p->data(std::vector<mlo::Batch>{mlo::Batch(torch::ones({2, 3}))});
+  mlo::Engine engine(mlo::EngineConfig().train_iters(5));
+  engine.add(p);
+  try {
+    engine.run();
+    FAIL("no error");
+  } catch (const mlo::OutOfMemory& e) {
+    CHECK(e.problem() == "greedy");
+    CHECK_THAT(e.what(), mlo_test::Names({"'greedy'", "global step 3", "123456789 bytes"}));
+    CHECK(std::string(e.what()).find('\n') == std::string::npos);  // no LibTorch trace
+  }
+  CHECK(p->calls == 3);
+  // Any other LibTorch error passes through as it was.
+  struct Broken : mlo::Problem {
+    using mlo::Problem::Problem;
+    torch::Tensor training_step(const mlo::Batch& b) override {
+      return b.data.matmul(torch::ones({4, 1}));
+    }
+  };
+  auto q = std::make_shared<Broken>("broken");
+  q->module(torch::nn::Linear(3, 1)).optimizer<torch::optim::SGD>(torch::optim::SGDOptions(0.1));
+  q->data(std::vector<mlo::Batch>{mlo::Batch(torch::ones({2, 3}))});
+  mlo::Engine other(mlo::EngineConfig().train_iters(1));
+  other.add(q);
+  CHECK_THROWS_AS(other.run(), c10::Error);
+}
+
 TEST_CASE("Engine: validation runs every valid_step in eval mode", "[core][engine]") {
   auto p = mlo_test::toy("p", ProblemConfig(), nullptr);
   std::vector<int64_t> at;

@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace mlo {
 
@@ -17,6 +18,35 @@ class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+/// Thrown when LibTorch could not allocate the memory a step of problem `problem()` (or the
+/// building of a model or data set, `problem()` empty) asked for: the message names what was
+/// asked. Repeating the run repeats it; a smaller model or batch, or the memory tools, help.
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(std::string problem, const std::string& message)
+      : Error(message), problem_(std::move(problem)) {}
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string problem_;
+};
+
+/// Whether LibTorch's `error` says that an allocation failed (on the CPU or a GPU).
+inline bool is_out_of_memory(const c10::Error& error) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr) return true;
+  const std::string what = error.what_without_backtrace();
+  for (const char* said : {"not enough memory", "can't allocate memory", "out of memory"}) {
+    if (what.find(said) != std::string::npos) return true;
+  }
+  return false;
+}
+
+/// The first line of LibTorch's `error` (its message without the trace).
+inline std::string first_line(const c10::Error& error) {
+  const std::string what = error.what_without_backtrace();
+  return what.substr(0, what.find('\n'));
+}
 
 /// Thrown when an invariant of mlo itself fails: a bug in mlo, not in user code.
 class InternalError : public std::logic_error {
