@@ -33,7 +33,6 @@ LogRegHpo build_pair(const run::RunConfig& config, const HpoExperiment::Settings
   const auto shard = [&](const Batch& batch, const std::string& name) {
     if (frozen) return batch.to(device);
     const data::Shard s = run::data_shard(config, name);
-    run::check_shardable(config, "data.samples", batch.size(), s);  // each half is a full batch
     return data::shard_batch(batch, s).to(device);
   };
   const int64_t features = data.train.data.size(1);
@@ -154,6 +153,14 @@ void HpoExperiment::Settings::check(const run::RunConfig& config) const {
                     " floats, more than the experiment's limit of " +
                     std::to_string(kMaxDataElements) + " (1 GiB); choose smaller sizes");
   }
+}
+
+std::vector<run::ExperimentSettings::GlobalBatch> HpoExperiment::Settings::global_batches(
+    const run::RunConfig& config) const {
+  (void)config;
+  // (each half of the points is one full batch: the inner problem's, then the outer's)
+  const int64_t half = data.samples / 2;
+  return {{"data.samples", half, "inner"}, {"data.samples", data.samples - half, "outer"}};
 }
 
 run::DependencyConfig HpoExperiment::Settings::default_dependencies(

@@ -64,6 +64,8 @@ class HpoExperiment : public run::Experiment, public run::MemoryTarget {
     std::vector<std::string> required_problems() const override { return {"inner", "outer"}; }
     /// The data's size: at most kMaxDataElements floats in all.
     void check(const run::RunConfig& config) const override;
+    /// Each half of `data.samples`: the inner problem's batch, then the outer's.
+    std::vector<GlobalBatch> global_batches(const run::RunConfig& config) const override;
   };
 
   /// Makes the data, builds the pair and the engine, and the frozen baseline (the same pair and

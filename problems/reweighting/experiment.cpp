@@ -171,7 +171,6 @@ void ReweightingExperiment::build_problems() {
   // Under a distributed strategy each rank reads its slice of every global batch (the YAML's
   // batch sizes are global).
   const data::Shard train_shard = run::data_shard(config_, "classifier");
-  run::check_shardable(config_, "data.batch_size", d.batch_size, train_shard);
   train_stream_ = std::make_shared<data::LoaderStream>(
       train_images_, train_targets_,
       data::LoaderOptions(d.batch_size)
@@ -222,8 +221,6 @@ void ReweightingExperiment::build_problems() {
   // depend on it).
   const bool meta_sharded = config_.engine.strategy() != dist::Strategy::kDefault && rs.data_parallel();
   const data::Shard meta_shard = run::data_shard(config_, "reweighter");
-  run::check_shardable(config_, d.meta_batch_size > 0 ? "data.meta_batch_size" : "data.batch_size",
-                       meta_batch_size(d), meta_shard);
   meta_stream_ = std::make_shared<data::LoaderStream>(
       meta_images_, meta_targets_,
       data::LoaderOptions(meta_batch_size(d))

@@ -114,6 +114,9 @@ class ReweightingExperiment : public run::Experiment, public run::MemoryTarget {
     std::vector<std::string> required_problems() const override { return {"classifier"}; }
     std::vector<std::string> optional_problems() const override { return {"reweighter"}; }
     void check(const run::RunConfig& config) const override;
+    /// `data.batch_size` (the classifier's) and, with a weight net, the meta batch (the
+    /// reweighter's).
+    std::vector<GlobalBatch> global_batches(const run::RunConfig& config) const override;
   };
 
   /// Loads the data and builds everything; throws `mlo::Error` naming the key of a bad setting.

@@ -76,6 +76,18 @@ run::DependencyConfig ReweightingExperiment::Settings::default_dependencies(
   return run::DependencyConfig::bilevel("reweighter", "classifier");
 }
 
+std::vector<run::ExperimentSettings::GlobalBatch>
+ReweightingExperiment::Settings::global_batches(const run::RunConfig& config) const {
+  std::vector<GlobalBatch> out{{"data.batch_size", data.batch_size, "classifier"}};
+  if (config.problems.count("reweighter") > 0 &&
+      reweighting.scheme().weight_net() != WeightNet::kNone) {
+    const bool own = data.meta_batch_size > 0;
+    out.push_back({own ? "data.meta_batch_size" : "data.batch_size",
+                   own ? data.meta_batch_size : data.batch_size, "reweighter"});
+  }
+  return out;
+}
+
 void ReweightingExperiment::Settings::check(const run::RunConfig& c) const {
   for (const auto& [name, p] : c.problems) {
     const std::string path = "problems." + name;

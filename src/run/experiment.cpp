@@ -1,6 +1,7 @@
 #include <mlo/run/experiment.h>
 #include <mlo/run/memory_target.h>
 #include <mlo/run/device.h>
+#include <mlo/run/sharding.h>
 
 #include <mlo/base/error.h>
 #include <mlo/base/registry.h>
@@ -56,12 +57,14 @@ std::unique_ptr<Experiment> make_experiment(const RunConfig& config) {
   // A config built in code gets the same checks as one read from YAML.
   if (config.settings) {
     check_config(config);
+    check_world_size(config, launch_shard(config).world_size);
     apply_device(config);
     experiment = entry.create(config);
   } else {
     RunConfig with_defaults = config;
     with_defaults.settings = SettingsHolder(make_settings(config.experiment));
     check_config(with_defaults);
+    check_world_size(with_defaults, launch_shard(with_defaults).world_size);
     apply_device(with_defaults);
     experiment = entry.create(with_defaults);
   }

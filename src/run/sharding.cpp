@@ -26,14 +26,21 @@ data::Shard data_shard(const RunConfig& config, const std::string& problem) {
   return parallel ? launch : data::Shard{};
 }
 
-void check_shardable(const RunConfig& config, const std::string& key, int64_t batch,
-                     const data::Shard& shard) {
-  if (shard.world_size <= 1 || batch % shard.world_size == 0) return;
-  config.fail(key, "the global batch of " + std::to_string(batch) +
-                       " samples cannot be split evenly over WORLD_SIZE=" +
-                       std::to_string(shard.world_size) +
-                       " ranks (each reads batch / world size); choose a multiple of " +
-                       std::to_string(shard.world_size));
+void check_world_size(const RunConfig& config, int64_t world_size) {
+  if (world_size <= 1 || config.engine.strategy() == dist::Strategy::kDefault ||
+      !config.settings) {
+    return;
+  }
+  for (const auto& batch : config.settings->global_batches(config)) {
+    const auto found = config.problems.find(batch.problem);
+    const bool parallel = found == config.problems.end() || found->second.config.data_parallel();
+    if (!parallel || batch.size % world_size == 0) continue;
+    config.fail(batch.key, "the global batch of " + std::to_string(batch.size) +
+                               " samples of problem '" + batch.problem +
+                               "' cannot be split evenly over " + std::to_string(world_size) +
+                               " ranks (each reads batch / world size); choose a multiple of " +
+                               std::to_string(world_size));
+  }
 }
 
 bool is_main_process(const RunConfig& config) { return launch_shard(config).rank == 0; }

@@ -308,7 +308,7 @@ std::vector<Case> cases(const Runs& runs) {
          return nullptr;
        },
        {"launch", "--nproc", "2", "--max-restarts", "2", "{d}/rw.yaml", "--no-progress", "--out",
-        "{d}/run", "--set", "engine.strategy=distributed", "--set", "data.batch_size=15"},
+        "{d}/run", "--set", "engine.strategy=distributed", "--set", "data.meta_batch_size=5000"},
        2, "mlo launch: no restart: every rank exited with code 2 on its own",
        "restarting the ranks"},
       {"launch --grace -1", none, {"launch", "--grace", "-1", cfg}, 2, "--grace"},
@@ -318,6 +318,13 @@ std::vector<Case> cases(const Runs& runs) {
   };
   // The rendezvous (CPU ranks: a build with Gloo; without it the backend is refused first).
   if (MLO_WITH_GLOO) {
+    table.emplace_back("launch --nproc 3 with a global batch of 16 (refused once, no rank started)",
+                       config_file(mlo_test::kTinyReweighting, "rw.yaml"),
+                       std::vector<std::string>{"launch", "--nproc", "3", "{d}/rw.yaml",
+                                                "--no-progress", "--out", "{d}/run", "--set",
+                                                "engine.strategy=distributed", "--set",
+                                                "data.batch_size=16"},
+                       2, "cannot be split evenly over 3 ranks", "[rank ");
     table.emplace_back("MASTER_ADDR that does not resolve", none, set("engine.strategy=distributed"),
                        2, "MASTER_ADDR='no-such-host.invalid' does not resolve", "",
                        std::map<std::string, std::string>{{"WORLD_SIZE", "2"},
@@ -344,7 +351,7 @@ TEST_CASE("Probe: bad inputs and folder states are named errors that change no f
   fs::create_directories(base);
   const Runs runs = make_runs(base);
   const auto table = cases(runs);
-  REQUIRE(table.size() >= 59);
+  REQUIRE(table.size() >= 59 + MLO_WITH_GLOO);
 
   std::ostringstream report;
   report << "| case | exit status | message | earlier files unchanged |\n|---|---|---|---|\n";

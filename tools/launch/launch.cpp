@@ -4,6 +4,7 @@
 #include "cli/run_arguments.h"
 
 #include <mlo/base/error.h>
+#include <mlo/run/sharding.h>
 #include <mlo/run/yaml.h>
 #include <mlo/run/config.h>
 
@@ -378,6 +379,7 @@ int launch(const LaunchOptions& options) {
             config.where("engine.strategy"),
             "); set engine.strategy to distributed, zero1, zero2 or zero3 (e.g. --set "
             "engine.strategy=distributed)");
+  run::check_world_size(config, o.nproc);
   const double grace = o.grace_s >= 0 ? o.grace_s : config.engine.timeout_s();
   const char* grace_from = o.grace_s >= 0 ? "--grace" : "engine.timeout_s";
   if (o.program.empty()) {

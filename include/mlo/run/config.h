@@ -146,6 +146,21 @@ class ExperimentSettings {
   /// read, before the generic rules; fail with `config.fail(path, what)` so the message names
   /// the file, line and key.
   virtual void check(const RunConfig& config) const { (void)config; }
+
+  /// A batch the experiment splits over the ranks of a launch: the key that sets it, its
+  /// global size, and the problem that reads it.
+  struct GlobalBatch {
+    std::string key;
+    int64_t size = 0;
+    std::string problem;
+  };
+  /// The global batches of `config`'s run, each of which must split evenly over the ranks
+  /// where its problem is data parallel (`run::check_world_size`, at the start of each rank and
+  /// in `mlo launch` before any rank starts). None by default.
+  virtual std::vector<GlobalBatch> global_batches(const RunConfig& config) const {
+    (void)config;
+    return {};
+  }
 };
 
 /// `clone` for a settings type `Derived` (copyable).

@@ -29,11 +29,10 @@ data::Shard launch_shard(const RunConfig& config);
 /// else the whole batch (0 of 1). Throws as `launch_shard` does.
 data::Shard data_shard(const RunConfig& config, const std::string& problem);
 
-/// Fails with `config.fail(key, ...)` (file, line and key named) when the global batch `batch`
-/// set by `key` cannot be split evenly over `shard.world_size` ranks; nothing for one rank.
-/// Example: `run::check_shardable(config, "data.batch_size", d.batch_size, shard)`.
-void check_shardable(const RunConfig& config, const std::string& key, int64_t batch,
-                     const data::Shard& shard);
+/// Fails with `config.fail(key, ...)` (file, line and key named) when one of the experiment's
+/// global batches (`ExperimentSettings::global_batches`) that a data-parallel problem reads
+/// cannot be split evenly over `world_size` ranks; nothing for one rank or strategy default.
+void check_world_size(const RunConfig& config, int64_t world_size);
 
 /// Whether this process writes the run's output (metrics, summary, config, report): rank 0.
 bool is_main_process(const RunConfig& config);
