@@ -4,6 +4,7 @@
 #include "run_record.h"
 
 #include <mlo/base/error.h>
+#include <mlo/base/stop_request.h>
 #include <mlo/core/engine.h>
 #include <mlo/dist/process_group.h>
 #include <mlo/io/state.h>
@@ -31,6 +32,15 @@ at::Tensor summed_over_ranks(Engine& engine, at::Tensor slots) {
   if (!device.is_cpu()) slots = slots.to(device);
   engine.group()->all_reduce_sum({slots});
   return slots.cpu();
+}
+
+// `value` of every rank of the engine's group, by rank (gathered through one sum: each rank
+// fills its own slot).
+at::Tensor gathered(Engine& engine, int64_t value) {
+  dist::ProcessGroup* group = engine.group();
+  at::Tensor slots = torch::zeros({group->size()}, torch::kDouble);
+  slots[group->rank()] = static_cast<double>(value);
+  return summed_over_ranks(engine, slots);
 }
 
 }  // namespace
@@ -108,7 +118,36 @@ void Checkpoints::save(const Engine& engine) const {
 int64_t Checkpoints::load(Engine& engine, std::string* loaded) {
   if (loaded != nullptr) *loaded = path();
   StateIdentity saved;
-  const int64_t step = load_and_agree(engine, loaded, &saved);
+  // A rank that cannot read its state still joins the others, so that all refuse together,
+  // naming it, instead of the others waiting for it until engine.timeout_s.
+  std::string failure;
+  int64_t step = -1;
+  try {
+    step = load_own(engine, loaded, &saved);
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  if (!failure.empty() && strategy_ != dist::Strategy::kDefault) engine.initialize();
+  dist::ProcessGroup* group = engine.group();
+  const bool together = group != nullptr && group->size() > 1;
+  MLO_CHECK(failure.empty() || together, failure);
+  if (together) {
+    const at::Tensor gathered_steps = gathered(engine, failure.empty() ? step : -1);
+    std::vector<int64_t> steps;
+    std::string unread;
+    for (int64_t r = 0; r < gathered_steps.size(0); ++r) {
+      steps.push_back(static_cast<int64_t>(gathered_steps[r].item<double>()));
+      if (steps.back() < 0) unread += (unread.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (!unread.empty()) {
+      throw Error((failure.empty() ? std::string() : failure + "; so ") +
+                  "no rank resumes: rank(s) " + unread + " could not read their saved state in '" +
+                  out_dir_ + "' (each one's log says why); does every node see the same folder?");
+    }
+    if (sharded()) step = agree_on_step(engine, loaded, &saved, step, steps);
+  }
   // The state says how far its run's metrics reached when it saved.
   std::string refusal;
   const std::optional<int64_t> last = rank_ == 0 ? last_metrics_step(out_dir_) : std::nullopt;
@@ -138,10 +177,8 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) {
   }
   // Every rank goes on from one step, or all refuse: each rank reads the state it sees (a stale
   // copy would set the ranks apart), and rank 0's verdict is every rank's (the others would
-  // wait for it in training's collectives). (A rank that cannot read its state at all fails
-  // before joining the others, which then fail at engine.timeout_s.)
-  dist::ProcessGroup* group = engine.group();
-  if (group != nullptr && group->size() > 1) {
+  // wait for it in training's collectives).
+  if (together) {
     const int64_t n = group->size();
     at::Tensor slots = torch::zeros({2 * n}, torch::kDouble);  // steps, then refusals
     slots[group->rank()] = static_cast<double>(step);
@@ -166,8 +203,7 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) {
   return step;
 }
 
-int64_t Checkpoints::load_and_agree(Engine& engine, std::string* loaded,
-                                    StateIdentity* saved) const {
+int64_t Checkpoints::load_own(Engine& engine, std::string* loaded, StateIdentity* saved) const {
   if (!sharded()) return io::load_state(path(), engine, identity_, saved);
   const bool current = fs::exists(path());
   MLO_CHECK(current || fs::exists(previous_path()), "rank ", rank_, ": no saved state at '", path(),
@@ -175,37 +211,52 @@ int64_t Checkpoints::load_and_agree(Engine& engine, std::string* loaded,
             " each rank resumes from its own file, so a run resumes on the number of ranks that "
             "saved it); run without --resume to start fresh");
   if (loaded != nullptr) *loaded = current ? path() : previous_path();
-  int64_t step = io::load_state(current ? path() : previous_path(), engine, identity_, saved);
-  dist::ProcessGroup* group = engine.group();
-  if (group == nullptr || group->size() == 1) return step;
+  return io::load_state(current ? path() : previous_path(), engine, identity_, saved);
+}
 
-  // Every rank's step, gathered through one sum (each rank fills its own slot).
-  const auto gather = [&](int64_t value) {
-    at::Tensor slots = torch::zeros({group->size()}, torch::kDouble);
-    slots[group->rank()] = static_cast<double>(value);
-    return summed_over_ranks(engine, slots);
-  };
-  const at::Tensor steps = gather(step);
-  const auto common = static_cast<int64_t>(steps.min().item<double>());
+int64_t Checkpoints::agree_on_step(Engine& engine, std::string* loaded, StateIdentity* saved,
+                                   int64_t step, const std::vector<int64_t>& steps) const {
+  const int64_t common = *std::min_element(steps.begin(), steps.end());
+  // A rank that cannot go back to the common step says so in the next gather (-1), so that
+  // every rank refuses together.
+  bool matched = true;
   if (step != common) {
-    MLO_CHECK(current && fs::exists(previous_path()), "rank ", rank_, ": its state '", path(),
-              "' is at step ", step, " but another rank's is at step ", common,
-              ", and no earlier state of this rank is kept; the states cannot be matched");
-    step = io::load_state(previous_path(), engine, identity_, saved);
-    if (loaded != nullptr) *loaded = previous_path();
-    MLO_CHECK(step == common, "rank ", rank_,
-              ": the ranks' states are at different steps (this "
-              "rank's files: ",
-              step, " and later; the earliest rank's: ", common, "); they cannot be matched");
-    spdlog::warn(
-        "rank {}: its latest state was a save ahead of another rank's (interrupted "
-        "while saving?); resuming all ranks from step {}",
-        rank_, common);
+    // (a rank whose latest file is missing has read its previous one already)
+    if (fs::exists(path()) && fs::exists(previous_path())) {
+      try {
+        step = io::load_state(previous_path(), engine, identity_, saved);
+        if (loaded != nullptr) *loaded = previous_path();
+      } catch (const Interrupted&) {
+        throw;
+      } catch (const Error& e) {
+        spdlog::error("rank {}: {}", rank_, e.what());
+        step = -1;
+      }
+    } else {
+      step = -1;
+    }
+    matched = step == common;
+    if (matched) {
+      spdlog::warn(
+          "rank {}: its latest state was a save ahead of another rank's (interrupted "
+          "while saving?); resuming all ranks from step {}",
+          rank_, common);
+    }
   }
-  // The others' fallbacks must have worked too: agree once more.
-  const at::Tensor check = gather(step);
-  MLO_CHECK(check.min().item<double>() == check.max().item<double>(), "the ranks' states are at ",
-            "different steps and cannot be matched");
+  const at::Tensor check = gathered(engine, matched ? step : -1);
+  if (check.min().item<double>() != check.max().item<double>()) {
+    std::string ranks;
+    for (int64_t r = 0; r < check.size(0); ++r) {
+      const auto at = static_cast<int64_t>(check[r].item<double>());
+      ranks += (r ? ", " : "") + std::string("rank ") + std::to_string(r) +
+               (at < 0 ? std::string(" has no state at step ") + std::to_string(common)
+                       : " at step " + std::to_string(at));
+    }
+    throw Error("the ranks' saved states in '" + out_dir_ + "' cannot be matched to one step (" +
+                ranks + "; each rank keeps its latest state and the one before): does every "
+                "node see the same folder? Start a new run there with --overwrite, or in "
+                "another folder");
+  }
   return step;
 }
 

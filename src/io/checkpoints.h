@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mlo {
 
@@ -59,8 +60,13 @@ class Checkpoints : public Callback {
 
  private:
   bool sharded() const;
-  // The state of this rank, and under zero1/2/3 the step the ranks agree on.
-  int64_t load_and_agree(Engine& engine, std::string* loaded, StateIdentity* saved) const;
+  // The state of this rank (under zero1/2/3 its latest file, else its previous one).
+  int64_t load_own(Engine& engine, std::string* loaded, StateIdentity* saved) const;
+  // Under zero1/2/3: the step every rank has (`steps`, by rank; this rank's is `step`), this
+  // rank falling back to its previous file when it is a save ahead; all refuse together when
+  // no such step exists.
+  int64_t agree_on_step(Engine& engine, std::string* loaded, StateIdentity* saved, int64_t step,
+                        const std::vector<int64_t>& steps) const;
   std::string previous_path() const;
 
   std::string out_dir_;

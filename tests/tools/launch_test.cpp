@@ -199,6 +199,45 @@ TEST_CASE(
              Contains("\"steps\":12"));
 }
 
+TEST_CASE("mlo launch: under zero1 a rank without a state that fits makes every rank refuse at "
+          "once, naming it",
+          "[cli][dist]") {
+  const fs::path dir = scratch("zero1_unmatched");
+  const std::vector<std::string> zero1{"--set", "engine.strategy=zero1", "--no-progress",
+                                       "--set", "engine.timeout_s=120"};
+  auto args = zero1;
+  args.insert(args.end(), {"--stop-at", "6"});
+  const Launch stop = launch(dir, args, "stop.log");
+  INFO(stop.output);
+  REQUIRE(stop.code == 0);
+  const fs::path out = dir / "out";
+  const fs::path kept = dir / "kept";
+  fs::copy(out, kept, fs::copy_options::recursive);
+  args = zero1;
+  args.push_back("--resume");
+
+  // Rank 1 has no state at all (a node that does not see the folder's files).
+  fs::remove(out / "state.rank1.pt");
+  fs::remove(out / "state.rank1.prev.pt");
+  Launch l = launch(dir, args, "missing.log");
+  INFO(l.output);
+  CHECK(l.code == 2);
+  CHECK_THAT(l.output, mlo_test::Names({"[rank 0]", "rank(s) 1", "could not read"}));
+  CHECK(l.seconds < 60);  // not engine.timeout_s
+
+  // Rank 0 at step 4 only, rank 1 at step 6 with no earlier file: no common step.
+  fs::remove_all(out);
+  fs::copy(kept, out, fs::copy_options::recursive);
+  fs::rename(out / "state.rank0.prev.pt", out / "state.rank0.pt");
+  fs::remove(out / "state.rank1.prev.pt");
+  l = launch(dir, args, "unmatched.log");
+  INFO(l.output);
+  CHECK(l.code == 2);
+  CHECK_THAT(l.output, mlo_test::Names({"cannot be matched to one step", "rank 0 at step 4",
+                                        "rank 1 has no state at step 4"}));
+  CHECK(l.seconds < 60);
+}
+
 // Starts a long 2-rank launch of the tiny config with `timeout_s`, waits until both ranks have
 // joined the group, sends `sig` to rank 1 (and then `launcher_sig` to the launcher, unless 0)
 // and waits for the launch, at most 30 s. Returns its exit status (-1 when it outlived that),
