@@ -121,17 +121,14 @@ class Reader : public Fields {
     read<std::map<std::string, std::vector<std::string>>>(key, value, nullptr);
   }
 
-  // Read and validated like a section; the keys it sets to values other than their defaults
-  // are noted (RunConfig::alternative_keys), since the configuration will not use them.
+  // Read and validated like a section; each key the YAML sets in it is noted
+  // (RunConfig::alternative_keys), since the configuration will not use them.
   void alternative(const char* key, const std::function<void(Fields&)>& body) override {
-    const auto before = field_values(body);
     section(key, body);
-    const auto after = field_values(body);
-    for (const auto& [name, value] : after) {
-      const auto found = before.find(name);
-      if (found == before.end() || found->second != value) {
-        ctx_.alternative_keys.push_back(key_path(key_path(path_, key), name));
-      }
+    const std::string prefix = key_path(path_, key) + ".";
+    for (auto it = ctx_.where.lower_bound(prefix);
+         it != ctx_.where.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+      ctx_.alternative_keys.push_back(it->first);
     }
   }
 

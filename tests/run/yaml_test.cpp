@@ -431,8 +431,10 @@ TEST_CASE("YAML: a section of a method that does not run needs an explicit metho
   const auto switched = parse_run_config(with("    neumann: {iterations: 5}\n"), "m.yaml",
                                          {"problems.classifier.method=neumann"});
   CHECK(switched.problems.at("classifier").config.method().name() == "neumann");
-  // A section at its defaults changes nothing: accepted.
-  CHECK_NOTHROW(parse_run_config(with("    cg: {iterations: 1, alpha: 1.0}\n"), "m.yaml"));
+  // Whether a key is set is what the file says, not its value: a section at its defaults has
+  // no effect either.
+  CHECK_THROWS_WITH(parse_run_config(with("    cg: {iterations: 1, alpha: 1.0}\n"), "m.yaml"),
+                    mlo_test::Names({"m.yaml:11:", "problems.classifier.cg.", "method: cg"}));
   // The resolved config of a run with kept sections reads back.
   const auto kept = parse_run_config(with("    method: cg\n    neumann: {iterations: 5}\n"),
                                      "m.yaml");

@@ -237,9 +237,9 @@ struct RunConfig {
   std::string source;
   /// Where each key was read: key path -> "file:line:col" (or "file (--set a.b=c)"); not a key.
   std::map<std::string, std::string> locations;
-  /// The keys read in sections the configuration does not use (another hypergradient method's
-  /// than the one selected) and set there to values other than their defaults, by path; not a
-  /// key. `check_config` refuses them unless the method was chosen explicitly.
+  /// The keys the YAML sets in sections the configuration does not use (another hypergradient
+  /// method's than the one selected), by path, whatever their values; not a key.
+  /// `check_config` refuses them unless the method was chosen explicitly.
   std::vector<std::string> alternative_keys;
 
   /// The experiment's settings as `S`; throws `mlo::Error` if they are absent or of another type.
