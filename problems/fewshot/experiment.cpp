@@ -271,6 +271,8 @@ Metrics FewshotExperiment::evaluate(run::EvalSet set) {
   // (the inner problem's optimizer steps per task)
   const int64_t adapt_steps = f.adapt_steps > 0 ? f.adapt_steps : inner.config.unroll_steps();
   const int64_t baseline_steps = f.baseline_steps > 0 ? f.baseline_steps : adapt_steps;
+  // (every adaptation clips as the inner problem's training steps do)
+  const double clip = inner.config.gradient_clipping();
   const std::vector<Task>& tasks = eval_tasks(set);
   const std::string prefix = set == run::EvalSet::kValid ? "valid/" : "";
   const double n = static_cast<double>(tasks.size());
@@ -284,7 +286,7 @@ Metrics FewshotExperiment::evaluate(run::EvalSet set) {
   Metrics out;
   const torch::nn::Sequential theta(outer_->module_as<torch::nn::SequentialImpl>());
   for (const Task& task : tasks) {
-    add(out, "", adapt(theta, task, adapt_steps, inner.optimizer, f.reg, regression_));
+    add(out, "", adapt(theta, task, adapt_steps, inner.optimizer, f.reg, clip, regression_));
   }
   auto cached = baselines_.find(set);
   if (cached == baselines_.end()) {
@@ -300,10 +302,10 @@ Metrics FewshotExperiment::evaluate(run::EvalSet set) {
       torch::nn::Sequential fresh = make_model(regression_, test_tasks_->outputs(), f.hidden,
                                                f.channels, image_shape_);
       fresh->to(device_);
-      add(baselines, "scratch_", adapt(fresh, task, baseline_steps, inner.optimizer, 0.0,
+      add(baselines, "scratch_", adapt(fresh, task, baseline_steps, inner.optimizer, 0.0, clip,
                                         regression_));
       add(baselines, "finetune_", adapt(pretrained_, task, baseline_steps, inner.optimizer, 0.0,
-                                         regression_, regression_ ? 0 : f.ways));
+                                         clip, regression_, regression_ ? 0 : f.ways));
     }
     set_rng_state(global, saved);
     cached = baselines_.emplace(set, std::move(baselines)).first;

@@ -8,6 +8,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
+#include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
 
 #include <utility>
@@ -107,7 +108,7 @@ torch::nn::Sequential make_model(bool regression, int64_t outputs, int64_t hidde
 }
 
 Adapted adapt(const torch::nn::Sequential& start, const Task& task, int64_t steps,
-              const run::OptimizerConfig& optimizer, double reg, bool regression,
+              const run::OptimizerConfig& optimizer, double reg, double clip, bool regression,
               int64_t new_head) {
   auto copy = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(start->clone());
   MLO_INTERNAL_ASSERT(copy, "adapt: the clone of a Sequential is not one");
@@ -132,6 +133,7 @@ Adapted adapt(const torch::nn::Sequential& start, const Task& task, int64_t step
     at::Tensor loss = task_loss(copy->forward(task.support.data), task.support.target, regression);
     if (reg > 0) loss = loss + proximal(params, anchor, reg);
     loss.backward();
+    if (clip > 0) torch::nn::utils::clip_grad_norm_(params, clip);
     opt->step();
   }
   torch::NoGradGuard no_grad;

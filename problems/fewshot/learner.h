@@ -83,12 +83,13 @@ struct Adapted {
 
 /// Copies `start` (the copy's parameters are a new leaf each), takes `steps` steps of the
 /// optimizer `optimizer` describes on task_loss(support) + reg/2 |phi - anchor|^2 (anchor:
-/// `start`'s parameters; `reg` 0 drops the term), and evaluates the query set. `start` is left
-/// unchanged. With `new_head` > 0 the copy's last layer is replaced by a fresh linear layer
+/// `start`'s parameters; `reg` 0 drops the term), each step's gradient clipped to total norm
+/// `clip` as the inner problem's `gradient_clipping` clips its own (0: not clipped), and
+/// evaluates the query set. `start` is left unchanged. With `new_head` > 0 the copy's last layer is replaced by a fresh linear layer
 /// with that many outputs first (fine-tuning a pre-trained model), initialized from LibTorch's
 /// default generator.
 Adapted adapt(const torch::nn::Sequential& start, const Task& task, int64_t steps,
-              const run::OptimizerConfig& optimizer, double reg, bool regression,
+              const run::OptimizerConfig& optimizer, double reg, double clip, bool regression,
               int64_t new_head = 0);
 
 }  // namespace fewshot

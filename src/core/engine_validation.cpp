@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace mlo {
 namespace {
@@ -33,7 +34,15 @@ Metrics Engine::in_eval_mode(const std::function<Metrics()>& body) {
   };
   for (const auto& problem : problems_) problem->eval();
   TrainAgain again{problems_};
-  return body();
+  Metrics metrics = body();
+  // (a diverged model evaluates to NaN, which the console shows as one number among others)
+  for (const auto& [name, value] : metrics) {
+    if (!std::isfinite(value)) {
+      spdlog::warn("mlo: evaluated at global step {}, {} is {}: what it measures diverged",
+                   global_step_, name, format_metric(value));
+    }
+  }
+  return metrics;
 }
 
 std::optional<Metrics> Engine::validate(const std::string& title) {

@@ -409,6 +409,22 @@ TEST_CASE("Engine: the validation line holds the named metrics and the early-sto
   CHECK(engine.last_validation().count("valid/a") == 1);
 }
 
+TEST_CASE("Engine: a metric that is not finite in an evaluation is a warning naming it and the "
+          "step",
+          "[core][engine]") {
+  auto p = mlo_test::toy("inner", ProblemConfig(), nullptr);
+  mlo::Engine engine(mlo::EngineConfig().train_iters(2).valid_step(2));
+  engine.add(p).validation([] {
+    return mlo::Metrics{{"valid/mse", std::nan("")}, {"valid/fine", 1.0}};
+  });
+  CapturedLog log;
+  engine.run();
+  const auto warnings = log.lines("mlo: evaluated at");
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], mlo_test::Names({"global step 2", "valid/mse", "nan"}));
+  CHECK(warnings[0].find("valid/fine") == std::string::npos);
+}
+
 namespace {
 
 using mlo_test::ChainFit;  // (tests/support/chain_fit.h)
