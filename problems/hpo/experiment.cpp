@@ -160,7 +160,7 @@ std::vector<run::ExperimentSettings::GlobalBatch> HpoExperiment::Settings::globa
   (void)config;
   // (each half of the points is one full batch: the inner problem's, then the outer's)
   const int64_t half = data.samples / 2;
-  return {{"data.samples", half, "inner"}, {"data.samples", data.samples - half, "outer"}};
+  return {{"data.samples", half, "inner", 2}, {"data.samples", data.samples - half, "outer", 2}};
 }
 
 run::DependencyConfig HpoExperiment::Settings::default_dependencies(

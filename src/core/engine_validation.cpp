@@ -38,7 +38,7 @@ Metrics Engine::in_eval_mode(const std::function<Metrics()>& body) {
   // (a diverged model evaluates to NaN, which the console shows as one number among others)
   for (const auto& [name, value] : metrics) {
     if (!std::isfinite(value)) {
-      spdlog::warn("mlo: evaluated at global step {}, {} is {}: what it measures diverged",
+      spdlog::warn("mlo: evaluated after global step {}, {} is {}: what it measures diverged",
                    global_step_, name, format_metric(value));
     }
   }

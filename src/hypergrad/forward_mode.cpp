@@ -49,6 +49,7 @@ auto translating(const std::string& who, const Level& curr, const char* route,
     throw ForwardModeUnsupported(c10::str(who, ": problem '", curr.name(), "': ", e.what(),
                                           "; ", remedy));
   } catch (const c10::Error& e) {
+    if (is_out_of_memory(e)) throw;  // (a CPU allocator's failure is a plain c10::Error)
     const std::string message = e.what_without_backtrace();
     if (message.find("custom Function") != std::string::npos) {
       throw ForwardModeUnsupported(c10::str(

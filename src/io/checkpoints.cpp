@@ -126,7 +126,7 @@ int64_t Checkpoints::load(Engine& engine, std::string* loaded) {
     step = load_own(engine, loaded, &saved);
   } catch (const Interrupted&) {
     throw;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // (a file system's or LibTorch's error too)
     failure = e.what();
   }
   if (!failure.empty() && strategy_ != dist::Strategy::kDefault) engine.initialize();
@@ -222,13 +222,14 @@ int64_t Checkpoints::agree_on_step(Engine& engine, std::string* loaded, StateIde
   bool matched = true;
   if (step != common) {
     // (a rank whose latest file is missing has read its previous one already)
-    if (fs::exists(path()) && fs::exists(previous_path())) {
+    std::error_code error;
+    if (fs::exists(path(), error) && fs::exists(previous_path(), error)) {
       try {
         step = io::load_state(previous_path(), engine, identity_, saved);
         if (loaded != nullptr) *loaded = previous_path();
       } catch (const Interrupted&) {
         throw;
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         spdlog::error("rank {}: {}", rank_, e.what());
         step = -1;
       }

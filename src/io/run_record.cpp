@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -81,14 +82,30 @@ bool arithmetic_key(const std::string& key) {
            key.compare(key.size() - log.size(), log.size(), log) == 0);
 }
 
+// Whether two values as a writer wrote them mean the same: the same text, or the same number
+// (another writer's form of it: 5e-04, 0.0005).
+bool same_value(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const double x = std::strtod(a.c_str(), &end_a);
+  const double y = std::strtod(b.c_str(), &end_b);
+  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
 // "engine.train_iters (200 -> 400), seed (0 -> 4)": the keys whose values differ (only those
-// `counted`, when given).
+// `counted`, and in both, when given: a key one writer has and another lacks is no change of
+// what the steps compute).
 std::string changed_keys(const std::string& before, const std::string& after,
                          bool (*counted)(const std::string&) = nullptr) {
   auto a = flat_keys(before), b = flat_keys(after);
-  for (auto* keys : {&a, &b}) {
-    for (auto it = keys->begin(); it != keys->end();) {
-      it = counted != nullptr && !counted(it->first) ? keys->erase(it) : std::next(it);
+  if (counted != nullptr) {
+    for (auto* keys : {&a, &b}) {
+      const auto& other = keys == &a ? b : a;
+      for (auto it = keys->begin(); it != keys->end();) {
+        const bool kept = counted(it->first) && other.count(it->first) > 0;
+        it = kept ? std::next(it) : keys->erase(it);
+      }
     }
   }
   const auto shown = [](const std::string& value) {
@@ -100,7 +117,7 @@ std::string changed_keys(const std::string& before, const std::string& after,
     const auto other = b.find(key);
     if (other == b.end()) {
       changes.push_back(key + " (" + shown(value) + " -> absent)");
-    } else if (other->second != value) {
+    } else if (counted != nullptr ? !same_value(value, other->second) : other->second != value) {
       changes.push_back(key + " (" + shown(value) + " -> " + shown(other->second) + ")");
     }
   }

@@ -38,7 +38,9 @@ std::optional<RunResults> finished_results(const std::string& dir, int64_t train
 /// "data.noise (0.1 -> 0.3), ...", counting only those that change what the run's steps
 /// compute: not `name`, `seed` (checked on its own), `threads`, `device`, the engine's
 /// `train_iters`, `valid_step`, `log_step`, `track_memory`, `timeout_s`, `save_step`,
-/// `tensorboard`, `backend`, `cudnn_benchmark`, nor a problem's `log_step`. "" when none does.
+/// `tensorboard`, `backend`, `cudnn_benchmark`, nor a problem's `log_step`, nor a key only one
+/// of them has (another version's writer), and a number written in another form is the same
+/// number. "" when none does.
 std::string arithmetic_changes(const std::string& before, const std::string& after);
 
 /// The configurations recorded in `dir` (config.yaml and each config.resumed*.yaml), in no

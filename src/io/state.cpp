@@ -108,6 +108,10 @@ int64_t load_state(const std::string& path, Engine& engine, const StateIdentity&
   try {
     archive.load_from(path, device);
   } catch (const c10::Error& e) {
+    if (is_out_of_memory(e)) {
+      throw OutOfMemory("", "loading the state file '" + path + "' ran out of memory (LibTorch: " +
+                                first_line(e) + ")");
+    }
     throw Error("the state file '" + path + "' is damaged or incomplete and cannot be read");
   }
   c10::IValue value;
@@ -165,6 +169,10 @@ int64_t load_state(const std::string& path, Engine& engine, const StateIdentity&
   } catch (const Error& e) {
     throw Error("the state file '" + path + "' does not fit this run: " + e.what());
   } catch (const c10::Error& e) {
+    if (is_out_of_memory(e)) {
+      throw OutOfMemory("", "loading the state file '" + path + "' ran out of memory (LibTorch: " +
+                                first_line(e) + ")");
+    }
     throw Error("the state file '" + path + "' does not fit this run (was the configuration " +
                 "changed since it was saved, e.g. a model's size?): " +
                 e.what_without_backtrace());

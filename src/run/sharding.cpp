@@ -39,7 +39,7 @@ void check_world_size(const RunConfig& config, int64_t world_size) {
                                " samples of problem '" + batch.problem +
                                "' cannot be split evenly over " + std::to_string(world_size) +
                                " ranks (each reads batch / world size); choose a multiple of " +
-                               std::to_string(world_size));
+                               std::to_string(batch.per_key * world_size));
   }
 }
 

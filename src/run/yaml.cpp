@@ -125,10 +125,16 @@ class Reader : public Fields {
   // (RunConfig::alternative_keys), since the configuration will not use them.
   void alternative(const char* key, const std::function<void(Fields&)>& body) override {
     section(key, body);
-    const std::string prefix = key_path(path_, key) + ".";
+    const std::string path = key_path(path_, key);
+    const std::string prefix = path + ".";
+    const size_t before = ctx_.alternative_keys.size();
     for (auto it = ctx_.where.lower_bound(prefix);
          it != ctx_.where.end() && it->first.rfind(prefix, 0) == 0; ++it) {
       ctx_.alternative_keys.push_back(it->first);
+    }
+    // (an empty one, `cg: {}`, is set too)
+    if (ctx_.alternative_keys.size() == before && ctx_.where.count(path)) {
+      ctx_.alternative_keys.push_back(path);
     }
   }
 

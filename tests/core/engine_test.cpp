@@ -419,7 +419,7 @@ TEST_CASE("Engine: a metric that is not finite in an evaluation is a warning nam
   });
   CapturedLog log;
   engine.run();
-  const auto warnings = log.lines("mlo: evaluated at");
+  const auto warnings = log.lines("mlo: evaluated after");
   REQUIRE(warnings.size() == 1);
   CHECK_THAT(warnings[0], mlo_test::Names({"global step 2", "valid/mse", "nan"}));
   CHECK(warnings[0].find("valid/fine") == std::string::npos);

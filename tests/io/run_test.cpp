@@ -5,6 +5,7 @@
 #include <mlo/io/run.h>
 #include <mlo/core/problem.h>
 
+#include "io/run_record.h"
 #include "support/step_callback.h"
 #include "support/scratch.h"
 #include "support/text_files.h"
@@ -307,6 +308,26 @@ TEST_CASE("Run: a program's own options pass through to it, in order", "[io][run
   mine.clear();
   CHECK(mlo::RunOptions::from_command_line(3, last, "runs/x", &mine).dir() == "out");
   CHECK(mine == std::vector<std::string>{"--verbose"});
+}
+
+TEST_CASE("Run record: the keys that change what the steps compute, in any writer's form",
+          "[io][run]") {
+  const std::string before =
+      "seed: 0\nengine:\n  train_iters: 200\n  log_step: 10\ndata:\n  noise: 0.1\n"
+      "problems:\n  inner:\n    optimizer:\n      lr: 5e-04\n      milestones: [2, 4]\n"
+      "    log_step: 5\n";
+  // Another run length, logging and seed, another form of the same numbers, and a key only one
+  // writer has: the same arithmetic.
+  const std::string same =
+      "seed: 3\nengine:\n  train_iters: 400\n  log_step: 1\ndata:\n  noise: 0.10\n"
+      "problems:\n  inner:\n    optimizer:\n      lr: 0.0005\n      milestones: [2, 4]\n"
+      "      new_key: 1\n    log_step: 7\n";
+  CHECK(mlo::io::arithmetic_changes(before, same).empty());
+  const std::string other =
+      "seed: 0\nengine:\n  train_iters: 200\ndata:\n  noise: 0.3\n"
+      "problems:\n  inner:\n    optimizer:\n      lr: 5e-04\n      milestones: [2, 5]\n";
+  CHECK(mlo::io::arithmetic_changes(before, other) ==
+        "data.noise (0.1 -> 0.3), problems.inner.optimizer.milestones ([2, 4] -> [2, 5])");
 }
 
 }  // namespace run_test

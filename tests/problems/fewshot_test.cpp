@@ -117,6 +117,23 @@ TEST_CASE("Fewshot: iMAML's hypergradient through CG is reg (H + reg I)^-1 v",
   CHECK(error < 1e-10);
 }
 
+TEST_CASE("Fewshot: evaluation's adaptation clips each step's gradient norm as asked",
+          "[problems][fewshot]") {
+  // One SGD step (lr 0.1) on (w x - 100)^2 at x = 1 from w = 0: the gradient is -200, clipped to
+  // norm 1 it is -1; the query (x = 1, y = 0) then scores w^2.
+  torch::nn::Sequential model(torch::nn::Linear(torch::nn::LinearOptions(1, 1).bias(false)));
+  torch::NoGradGuard no_grad;
+  model->parameters()[0].zero_();
+  const fs::Task task{mlo::Batch(torch::ones({1, 1}), torch::full({1, 1}, 100.0)),
+                      mlo::Batch(torch::ones({1, 1}), torch::zeros({1, 1}))};
+  mlo::run::OptimizerConfig sgd;
+  sgd.lr = 0.1;
+  torch::AutoGradMode grad(true);
+  CHECK(fs::adapt(model, task, 1, sgd, 0.0, 0.0, true).loss == Approx(400.0).epsilon(1e-5));
+  CHECK(fs::adapt(model, task, 1, sgd, 0.0, 1.0, true).loss == Approx(0.01).epsilon(1e-4));
+  CHECK(model->parameters()[0].item<double>() == 0.0);  // (the start is left as it was)
+}
+
 TEST_CASE("Fewshot: first-order MAML hands v to the meta-learner; mismatched models are refused",
           "[problems][fewshot]") {
   Setup s = build(mlo::ProblemConfig().method(fs::FirstOrderOptions()), 0.0, 3, 3);

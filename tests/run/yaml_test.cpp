@@ -435,6 +435,8 @@ TEST_CASE("YAML: a section of a method that does not run needs an explicit metho
   // no effect either.
   CHECK_THROWS_WITH(parse_run_config(with("    cg: {iterations: 1, alpha: 1.0}\n"), "m.yaml"),
                     mlo_test::Names({"m.yaml:11:", "problems.classifier.cg.", "method: cg"}));
+  CHECK_THROWS_WITH(parse_run_config(with("    cg: {}\n"), "m.yaml"),
+                    mlo_test::Names({"m.yaml:11:", "problems.classifier.cg:", "method: cg"}));
   // The resolved config of a run with kept sections reads back.
   const auto kept = parse_run_config(with("    method: cg\n    neumann: {iterations: 5}\n"),
                                      "m.yaml");

@@ -148,11 +148,13 @@ class ExperimentSettings {
   virtual void check(const RunConfig& config) const { (void)config; }
 
   /// A batch the experiment splits over the ranks of a launch: the key that sets it, its
-  /// global size, and the problem that reads it.
+  /// global size, the problem that reads it, and how many such batches the key's value holds
+  /// (so that a value that is a multiple of `per_key` x the world size splits).
   struct GlobalBatch {
     std::string key;
     int64_t size = 0;
     std::string problem;
+    int64_t per_key = 1;
   };
   /// The global batches of `config`'s run, each of which must split evenly over the ranks
   /// where its problem is data parallel (`run::check_world_size`, at the start of each rank and
