@@ -24,8 +24,10 @@ class Error : public std::runtime_error {
 /// asked. Repeating the run repeats it; a smaller model or batch, or the memory tools, help.
 class OutOfMemory : public Error {
  public:
+  /// An allocation failure of `problem`'s step (empty: while building), told by `message`.
   OutOfMemory(std::string problem, const std::string& message)
       : Error(message), problem_(std::move(problem)) {}
+  /// The problem whose step asked for the memory; empty when building the experiment.
   const std::string& problem() const { return problem_; }
 
  private:

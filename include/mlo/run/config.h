@@ -151,10 +151,10 @@ class ExperimentSettings {
   /// global size, the problem that reads it, and how many such batches the key's value holds
   /// (so that a value that is a multiple of `per_key` x the world size splits).
   struct GlobalBatch {
-    std::string key;
-    int64_t size = 0;
-    std::string problem;
-    int64_t per_key = 1;
+    std::string key;      ///< The YAML key that sets the batch, e.g. `data.meta_batch_size`.
+    int64_t size = 0;     ///< The batch's global size (all ranks together).
+    std::string problem;  ///< The problem whose steps read the batch.
+    int64_t per_key = 1;  ///< How many such batches one value of `key` holds.
   };
   /// The global batches of `config`'s run, each of which must split evenly over the ranks
   /// where its problem is data parallel (`run::check_world_size`, at the start of each rank and
