@@ -294,7 +294,7 @@ TEST_CASE("mlo launch: a killed rank fails the launch, naming it, within the tim
   REQUIRE(l.code != -2);           // both ranks started
   CHECK(l.code == 128 + SIGKILL);  // the worst exit status: rank 1's
   CHECK(l.seconds < 5 + 5);        // the engine timeout, plus the launcher's polling and exit
-  CHECK_THAT(l.output, Contains("mlo launch: rank 1 was killed by signal 9"));
+  CHECK_THAT(l.output, mlo_test::Names({"mlo launch:", "rank 1", "killed", "signal 9"}));
   CHECK_THAT(l.output, Contains("rank 1 failed first"));
 }
 
@@ -307,9 +307,9 @@ TEST_CASE("mlo launch: a hanging rank is killed a timeout after the other failed
   CHECK(l.code == 128 + SIGKILL);
   CHECK(l.seconds > 2 + 2 - 0.5);
   CHECK(l.seconds < 2 + 2 + 6);
-  CHECK_THAT(l.output, Contains("[rank 0] mlo: error: rank 0: all_reduce failed"));
-  CHECK_THAT(l.output, Contains("mlo launch: rank 0 exited with code 2; the other ranks have 2 s"));
-  CHECK_THAT(l.output, Contains("mlo launch: rank 1 still runs 2 s after rank 0 failed; killing"));
+  CHECK_THAT(l.output, mlo_test::Names({"[rank 0] mlo: error:", "rank 0", "all_reduce"}));
+  CHECK_THAT(l.output, mlo_test::Names({"mlo launch: rank 0 exited with code 2", "2 s"}));
+  CHECK_THAT(l.output, mlo_test::Names({"mlo launch: rank 1", "2 s after rank 0", "killing"}));
   CHECK_THAT(l.output, Contains("rank 0 failed first"));
 }
 
@@ -326,11 +326,10 @@ TEST_CASE("mlo launch: after a forwarded SIGTERM a hanging rank is killed after 
   CHECK(l.code == 128 + SIGKILL);  // not -1: the launch ended by itself
   CHECK(l.seconds > 3 - 0.5);
   CHECK(l.seconds < 3 + 6);
-  CHECK_THAT(l.output, Contains("mlo launch: forwarding signal 15 to the ranks"));
+  CHECK_THAT(l.output, mlo_test::Names({"mlo launch:", "forwarding signal 15"}));
   CHECK_THAT(l.output,
-             Contains("mlo launch: rank 1 still runs 3 s after signal 15 was forwarded; killing"));
-  CHECK_THAT(l.output, Contains("mlo launch: failed: rank") &&
-                           Contains("did not stop within 3 s of signal 15 and"));
+             mlo_test::Names({"mlo launch: rank 1", "3 s after signal 15", "killing"}));
+  CHECK_THAT(l.output, mlo_test::Names({"mlo launch: failed: rank", "3 s of signal 15"}));
 }
 
 TEST_CASE("mlo launch: --set takes several values, as in mlo run", "[cli][dist]") {
@@ -372,14 +371,14 @@ TEST_CASE("mlo run and mlo launch: WORLD_SIZE > 1 under strategy default is refu
   const std::string output = mlo_test::read_file(child.log);
   INFO(output);
   CHECK(code == 2);
-  CHECK_THAT(output, Contains("WORLD_SIZE=2 but engine.strategy is default"));
+  CHECK_THAT(output, mlo_test::Names({"WORLD_SIZE=2", "engine.strategy", "default"}));
   CHECK_FALSE(fs::exists(dir / "out"));
 
   // `mlo launch` says so once, before starting any rank.
   const Launch l = launch(dir, {"--set", "engine.strategy=default"}, "launch.log");
   INFO(l.output);
   CHECK(l.code == 2);
-  CHECK_THAT(l.output, Contains("mlo launch: --nproc 2 but engine.strategy is default"));
+  CHECK_THAT(l.output, mlo_test::Names({"mlo launch:", "--nproc 2", "engine.strategy", "default"}));
   CHECK(l.output.find("[rank ") == std::string::npos);
 }
 
@@ -429,7 +428,7 @@ TEST_CASE(
   const Launch stop = launch(dir, stop_args, "stop.log");
   INFO(stop.output);
   REQUIRE(stop.code == 0);
-  CHECK_THAT(stop.output, Contains("inside an accumulation window: finishing the window first"));
+  CHECK_THAT(stop.output, mlo_test::Names({"accumulation window", "finishing"}));
   CHECK_THAT(stop.output, Contains("stopped at global step 6"));
 
   std::vector<std::string> resume_args = accumulate;
@@ -455,9 +454,8 @@ TEST_CASE("mlo launch: a distributed run that ends inside an accumulation window
   const Launch first = launch(dir, args, "first.log");
   INFO(first.output);
   REQUIRE(first.code == 0);
-  CHECK_THAT(first.output, Contains("the run ended at global step 7, inside an accumulation "
-                                    "window") &&
-                               Contains("state.pt keeps the previous one"));
+  CHECK_THAT(first.output,
+             mlo_test::Names({"global step 7", "accumulation window", "state.pt", "previous"}));
   // The run has finished (its results are written): a resume has nothing to do, on every rank.
   std::vector<std::string> resume_args = args;
   resume_args.push_back("--resume");
