@@ -3,6 +3,8 @@
 // once more after training (Engine::validate), and a final evaluation (Engine::evaluate).
 #include <mlo/core/engine.h>
 
+#include <mlo/base/error.h>
+
 #include "best_state.h"
 #include "level_runtime.h"
 
@@ -34,7 +36,16 @@ Metrics Engine::in_eval_mode(const std::function<Metrics()>& body) {
   };
   for (const auto& problem : problems_) problem->eval();
   TrainAgain again{problems_};
-  Metrics metrics = body();
+  Metrics metrics;
+  try {
+    metrics = body();
+  } catch (const c10::Error& e) {
+    if (!is_out_of_memory(e)) throw;
+    throw OutOfMemory("", c10::str("evaluating after global step ", global_step_,
+                                   ": out of memory (LibTorch: ", first_line(e),
+                                   "): an evaluation batch or a model does not fit; lower "
+                                   "its size (docs/memory.md)"));
+  }
   // (a diverged model evaluates to NaN, which the console shows as one number among others)
   for (const auto& [name, value] : metrics) {
     if (!std::isfinite(value)) {

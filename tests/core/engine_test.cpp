@@ -115,6 +115,23 @@ TEST_CASE("Engine: LibTorch's failed allocation in a step is an error naming the
     CHECK(std::string(e.what()).find('\n') == std::string::npos);  // no LibTorch trace
   }
   CHECK(p->calls == 3);
+  // So is one in a validation: named with the step it followed, and the problems train again.
+  auto v = mlo_test::toy("v", ProblemConfig(), nullptr);
+  mlo::Engine validating(mlo::EngineConfig().train_iters(10).valid_step(4));
+  validating.add(v).validation([]() -> mlo::Metrics {
+    TORCH_CHECK(false, "DefaultCPUAllocator: can't allocate memory: you tried to ",
+                "allocate 987654321 bytes.");
+  });
+  try {
+    validating.run();
+    FAIL("no error");
+  } catch (const mlo::OutOfMemory& e) {
+    CHECK(e.problem().empty());
+    CHECK_THAT(e.what(), mlo_test::Names({"global step 4", "987654321 bytes"}));
+    CHECK(std::string(e.what()).find('\n') == std::string::npos);
+  }
+  CHECK(v->step_count() == 4);
+  CHECK(v->is_training());
   // Any other LibTorch error passes through as it was.
   struct Broken : mlo::Problem {
     using mlo::Problem::Problem;
