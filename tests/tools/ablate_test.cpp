@@ -387,6 +387,28 @@ TEST_CASE("mlo ablate: every row on a tiny ResNet, ratios from the meter, files 
   }
 }
 
+TEST_CASE("mlo ablate: under bf16 at a batch of one the floor stays below the peak",
+          "[cli][ablate]") {
+  // At this batch the weights' bf16 casts outweigh the activations: the re-evaluation runs
+  // without caching them, and so must the floor's forward that stands for it.
+  const fs::path dir = mlo_test::scratch_dir("ablate_bf16_floor_test");
+  const std::string config = (dir / "tiny.yaml").string();
+  std::ofstream(config) << kTiny;
+  mlo::cli::AblateOptions options;
+  options.out_dir = (dir / "out").string();
+  options.ablation.iterations(1).rounds(0).rows({"precision"});
+  const auto result = mlo::cli::ablate_command(
+      config, {"data.batch_size=1", "data.meta_batch_size=1"}, options);
+  REQUIRE(result.rows.size() == 2);
+  for (const auto& row : result.rows) {
+    INFO("row " << row.row.key << ": peak " << row.peak_bytes << ", floor " << row.floor_bytes
+                << " (" << row.persistent_bytes << " persistent + " << row.transient_bytes << " at "
+                << row.floor_instant << ")");
+    CHECK(row.floor_bytes <= row.peak_bytes);
+    CHECK(row.transient_bytes >= kResNet32Params * 4);
+  }
+}
+
 TEST_CASE("mlo ablate: a timing round spreads each row's meta-iterations over its passes and "
           "takes their median", "[cli][ablate]") {
   using mlo::run::detail::iterations_per_round;

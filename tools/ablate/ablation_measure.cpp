@@ -190,6 +190,10 @@ ForwardBytes forward_bytes(nn::ChainImpl& chain, const at::Tensor& input, Precis
     at::AutoGradMode grad_mode(graph);
     std::optional<memory::AutocastGuard> autocast;
     if (precision != Precision::kFP32) autocast.emplace(precision, input.device().type());
+    // A forward without a graph runs as the engine's re-evaluations run it: its weights' casts
+    // are not cached, each is freed after its layer (memory/precision.h).
+    std::optional<memory::CastCacheOff> no_cache;
+    if (!graph) no_cache.emplace();
     const at::Tensor output = chain.forward(input);
     out.end = meter.current();
   }
