@@ -83,7 +83,7 @@ TEST_CASE("YAML: floats are written as the shortest exact text, each with a poin
 TEST_CASE("YAML: an unknown key names file, line and path, and suggests", "[io][yaml]") {
   const std::string text = std::string(kValid) + "    lerning_rate: 3\n";
   REQUIRE_THROWS_WITH(parse_run_config(text, "x.yaml"),
-                      Contains("x.yaml:14:5: problems.reweighter.lerning_rate: unknown key"));
+                      mlo_test::Names({"x.yaml:14:5: problems.reweighter.lerning_rate:", "unknown"}));
   const std::string typo = "experiment: reweighting\nengine:\n  train_iter: 5\n";
   REQUIRE_THROWS_WITH(parse_run_config(typo, "t.yaml"),
                       Contains("t.yaml:3:3: engine.train_iter: unknown key; did you mean "
@@ -93,9 +93,9 @@ TEST_CASE("YAML: an unknown key names file, line and path, and suggests", "[io][
 TEST_CASE("YAML: text after the first document is refused with its position, never ignored",
           "[io][yaml]") {
   REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "---\nseed: 9\n", "two.yaml"),
-                      Contains("two.yaml:14:1: (top level): a second YAML document (after '---')"));
+                      mlo_test::Names({"two.yaml:14:1: (top level):", "'---'"}));
   REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "...\nseed: 9\n", "end.yaml"),
-                      Contains("end.yaml:15:1: (top level): a second YAML document (after '...')"));
+                      mlo_test::Names({"end.yaml:15:1: (top level):", "'...'"}));
   // A token the parser cannot place makes yaml-cpp start an empty document at the same place
   // again and again; the reader stops at the second.
   REQUIRE_THROWS_WITH(parse_run_config("\n,\n", "comma.yaml"),
@@ -107,7 +107,7 @@ TEST_CASE("YAML: text after the first document is refused with its position, nev
 TEST_CASE("YAML: a wrong type names the key and the value", "[io][yaml]") {
   const std::string text = "experiment: reweighting\nengine:\n  train_iters: lots\n";
   REQUIRE_THROWS_WITH(parse_run_config(text, "t.yaml"),
-                      Contains("t.yaml:3:16: engine.train_iters: must be an integer, got 'lots'"));
+                      mlo_test::Names({"t.yaml:3:16: engine.train_iters:", "'lots'"}));
   REQUIRE_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: [1, 2]\n", "t.yaml"),
                       Contains("t.yaml:2:7: data: must be a mapping"));
 }
@@ -117,7 +117,7 @@ TEST_CASE("YAML: an out-of-range value names the key and the range", "[io][yaml]
       "experiment: reweighting\nproblems:\n  classifier:\n    optimizer:\n      lr: -0.1\n";
   REQUIRE_THROWS_WITH(
       parse_run_config(text, "r.yaml"),
-      Contains("r.yaml:5:11: problems.classifier.optimizer.lr: must be > 0, got -0.1"));
+      mlo_test::Names({"r.yaml:5:11: problems.classifier.optimizer.lr:", "-0.1"}));
   REQUIRE_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: {dataset: mnist}\n",
                                        "d.yaml"),
                       Contains("data.dataset: must be one of cifar10, fashion_mnist, synthetic; "
@@ -134,27 +134,32 @@ TEST_CASE("YAML: --set overrides any key and its errors name the override", "[io
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.train_iters"}),
                       Contains("expected key.path=value"));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.nope=1"}),
-                      Contains("engine.nope: unknown key"));
+                      mlo_test::Names({"tiny.yaml (--set engine.nope=1): engine.nope:"}));
 }
 
 TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.meta_size=15"}),
-                      Contains("data.meta_size: must be a multiple of the number of classes"));
+                      mlo_test::Names({"tiny.yaml (--set data.meta_size=15): data.meta_size:", "classes"}));
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.model.name=cnn"}),
-      Contains("problems.reweighter.model.name: the reweighter's model must be mwn"));
+      mlo_test::Names({"tiny.yaml (--set problems.reweighter.model.name=cnn): "
+                       "problems.reweighter.model.name:",
+                       "mwn"}));
   // Each model reads its own keys only: another model's key is unknown, with the keys it has.
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.model.batch_norm=true"}),
-      Contains("problems.reweighter.model.batch_norm: unknown key (known keys: hidden, name)"));
+      mlo_test::Names({"tiny.yaml (--set problems.reweighter.model.batch_norm=true): "
+                       "problems.reweighter.model.batch_norm:",
+                       "hidden", "name"}));
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml", {"problems.classifier.model.activation=swish"}),
-      Contains("problems.classifier.model.activation: unknown key"));
+      mlo_test::Names({"tiny.yaml (--set problems.classifier.model.activation=swish): "
+                       "problems.classifier.model.activation:"}));
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml",
                        {"problems.classifier.model.name=resnet32",
                         "problems.classifier.model.activation=gelu"}),
-      Contains("problems.classifier.model.activation: must be one of relu, swish; got 'gelu'"));
+      mlo_test::Names({"problems.classifier.model.activation:", "'gelu'"}));
   const auto swish = parse_run_config(kValid, "tiny.yaml",
                                       {"problems.classifier.model.name=resnet32",
                                        "problems.classifier.model.activation=swish",
@@ -206,9 +211,9 @@ TEST_CASE("YAML: data.valid_size and data.shuffle_classes are keys with document
   CHECK(again.settings_as<Settings>().data.valid_size == 200);
   CHECK_FALSE(again.settings_as<Settings>().data.shuffle_classes);
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.valid_size=15"}),
-                      Contains("data.valid_size: must be a multiple of the number of classes"));
+                      mlo_test::Names({"tiny.yaml (--set data.valid_size=15): data.valid_size:", "classes"}));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.valid_size=-10"}),
-                      Contains("data.valid_size: must be >= 0"));
+                      mlo_test::Names({"tiny.yaml (--set data.valid_size=-10): data.valid_size:", ">= 0"}));
   // No validation set is fine only without validation.
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"data.valid_size=0"}),
                       Contains("data.valid_size: is 0 (no validation set) while "
@@ -222,17 +227,17 @@ TEST_CASE("YAML: a lower-level setting on a problem with no parent names file, l
   // The reweighter is the top level: nothing steps after its unroll, so these would be ignored.
   REQUIRE_THROWS_WITH(
       parse_run_config(std::string(kValid) + "    unroll_steps: 3\n", "x.yaml"),
-      Contains("x.yaml:14:19: problems.reweighter.unroll_steps: acts only on a lower problem") &&
+      mlo_test::Names({"x.yaml:14:19: problems.reweighter.unroll_steps:"}) &&
           Contains("'reweighter' has no problem above it") && Contains("top level"));
   REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "    warmup_steps: 5\n", "x.yaml"),
-                      Contains("x.yaml:14:19: problems.reweighter.warmup_steps: acts only"));
+                      mlo_test::Names({"x.yaml:14:19: problems.reweighter.warmup_steps:", "'reweighter'"}));
   REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "    roll_back: true\n", "x.yaml"),
-                      Contains("x.yaml:14:16: problems.reweighter.roll_back: acts only"));
+                      mlo_test::Names({"x.yaml:14:16: problems.reweighter.roll_back:", "'reweighter'"}));
   REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "    method: cg\n", "x.yaml"),
-                      Contains("x.yaml:14:13: problems.reweighter.method: acts only"));
+                      mlo_test::Names({"x.yaml:14:13: problems.reweighter.method:", "'reweighter'"}));
   REQUIRE_THROWS_WITH(
       parse_run_config(std::string(kValid) + "    neumann: {iterations: 5}\n", "x.yaml"),
-      Contains("x.yaml:14:27: problems.reweighter.neumann.iterations: acts only"));
+      mlo_test::Names({"x.yaml:14:27: problems.reweighter.neumann.iterations:", "'reweighter'"}));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.unroll_steps=2"}),
                       Contains("tiny.yaml (--set problems.reweighter.unroll_steps=2): "
                                "problems.reweighter.unroll_steps: acts only"));
@@ -267,7 +272,8 @@ TEST_CASE("YAML: enum keys take the names of the enum's table, and list them whe
       Contains("x.yaml:14:31: problems.reweighter.checkpointing.strategy: must be one of none, "
                "uniform, sqrt, optimal, min_memory; got 'full'"));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.mode=up"}),
-                      Contains("engine.early_stopping.mode: must be one of min, max"));
+                      mlo_test::Names({"tiny.yaml (--set engine.early_stopping.mode=up): engine.early_stopping.mode:",
+                                       "min", "max"}));
 }
 
 TEST_CASE("YAML: early stopping watches a validation metric", "[io][yaml]") {
@@ -316,16 +322,17 @@ TEST_CASE("YAML: odd but valid YAML is rejected as a named error", "[io][yaml]")
   CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\nproblems: {{a: 1}: {}}\n", "k.yaml"),
                     Contains("k.yaml:2:12: problems: keys must be plain names"));
   CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\ndependencies: {u2l: {[x]: a}}\n", "k.yaml"),
-                    Contains("dependencies.u2l: keys must be plain names"));
+                    mlo_test::Names({"k.yaml:2:", "dependencies.u2l:"}));
   // A list of problem names holding a mapping.
   CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\ndependencies: {u2l: {a: [b, {c: d}]}}\n", "d.yaml"),
-                    Contains("d.yaml:2:29: dependencies.u2l.a: must be a list of problem names"));
+                    mlo_test::Names({"d.yaml:2:29: dependencies.u2l.a:"}));
   // Numbers no setting can mean, which the writer could not read back.
   CHECK_THROWS_WITH(parse_run_config(std::string(kValid) + "seed: 1\n", "n.yaml",
                                      {"problems.classifier.optimizer.lr=.inf"}),
-                    Contains("problems.classifier.optimizer.lr: must be a finite number"));
+                    mlo_test::Names({"n.yaml (--set problems.classifier.optimizer.lr=.inf): "
+                                     "problems.classifier.optimizer.lr:"}));
   CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: {imbalance: .nan}\n", "n.yaml"),
-                    Contains("n.yaml:2:19: data.imbalance: must be a finite number, got .nan"));
+                    mlo_test::Names({"n.yaml:2:19: data.imbalance:", ".nan"}));
 }
 
 TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "[io][yaml]") {
@@ -359,7 +366,7 @@ TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "
       parse_run_config(std::string(kValid).replace(std::string(kValid).find("  reweighter:"), 0,
                                                    "    sama: {alpha: -1}\n"),
                        "s.yaml"),
-      Contains("s.yaml:11:19: problems.classifier.sama.alpha: must be > 0"));
+      mlo_test::Names({"s.yaml:11:19: problems.classifier.sama.alpha:", "-1"}));
   // Cross-field rules of unrolled, with the key's position.
   const auto with = [](const std::string& line) {
     return std::string(kValid).replace(std::string(kValid).find("  reweighter:"), 0, line);
@@ -372,8 +379,7 @@ TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "
   REQUIRE_THROWS_WITH(
       parse_run_config(with("    method: unrolled\n    unrolled: {budget_bytes: 4096}\n"),
                        "c.yaml"),
-      Contains("c.yaml:12:") &&
-          Contains("problems.classifier.unrolled.budget_bytes: needs unrolled.checkpointing"));
+      mlo_test::Names({"c.yaml:12:", "problems.classifier.unrolled.budget_bytes:", "checkpointing"}));
   REQUIRE_THROWS_WITH(
       parse_run_config(
           with("    method: unrolled\n"
@@ -469,9 +475,9 @@ TEST_CASE("YAML: the data-parallel keys reach the engine and problem configs", "
       Contains("e.yaml:4:13: engine.strategy: must be one of default, distributed, zero1, zero2, "
                "zero3; got 'ddp'"));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.backend=mpi"}),
-                      Contains("engine.backend: must be one of gloo, nccl; got 'mpi'"));
+                      mlo_test::Names({"tiny.yaml (--set engine.backend=mpi): engine.backend:", "'mpi'"}));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.timeout_s=0"}),
-                      Contains("engine.timeout_s: must be in (0, 86400], got 0"));
+                      mlo_test::Names({"tiny.yaml (--set engine.timeout_s=0): engine.timeout_s:", "86400"}));
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml", {"problems.classifier.data_parallel=maybe"}),
       Contains("problems.classifier.data_parallel"));
