@@ -6,6 +6,7 @@
 #include <mlo/run/experiment.h>
 #include <mlo/base/fields.h>
 
+#include "support/names.h"
 #include "support/toy.h"
 
 #include <catch2/catch.hpp>
@@ -160,15 +161,15 @@ TEST_CASE("Experiment keys: the experiment's settings read, check and write its 
 
   // Its own key, its own check, with file:line:col.
   REQUIRE_THROWS_WITH(parse_run_config(kChain, "chain.yaml", {"toy.levels=1"}),
-                      Contains("chain.yaml (--set toy.levels=1): toy.levels: must be >= 2, got 1"));
+                      mlo_test::Names({"chain.yaml (--set toy.levels=1): toy.levels:", ">= 2"}));
   const std::string low = std::string(kChain).replace(std::string(kChain).find("levels: 3"), 9,
                                                       "levels: 0");
   REQUIRE_THROWS_WITH(parse_run_config(low, "chain.yaml"),
-                      Contains("chain.yaml:3:11: toy.levels: must be >= 2, got 0"));
+                      mlo_test::Names({"chain.yaml:3:11: toy.levels:", ">= 2"}));
   const std::string typo = std::string(kChain).replace(std::string(kChain).find("target:"), 7,
                                                        "traget:");
   REQUIRE_THROWS_WITH(parse_run_config(typo, "chain.yaml"),
-                      Contains("chain.yaml:4:3: toy.traget: unknown key; did you mean 'target'?"));
+                      mlo_test::Names({"chain.yaml:4:3: toy.traget:", "'target'"}));
   // Its rule across keys names where (the problems' mapping): four levels need p3.
   REQUIRE_THROWS_WITH(parse_run_config(kChain, "chain.yaml", {"toy.levels=4"}),
                       Contains("chain.yaml:7:3: problems: needs problem 'p3'"));
@@ -178,7 +179,7 @@ TEST_CASE("Experiment keys: the experiment's settings read, check and write its 
                       Contains("chain.yaml:10:1: data: unknown key"));
   // Generic keys are still checked generically inside the experiment's problems.
   REQUIRE_THROWS_WITH(parse_run_config(kChain, "chain.yaml", {"problems.p2.optimizer.lr=0"}),
-                      Contains("problems.p2.optimizer.lr: must be > 0, got 0"));
+                      mlo_test::Names({"problems.p2.optimizer.lr:", "> 0"}));
 
   // The resolved config carries the experiment's section and reads back the same.
   const std::string resolved = mlo::run::to_yaml(config);
@@ -205,7 +206,7 @@ TEST_CASE("Experiment keys: the ready-made experiments validate their own sectio
           "[run][registry]") {
   const char* hpo = "experiment: hpo\ndata:\n  features: 0\n";
   REQUIRE_THROWS_WITH(parse_run_config(hpo, "h.yaml"),
-                      Contains("h.yaml:3:13: data.features: must be >= 1, got 0"));
+                      mlo_test::Names({"h.yaml:3:13: data.features:", ">= 1"}));
   REQUIRE_THROWS_WITH(parse_run_config("experiment: hpo\nproblems:\n  inner: {}\n  outer: {}\n"
                                        "  middle: {}\n",
                                        "h.yaml"),
@@ -223,7 +224,7 @@ TEST_CASE("Experiment keys: the ready-made experiments validate their own sectio
   // Reweighting's model names are its own: the hpo experiment has no `model:` key.
   REQUIRE_THROWS_WITH(
       parse_run_config("experiment: hpo\nproblems:\n  inner:\n    model: {name: cnn}\n", "h.yaml"),
-      Contains("h.yaml:4:5: problems.inner.model: unknown key"));
+      mlo_test::Names({"h.yaml:4:5: problems.inner.model:", "unknown"}));
   REQUIRE_THROWS_WITH(
       parse_run_config("experiment: reweighting\nproblems:\n  classifier:\n"
                        "    model: {name: vgg}\n",
