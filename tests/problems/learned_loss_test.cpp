@@ -6,6 +6,7 @@
 #include "problems/reweighting/experiment.h"
 #include "problems/reweighting/learned_loss.h"
 #include "problems/reweighting/reweighting.h"
+#include "support/names.h"
 #include "support/relative_error.h"
 #include "support/three_samples.h"
 #include "support/tiny_reweighting.h"
@@ -312,7 +313,7 @@ TEST_CASE("Experiment: learned_loss from YAML; no model for its upper problem",
   CHECK_THROWS_WITH(mlo::run::parse_run_config(without_model, "ll.yaml",
                                                {"reweighting.method=learned_loss",
                                                 "reweighting.learned_loss.init_tau=-2"}),
-                    Contains("reweighting.learned_loss.init_tau: must be finite and >= 0"));
+                    mlo_test::Names({"reweighting.learned_loss.init_tau:", ">= 0"}));
 }
 
 TEST_CASE("Experiment: data.label_noise changes the training labels only, as seeded",
@@ -378,19 +379,19 @@ TEST_CASE("Experiment: data.label_noise changes the training labels only, as see
   CHECK_THROWS_WITH(build({"data.label_noise.type=flip", "data.label_noise.ratio=1.2"}),
                     Contains("data.label_noise.ratio"));
   CHECK_THROWS_WITH(build({"data.label_noise.ratio=0.2"}),
-                    Contains("data.label_noise.ratio: is 0.2 while data.label_noise.type is none"));
+                    mlo_test::Names({"data.label_noise.ratio:", "0.2", "data.label_noise.type"}));
   CHECK_THROWS_WITH(build({"data.label_noise.seed=4"}),
-                    Contains("data.label_noise.seed: is 4 while data.label_noise.type is none"));
+                    mlo_test::Names({"data.label_noise.seed:", "4", "data.label_noise.type"}));
   // A long tail steeper than the data allows leaves a class empty.
   CHECK_THROWS_WITH(build({"data.imbalance=100"}),
-                    Contains("data.imbalance: 100 leaves class 'class"));
+                    mlo_test::Names({"data.imbalance:", "100", "'class"}));
   // Logit adjustment under the weights, without weights.
   const std::string yaml = mlo_test::kTinyReweighting;
   const std::string baseline = yaml.substr(0, yaml.find("  reweighter:"));
   CHECK_THROWS_WITH(mlo::run::parse_run_config(baseline, "tiny.yaml",
                                                {"reweighting.method=mwn",
                                                 "reweighting.mwn.logit_adjustment=1"}),
-                    Contains("reweighting.mwn.logit_adjustment: is 1 without a reweighter"));
+                    mlo_test::Names({"reweighting.mwn.logit_adjustment:", "reweighter"}));
 }
 
 }  // namespace learned_loss_test

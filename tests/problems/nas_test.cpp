@@ -7,6 +7,7 @@
 #include "problems/nas/search.h"
 #include "problems/nas/search_space.h"
 
+#include "support/names.h"
 #include "support/in_memory_state.h"
 #include "support/scratch.h"
 #include "support/text_files.h"
@@ -211,7 +212,7 @@ TEST_CASE("NAS: search from YAML writes the derived cell, which retraining reads
   // 32-pixel images: the stem and 4 cells halve them to 1; 5 would leave nothing.
   CHECK_THROWS_WITH(mlo::run::make_experiment(mlo::run::parse_run_config(
                         kTinyRetrain, "retrain.yaml", {"nas.architecture=hand", "nas.cells=5"})),
-                    Contains("nas.cells: 5 cells halve 32-pixel images to nothing"));
+                    mlo_test::Names({"nas.cells:", "5", "32"}));
 
   // A derived cell that differs from a file already there (edited by hand) goes beside it.
   const std::string edited = "# mine\n" + nas::to_yaml(nas::hand_picked_genotype(2, 1, 4));
@@ -240,7 +241,7 @@ TEST_CASE("NAS: retraining resumes only with the cell it started with", "[proble
       kTinyRetrain, "r.yaml",
       {"nas.architecture=" + (dir / "cell.yaml").string(), "engine.train_iters=8"}));
   CHECK_THROWS_WITH(mlo_test::load_state(other->engine(), saved),
-                    Contains("nas.architecture: the run being resumed trained another cell"));
+                    mlo_test::Names({"nas.architecture:", "resumed"}));
 }
 
 }  // namespace nas_test
