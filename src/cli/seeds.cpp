@@ -41,6 +41,21 @@ const std::vector<std::string>& summary_metrics() {
   return names;
 }
 
+std::vector<std::string> summary_order(
+    const std::map<std::string, std::map<int64_t, double>>& results, bool per_class) {
+  std::vector<std::string> order;
+  for (const auto& metric : summary_metrics()) {
+    if (results.count(metric) > 0) order.push_back(metric);
+  }
+  for (const auto& entry : results) {
+    const std::string& metric = entry.first;
+    // ("test/acc" and "valid/acc" have one '/', a class's "test/acc/class3" two)
+    if (!per_class && std::count(metric.begin(), metric.end(), '/') > 1) continue;
+    if (std::find(order.begin(), order.end(), metric) == order.end()) order.push_back(metric);
+  }
+  return order;
+}
+
 int64_t seed_of_folder(const std::string& name) {
   if (name.rfind("seed_", 0) != 0) return -1;
   // seed_<digits> only: "seed_03" or "seed_3abc" would collide with seed_3.
@@ -153,9 +168,9 @@ std::string write_summary(const std::string& dir, const std::vector<int64_t>& on
   json["folder"] = dir;
   std::string csv = "metric,n,mean,std,se,seeds,values\n";
   std::string md = "| metric | n | mean | std | se |\n| --- | --- | --- | --- | --- |\n";
-  for (const auto& metric : summary_metrics()) {
+  const std::vector<std::string> tabled = summary_order(results, /*per_class=*/false);
+  for (const auto& metric : summary_order(results, /*per_class=*/true)) {
     const auto found = results.find(metric);
-    if (found == results.end()) continue;
     std::vector<double> values;
     std::vector<int64_t> seeds;
     std::string seed_list, value_list;
@@ -170,6 +185,7 @@ std::string write_summary(const std::string& dir, const std::vector<int64_t>& on
                                {"se", s.se}, {"seeds", seeds}, {"values", values}};
     csv += metric + "," + std::to_string(s.n) + "," + fixed(s.mean, 6) + "," + fixed(s.std, 6) +
            "," + fixed(s.se, 6) + "," + seed_list + "," + value_list + "\n";
+    if (std::find(tabled.begin(), tabled.end(), metric) == tabled.end()) continue;
     md += "| " + metric + " | " + std::to_string(s.n) + " | " + fixed(s.mean) + " | " +
           fixed(s.std) + " | " + fixed(s.se) + " |\n";
   }
@@ -221,7 +237,20 @@ std::string compare_runs(const std::string& a, const std::string& b,
                          std::vector<std::string> metrics) {
   const auto files_a = results_files(a), files_b = results_files(b);
   auto ra = by_metric(files_a, a), rb = by_metric(files_b, b);
-  if (metrics.empty()) metrics = {"test/balanced_acc", "test/rare3_acc", "test/acc"};
+  if (metrics.empty()) {
+    // A classifier's headline test metrics where a run has one, else every test metric both
+    // have (a few-shot learner's mse, ...), without the per-class ones.
+    for (const char* headline : {"test/balanced_acc", "test/rare3_acc", "test/acc"}) {
+      if (ra.count(headline) > 0 || rb.count(headline) > 0) metrics.push_back(headline);
+    }
+    if (metrics.empty()) {
+      for (const auto& metric : summary_order(ra, /*per_class=*/false)) {
+        if (metric.rfind("test/", 0) == 0 && rb.count(metric) > 0) metrics.push_back(metric);
+      }
+    }
+    MLO_CHECK(!metrics.empty(), "runs '", a, "' and '", b, "' have no test metric in common; "
+              "name one with --metric");
+  }
   // Metrics of one name measure different things in different experiments (test/acc of a
   // classifier, of a few-shot learner, ...).
   const auto experiments = [](const std::vector<ResultsFile>& files) {

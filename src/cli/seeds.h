@@ -14,9 +14,15 @@
 namespace mlo {
 namespace cli {
 
-/// The metrics a summary and a comparison report, when the runs have them: the test metrics
-/// (the numbers to report) and the final validation metrics (the numbers to choose by).
+/// The metrics a summary lists first and a comparison reports by default, when the runs have
+/// them: a classifier's test metrics (the numbers to report) and its final validation metrics
+/// (the numbers to choose by).
 const std::vector<std::string>& summary_metrics();
+
+/// The metrics of `results` in a summary's order: `summary_metrics()` first, then every other
+/// one by name; with `per_class` false, none with a per-class part ("test/acc/<class>").
+std::vector<std::string> summary_order(
+    const std::map<std::string, std::map<int64_t, double>>& results, bool per_class);
 
 /// The seed a `--seeds` run folder is named for: `seed_<s>` with `s` in plain digits (no
 /// leading zero, so "seed_03" cannot collide with "seed_3"); -1 for any other name.
@@ -47,9 +53,9 @@ std::vector<ResultsFile> results_files(const std::string& dir,
 std::map<std::string, std::map<int64_t, double>> read_seed_results(
     const std::string& dir, const std::vector<int64_t>& only = {});
 
-/// Writes `<dir>/summary.json`, `summary.csv` and `summary.md` (n, mean, std and standard error
-/// of each of `summary_metrics()` over the seeds, or over `only` when given) and returns the
-/// Markdown table.
+/// Writes `<dir>/summary.json`, `summary.csv` (n, mean, std and standard error of every test
+/// and validation metric over the seeds, or over `only` when given) and `summary.md` (the same
+/// without the per-class metrics), in `summary_order`, and returns the Markdown table.
 std::string write_summary(const std::string& dir, const std::vector<int64_t>& only = {});
 
 /// Runs `config` once per seed, one after the other, into `<out>/seed_<s>` (out: the option's

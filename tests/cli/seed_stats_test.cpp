@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 
 namespace seed_stats_test {
 
@@ -155,6 +156,43 @@ TEST_CASE("Compare: two single runs pair as one; runs of two experiments are ref
   CHECK_THROWS_WITH(cli::compare_runs((root / "a").string(), (root / "rw").string()),
                     Catch::Matchers::Contains("is of experiment 'hpo' and run B ('" +
                                               (root / "rw").string() + "') of 'reweighting'"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("Seed summaries and comparisons of an experiment without accuracies: its own metrics",
+          "[cli]") {
+  const fs::path root = mlo_test::scratch_path("seed_stats_mse");
+  // A few-shot learner's results: mse, no accuracy; and a classifier's per-class metric.
+  const auto run = [&](const fs::path& dir, int64_t seed, double mse, double scratch) {
+    fs::create_directories(dir / ("seed_" + std::to_string(seed)));
+    std::ofstream(dir / ("seed_" + std::to_string(seed)) / "results.json")
+        << "{\"experiment\": \"fewshot\", \"test\": {\"mse\": " << mse
+        << ", \"scratch_mse\": " << scratch << ", \"acc/class1\": 0.5}, \"valid\": "
+        << "{\"valid/mse\": " << mse + 1 << "}}\n";
+  };
+  run(root / "a", 0, 1.0, 4.0);
+  run(root / "a", 1, 2.0, 4.0);
+  run(root / "b", 0, 0.5, 4.0);
+  run(root / "b", 1, 1.0, 4.0);
+  const std::string md = cli::write_summary((root / "a").string());
+  INFO(md);
+  // mse 1, 2: mean 1.5, std sqrt(0.5) = 0.7071, se 0.5.
+  CHECK(md.find("| test/mse | 2 | 1.5000 | 0.7071 | 0.5000 |") != std::string::npos);
+  CHECK(md.find("| test/scratch_mse | 2 | 4.0000 | 0.0000 | 0.0000 |") != std::string::npos);
+  CHECK(md.find("| valid/mse | 2 | 2.5000 |") != std::string::npos);
+  CHECK(md.find("acc/class1") == std::string::npos);
+  std::ifstream csv(root / "a" / "summary.csv");
+  const std::string csv_text((std::istreambuf_iterator<char>(csv)), {});
+  CHECK(csv_text.find("test/acc/class1,2,0.500000") != std::string::npos);
+  // B - A: mse -0.5, -1.0 -> mean -0.75, std 0.3536, se 0.25; scratch_mse 0, 0.
+  const std::string text = cli::compare_runs((root / "a").string(), (root / "b").string());
+  INFO(text);
+  CHECK(text.find("test/mse (paired by seed, B - A)") != std::string::npos);
+  CHECK(text.find("mean difference -0.7500, std 0.3536, standard error 0.2500, n 2") !=
+        std::string::npos);
+  CHECK(text.find("test/scratch_mse (paired by seed, B - A)") != std::string::npos);
+  CHECK(text.find("class1") == std::string::npos);
+  CHECK(text.find("balanced_acc") == std::string::npos);
   fs::remove_all(root);
 }
 
