@@ -150,7 +150,7 @@ TEST_CASE(
   CHECK(failed.code != 0);
   CHECK_THAT(failed.output, Contains("Root Cause"));
   CHECK_THAT(failed.output, Contains("traceback : mlo: error: ") &&
-                                mlo_test::Names({"engine.train_iters:", "20"}));
+                                mlo_test::Names({"engine.train_iters: is 20"}));
   CHECK_THAT(failed.output, !Contains("To enable traceback"));
 }
 
@@ -326,7 +326,7 @@ TEST_CASE("launchers: a failing run writes TORCHELASTIC_ERROR_FILE as torchrun r
   REQUIRE(fs::exists(error_file));
   const auto error = nlohmann::json::parse(mlo_test::read_file(error_file.string()));
   const std::string message = error.at("message").get<std::string>();
-  CHECK_THAT(message, Contains("mlo: error: ") && mlo_test::Names({"engine.train_iters:", "20"}));
+  CHECK_THAT(message, Contains("mlo: error: ") && mlo_test::Names({"engine.train_iters: is 20"}));
   CHECK_THAT(failed.output, Contains(message));
   CHECK(std::stoll(error.at("timestamp").get<std::string>()) > 1600000000);
   // Unset, nothing is written anywhere.

@@ -379,9 +379,9 @@ TEST_CASE("Experiment: data.label_noise changes the training labels only, as see
   CHECK_THROWS_WITH(build({"data.label_noise.type=flip", "data.label_noise.ratio=1.2"}),
                     Contains("data.label_noise.ratio"));
   CHECK_THROWS_WITH(build({"data.label_noise.ratio=0.2"}),
-                    mlo_test::Names({"data.label_noise.ratio:", "0.2", "data.label_noise.type"}));
+                    mlo_test::Names({"data.label_noise.ratio: is 0.2", "data.label_noise.type"}));
   CHECK_THROWS_WITH(build({"data.label_noise.seed=4"}),
-                    mlo_test::Names({"data.label_noise.seed:", "4", "data.label_noise.type"}));
+                    mlo_test::Names({"data.label_noise.seed: is 4", "data.label_noise.type"}));
   // A long tail steeper than the data allows leaves a class empty.
   CHECK_THROWS_WITH(build({"data.imbalance=100"}),
                     mlo_test::Names({"data.imbalance:", "100", "'class"}));

@@ -212,7 +212,7 @@ TEST_CASE("NAS: search from YAML writes the derived cell, which retraining reads
   // 32-pixel images: the stem and 4 cells halve them to 1; 5 would leave nothing.
   CHECK_THROWS_WITH(mlo::run::make_experiment(mlo::run::parse_run_config(
                         kTinyRetrain, "retrain.yaml", {"nas.architecture=hand", "nas.cells=5"})),
-                    mlo_test::Names({"nas.cells:", "5", "32"}));
+                    mlo_test::Names({"nas.cells: 5", "32"}));
 
   // A derived cell that differs from a file already there (edited by hand) goes beside it.
   const std::string edited = "# mine\n" + nas::to_yaml(nas::hand_picked_genotype(2, 1, 4));

@@ -151,7 +151,7 @@ TEST_CASE("Experiment: a balanced split reports no rarest-3 accuracy and cannot 
       ReweightingExperiment(tiny({"data.imbalance=1", "engine.valid_step=1",
                                   "engine.early_stopping.enabled=true",
                                   "engine.early_stopping.metric=valid/rare3_acc"})),
-      mlo_test::Names({"engine.early_stopping.metric:", "valid/rare3_acc"}));
+      mlo_test::Names({"engine.early_stopping.metric:", "valid/rare3_acc", "rare classes"}));
 }
 
 TEST_CASE("Experiment: data.shuffle_classes false gives the conventional split, class 0 largest",

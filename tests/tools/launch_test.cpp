@@ -294,7 +294,7 @@ TEST_CASE("mlo launch: a killed rank fails the launch, naming it, within the tim
   REQUIRE(l.code != -2);           // both ranks started
   CHECK(l.code == 128 + SIGKILL);  // the worst exit status: rank 1's
   CHECK(l.seconds < 5 + 5);        // the engine timeout, plus the launcher's polling and exit
-  CHECK_THAT(l.output, mlo_test::Names({"mlo launch:", "rank 1", "killed", "signal 9"}));
+  CHECK_THAT(l.output, mlo_test::Names({"mlo launch: rank 1 was killed by signal 9"}));
   CHECK_THAT(l.output, Contains("rank 1 failed first"));
 }
 
@@ -307,8 +307,8 @@ TEST_CASE("mlo launch: a hanging rank is killed a timeout after the other failed
   CHECK(l.code == 128 + SIGKILL);
   CHECK(l.seconds > 2 + 2 - 0.5);
   CHECK(l.seconds < 2 + 2 + 6);
-  CHECK_THAT(l.output, mlo_test::Names({"[rank 0] mlo: error:", "rank 0", "all_reduce"}));
-  CHECK_THAT(l.output, mlo_test::Names({"mlo launch: rank 0 exited with code 2", "2 s"}));
+  CHECK_THAT(l.output, mlo_test::Names({"[rank 0] mlo: error:", "rank 0: all_reduce"}));
+  CHECK_THAT(l.output, mlo_test::Names({"mlo launch: rank 0 exited with code 2", "have 2 s"}));
   CHECK_THAT(l.output, mlo_test::Names({"mlo launch: rank 1", "2 s after rank 0", "killing"}));
   CHECK_THAT(l.output, Contains("rank 0 failed first"));
 }
