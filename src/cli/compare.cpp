@@ -20,8 +20,9 @@ CompareCommand::CompareCommand(CLI::App& app) {
   command_->add_option("run_b", b_, "folder of run B")->required();
   command_->add_option("--metric", metrics_,
                        "metric to compare (repeatable; default test/balanced_acc, "
-                       "test/rare3_acc, test/acc where the runs have them, else every test "
-                       "metric both have; validation: valid/balanced_acc, ...)");
+                       "test/rare3_acc, test/acc where a run has them, else every test "
+                       "metric both have but per-class ones; validation: "
+                       "valid/balanced_acc, ...)");
   command_->add_option("--plot", plot_,
                        "also draw both runs' learning curves into this PNG (as mlo plot does: "
                        "mean over seeds with a min-max band)");

@@ -237,20 +237,6 @@ std::string compare_runs(const std::string& a, const std::string& b,
                          std::vector<std::string> metrics) {
   const auto files_a = results_files(a), files_b = results_files(b);
   auto ra = by_metric(files_a, a), rb = by_metric(files_b, b);
-  if (metrics.empty()) {
-    // A classifier's headline test metrics where a run has one, else every test metric both
-    // have (a few-shot learner's mse, ...), without the per-class ones.
-    for (const char* headline : {"test/balanced_acc", "test/rare3_acc", "test/acc"}) {
-      if (ra.count(headline) > 0 || rb.count(headline) > 0) metrics.push_back(headline);
-    }
-    if (metrics.empty()) {
-      for (const auto& metric : summary_order(ra, /*per_class=*/false)) {
-        if (metric.rfind("test/", 0) == 0 && rb.count(metric) > 0) metrics.push_back(metric);
-      }
-    }
-    MLO_CHECK(!metrics.empty(), "runs '", a, "' and '", b, "' have no test metric in common; "
-              "name one with --metric");
-  }
   // Metrics of one name measure different things in different experiments (test/acc of a
   // classifier, of a few-shot learner, ...).
   const auto experiments = [](const std::vector<ResultsFile>& files) {
@@ -270,6 +256,20 @@ std::string compare_runs(const std::string& a, const std::string& b,
             "run A ('", a, "') is of experiment ", list(ea), " and run B ('", b, "') of ",
             list(eb), ": their metrics do not measure the same thing; compare runs of one "
             "experiment");
+  if (metrics.empty()) {
+    // A classifier's headline test metrics where a run has one, else every test metric both
+    // have (a few-shot learner's mse, ...), without the per-class ones.
+    for (const char* headline : {"test/balanced_acc", "test/rare3_acc", "test/acc"}) {
+      if (ra.count(headline) > 0 || rb.count(headline) > 0) metrics.push_back(headline);
+    }
+    if (metrics.empty()) {
+      for (const auto& metric : summary_order(ra, /*per_class=*/false)) {
+        if (metric.rfind("test/", 0) == 0 && rb.count(metric) > 0) metrics.push_back(metric);
+      }
+    }
+    MLO_CHECK(!metrics.empty(), "runs '", a, "' and '", b, "' have no test metric in common; "
+              "name one with --metric");
+  }
   std::ostringstream out;
   out << "A = " << a << "\nB = " << b << "\n";
   // Two single runs: their one value each, whatever their seeds.

@@ -14,9 +14,8 @@
 namespace mlo {
 namespace cli {
 
-/// The metrics a summary lists first and a comparison reports by default, when the runs have
-/// them: a classifier's test metrics (the numbers to report) and its final validation metrics
-/// (the numbers to choose by).
+/// The metrics a summary lists first, when the runs have them: a classifier's test metrics
+/// (the numbers to report) and its final validation metrics (the numbers to choose by).
 const std::vector<std::string>& summary_metrics();
 
 /// The metrics of `results` in a summary's order: `summary_metrics()` first, then every other

@@ -1,5 +1,6 @@
 // Multi-seed statistics of the mlo tool: seed lists, summaries and paired differences checked
 // against numbers computed by hand, and the summary / compare files on a fake run folder.
+#include "support/names.h"
 #include "support/scratch.h"
 #include "seed_stats.h"
 #include "seeds.h"
@@ -193,6 +194,12 @@ TEST_CASE("Seed summaries and comparisons of an experiment without accuracies: i
   CHECK(text.find("test/scratch_mse (paired by seed, B - A)") != std::string::npos);
   CHECK(text.find("class1") == std::string::npos);
   CHECK(text.find("balanced_acc") == std::string::npos);
+  // Another experiment's folder is refused as such, whatever metrics the two have in common.
+  fs::create_directories(root / "h" / "seed_0");
+  std::ofstream(root / "h" / "seed_0" / "results.json")
+      << "{\"experiment\": \"hpo\", \"test\": {}, \"valid\": {\"valid/loss\": 0.5}}\n";
+  CHECK_THROWS_WITH(cli::compare_runs((root / "a").string(), (root / "h").string()),
+                    mlo_test::Names({"'fewshot'", "'hpo'", "one experiment"}));
   fs::remove_all(root);
 }
 

@@ -19,15 +19,16 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Thrown when LibTorch could not allocate the memory a step of problem `problem()` (or the
-/// building of a model or data set, `problem()` empty) asked for: the message names what was
-/// asked. Repeating the run repeats it; a smaller model or batch, or the memory tools, help.
+/// Thrown when LibTorch could not allocate the memory a step of problem `problem()` asked for
+/// (or building a model or data set, loading a state, a validation or an evaluation, with
+/// `problem()` empty): the message names what was asked. Repeating the run repeats it; a
+/// smaller model or batch, or the memory tools, help.
 class OutOfMemory : public Error {
  public:
-  /// An allocation failure of `problem`'s step (empty: while building), told by `message`.
+  /// An allocation failure of `problem`'s step (empty: of no problem's step), told by `message`.
   OutOfMemory(std::string problem, const std::string& message)
       : Error(message), problem_(std::move(problem)) {}
-  /// The problem whose step asked for the memory; empty when building the experiment.
+  /// The problem whose step asked for the memory; empty when no problem's step did.
   const std::string& problem() const { return problem_; }
 
  private:
