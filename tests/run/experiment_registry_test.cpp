@@ -112,8 +112,8 @@ TEST_CASE("Registry: an unknown or missing experiment names the file, line and t
           "[run][registry]") {
   REQUIRE_THROWS_WITH(
       parse_run_config("name: x\nexperiment: reweigthing\n", "x.yaml"),
-      Contains("x.yaml:2:13: experiment: unknown experiment 'reweigthing'; registered "
-               "experiments: fewshot, hpo, nas, nas_retrain, reweighting, test_chain"));
+      mlo_test::Names({"x.yaml:2:13: experiment:", "'reweigthing'", "fewshot, hpo, nas, nas_retrain, "
+                                                                  "reweighting, test_chain"}));
   REQUIRE_THROWS_WITH(parse_run_config("name: x\n", "m.yaml"),
                       Contains("m.yaml: experiment: missing") &&
                           Contains("registered experiments: fewshot, hpo, nas, nas_retrain, "
@@ -172,7 +172,7 @@ TEST_CASE("Experiment keys: the experiment's settings read, check and write its 
                       mlo_test::Names({"chain.yaml:4:3: toy.traget:", "'target'"}));
   // Its rule across keys names where (the problems' mapping): four levels need p3.
   REQUIRE_THROWS_WITH(parse_run_config(kChain, "chain.yaml", {"toy.levels=4"}),
-                      Contains("chain.yaml:7:3: problems: needs problem 'p3'"));
+                      mlo_test::Names({"chain.yaml:7:3: problems:", "'p3'"}));
   // Another experiment's sections are unknown keys here.
   REQUIRE_THROWS_WITH(parse_run_config(std::string(kChain) + "data: {dataset: synthetic}\n",
                                        "chain.yaml"),
@@ -210,17 +210,14 @@ TEST_CASE("Experiment keys: the ready-made experiments validate their own sectio
   REQUIRE_THROWS_WITH(parse_run_config("experiment: hpo\nproblems:\n  inner: {}\n  outer: {}\n"
                                        "  middle: {}\n",
                                        "h.yaml"),
-                      Contains("h.yaml:5:11: problems.middle: the hpo experiment has problems "
-                               "'inner' and 'outer', not 'middle'"));
+                      mlo_test::Names({"h.yaml:5:11: problems.middle:", "'inner'", "'outer'", "'middle'"}));
   // The names an experiment declares are checked for it: required ones present, no others.
   REQUIRE_THROWS_WITH(parse_run_config("experiment: hpo\nproblems:\n  inner: {}\n", "h.yaml"),
-                      Contains("problems: the hpo experiment has problems 'inner' and 'outer'; "
-                               "'outer' is missing"));
+                      mlo_test::Names({"problems:", "'outer' is missing"}));
   REQUIRE_THROWS_WITH(
       parse_run_config("experiment: reweighting\nproblems:\n  classifier: {}\n  meta: {}\n",
                        "r.yaml"),
-      Contains("r.yaml:4:9: problems.meta: the reweighting experiment has problems 'classifier' "
-               "(optionally 'reweighter'), not 'meta'"));
+      mlo_test::Names({"r.yaml:4:9: problems.meta:", "'classifier'", "'reweighter'", "'meta'"}));
   // Reweighting's model names are its own: the hpo experiment has no `model:` key.
   REQUIRE_THROWS_WITH(
       parse_run_config("experiment: hpo\nproblems:\n  inner:\n    model: {name: cnn}\n", "h.yaml"),
@@ -229,13 +226,12 @@ TEST_CASE("Experiment keys: the ready-made experiments validate their own sectio
       parse_run_config("experiment: reweighting\nproblems:\n  classifier:\n"
                        "    model: {name: vgg}\n",
                        "r.yaml"),
-      Contains("r.yaml:4:19: problems.classifier.model.name: must be one of cnn, mwn, "
-               "resnet32, resnet50; got 'vgg'"));
+      mlo_test::Names({"r.yaml:4:19: problems.classifier.model.name:", "cnn, mwn, resnet32, resnet50",
+                       "'vgg'"}));
   REQUIRE_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: {meta_size: 15}\n"
                                        "problems: {classifier: {}}\n",
                                        "r.yaml"),
-                      Contains("r.yaml:2:19: data.meta_size: must be a multiple of the number of "
-                               "classes (10), got 15"));
+                      mlo_test::Names({"r.yaml:2:19: data.meta_size:", "(10)", "15"}));
 }
 
 TEST_CASE("Experiment keys: add_problems refuses a configured problem the run does not build",

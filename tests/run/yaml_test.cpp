@@ -86,8 +86,7 @@ TEST_CASE("YAML: an unknown key names file, line and path, and suggests", "[io][
                       mlo_test::Names({"x.yaml:14:5: problems.reweighter.lerning_rate:", "unknown"}));
   const std::string typo = "experiment: reweighting\nengine:\n  train_iter: 5\n";
   REQUIRE_THROWS_WITH(parse_run_config(typo, "t.yaml"),
-                      Contains("t.yaml:3:3: engine.train_iter: unknown key; did you mean "
-                               "'train_iters'?"));
+                      mlo_test::Names({"t.yaml:3:3: engine.train_iter:", "'train_iters'"}));
 }
 
 TEST_CASE("YAML: text after the first document is refused with its position, never ignored",
@@ -99,9 +98,9 @@ TEST_CASE("YAML: text after the first document is refused with its position, nev
   // A token the parser cannot place makes yaml-cpp start an empty document at the same place
   // again and again; the reader stops at the second.
   REQUIRE_THROWS_WITH(parse_run_config("\n,\n", "comma.yaml"),
-                      Contains("comma.yaml:2:1: YAML syntax error: unexpected ','"));
+                      mlo_test::Names({"comma.yaml:2:1:", "','"}));
   REQUIRE_THROWS_WITH(parse_run_config(std::string(kValid) + "...\n,\n", "late.yaml"),
-                      Contains("late.yaml:15:1: YAML syntax error: unexpected ','"));
+                      mlo_test::Names({"late.yaml:15:1:", "','"}));
 }
 
 TEST_CASE("YAML: a wrong type names the key and the value", "[io][yaml]") {
@@ -120,8 +119,7 @@ TEST_CASE("YAML: an out-of-range value names the key and the range", "[io][yaml]
       mlo_test::Names({"r.yaml:5:11: problems.classifier.optimizer.lr:", "-0.1"}));
   REQUIRE_THROWS_WITH(parse_run_config("experiment: reweighting\ndata: {dataset: mnist}\n",
                                        "d.yaml"),
-                      Contains("data.dataset: must be one of cifar10, fashion_mnist, synthetic; "
-                               "got 'mnist'"));
+                      mlo_test::Names({"data.dataset:", "cifar10", "fashion_mnist", "synthetic", "'mnist'"}));
 }
 
 TEST_CASE("YAML: --set overrides any key and its errors name the override", "[io][yaml]") {
@@ -129,8 +127,7 @@ TEST_CASE("YAML: --set overrides any key and its errors name the override", "[io
   CHECK(c.engine.train_iters() == 77);
   CHECK(c.settings_as<Settings>().data.root == "/d");
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.valid_step=-1"}),
-                      Contains("tiny.yaml (--set engine.valid_step=-1): engine.valid_step: must "
-                               "be >= 0, got -1"));
+                      mlo_test::Names({"tiny.yaml (--set engine.valid_step=-1): engine.valid_step:", ">= 0"}));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.train_iters"}),
                       Contains("expected key.path=value"));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.nope=1"}),
@@ -177,9 +174,9 @@ TEST_CASE("YAML: rules across keys name the key", "[io][yaml]") {
   // Loss-scaling options act only with loss scaling on: set without it they are refused.
   REQUIRE_THROWS_WITH(
       parse_run_config(kValid, "tiny.yaml", {"problems.classifier.loss_scaling.init_scale=1024"}),
-      Contains("tiny.yaml (--set problems.classifier.loss_scaling.init_scale=1024): "
-               "problems.classifier.loss_scaling.init_scale: is set (1024), but loss scaling "
-               "is off"));
+      mlo_test::Names({"tiny.yaml (--set problems.classifier.loss_scaling.init_scale=1024): "
+                       "problems.classifier.loss_scaling.init_scale:",
+                       "loss scaling"}));
   const auto scaled =
       parse_run_config(kValid, "tiny.yaml",
                        {"problems.classifier.loss_scaling.init_scale=1024",
@@ -239,8 +236,9 @@ TEST_CASE("YAML: a lower-level setting on a problem with no parent names file, l
       parse_run_config(std::string(kValid) + "    neumann: {iterations: 5}\n", "x.yaml"),
       mlo_test::Names({"x.yaml:14:27: problems.reweighter.neumann.iterations:", "'reweighter'"}));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"problems.reweighter.unroll_steps=2"}),
-                      Contains("tiny.yaml (--set problems.reweighter.unroll_steps=2): "
-                               "problems.reweighter.unroll_steps: acts only"));
+                      mlo_test::Names({"tiny.yaml (--set problems.reweighter.unroll_steps=2): "
+                                       "problems.reweighter.unroll_steps:",
+                                       "'reweighter'"}));
 
   // The baseline (no reweighter): the classifier has no parent, so its method does nothing.
   const std::string baseline = "experiment: reweighting\nproblems:\n  classifier:\n"
@@ -265,12 +263,11 @@ TEST_CASE("YAML: a lower-level setting on a problem with no parent names file, l
 TEST_CASE("YAML: enum keys take the names of the enum's table, and list them when unknown",
           "[io][yaml]") {
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"problems.classifier.precision=fp8"}),
-                      Contains("problems.classifier.precision: must be one of fp32, bf16, fp16; "
-                               "got 'fp8'"));
+                      mlo_test::Names({"problems.classifier.precision:", "fp32", "bf16", "fp16", "'fp8'"}));
   REQUIRE_THROWS_WITH(
       parse_run_config(std::string(kValid) + "    checkpointing: {strategy: full}\n", "x.yaml"),
-      Contains("x.yaml:14:31: problems.reweighter.checkpointing.strategy: must be one of none, "
-               "uniform, sqrt, optimal, min_memory; got 'full'"));
+      mlo_test::Names({"x.yaml:14:31: problems.reweighter.checkpointing.strategy:", "uniform",
+                       "min_memory", "'full'"}));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.early_stopping.mode=up"}),
                       mlo_test::Names({"tiny.yaml (--set engine.early_stopping.mode=up): engine.early_stopping.mode:",
                                        "min", "max"}));
@@ -320,7 +317,7 @@ TEST_CASE("YAML: odd but valid YAML is rejected as a named error", "[io][yaml]")
       parse_run_config("experiment: reweighting\n[a, b]: 1\n", "k.yaml"), Error,
       Catch::Matchers::Message("k.yaml:2:1: (top level): keys must be plain names"));
   CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\nproblems: {{a: 1}: {}}\n", "k.yaml"),
-                    Contains("k.yaml:2:12: problems: keys must be plain names"));
+                    mlo_test::Names({"k.yaml:2:12: problems:", "plain names"}));
   CHECK_THROWS_WITH(parse_run_config("experiment: reweighting\ndependencies: {u2l: {[x]: a}}\n", "k.yaml"),
                     mlo_test::Names({"k.yaml:2:", "dependencies.u2l:"}));
   // A list of problem names holding a mapping.
@@ -360,8 +357,8 @@ TEST_CASE("YAML: sama and unrolled sections select and configure the methods", "
       parse_run_config(std::string(kValid).replace(std::string(kValid).find("  reweighter:"), 0,
                                                    "    unrolled: {checkpointing: revolve}\n"),
                        "b.yaml"),
-      Contains("b.yaml:11:31: problems.classifier.unrolled.checkpointing: must be one of none, "
-               "binomial; got 'revolve'"));
+      mlo_test::Names({"b.yaml:11:31: problems.classifier.unrolled.checkpointing:", "binomial",
+                       "'revolve'"}));
   REQUIRE_THROWS_WITH(
       parse_run_config(std::string(kValid).replace(std::string(kValid).find("  reweighter:"), 0,
                                                    "    sama: {alpha: -1}\n"),
@@ -472,8 +469,7 @@ TEST_CASE("YAML: the data-parallel keys reach the engine and problem configs", "
       parse_run_config(std::string(kValid).replace(std::string(kValid).find("  train_iters"), 0,
                                                    "  strategy: ddp\n"),
                        "e.yaml"),
-      Contains("e.yaml:4:13: engine.strategy: must be one of default, distributed, zero1, zero2, "
-               "zero3; got 'ddp'"));
+      mlo_test::Names({"e.yaml:4:13: engine.strategy:", "distributed", "zero3", "'ddp'"}));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.backend=mpi"}),
                       mlo_test::Names({"tiny.yaml (--set engine.backend=mpi): engine.backend:", "'mpi'"}));
   REQUIRE_THROWS_WITH(parse_run_config(kValid, "tiny.yaml", {"engine.timeout_s=0"}),
